@@ -1,0 +1,73 @@
+#include "collectors/core/sample.h"
+
+#include <limits>
+
+#include "absl/hash/hash.h"
+
+namespace fabricmon::collectors {
+
+void SeriesDesc::Finalize() { fingerprint = absl::Hash<std::pair<std::string, Labels>>()({name, labels}); }
+
+uint64_t SeriesDesc::MaxRaw() const {
+  if (width_bits == 0 || width_bits >= 64) {
+    return std::numeric_limits<uint64_t>::max();
+  }
+  return (uint64_t{1} << width_bits) - 1;
+}
+
+SeriesDesc CounterSeries(absl::string_view collector, std::string name, std::string help, Unit unit,
+                         uint8_t width_bits, Overflow overflow, double scale, Labels labels) {
+  SeriesDesc desc;
+  desc.collector = std::string(collector);
+  desc.name = std::move(name);
+  desc.help = std::move(help);
+  desc.type = MetricType::kCounter;
+  desc.unit = unit;
+  desc.width_bits = width_bits;
+  desc.overflow = overflow;
+  desc.scale = scale;
+  desc.labels = std::move(labels);
+  desc.Finalize();
+  return desc;
+}
+
+SeriesDesc GaugeSeries(absl::string_view collector, std::string name, std::string help, Unit unit,
+                       double scale, Labels labels) {
+  SeriesDesc desc;
+  desc.collector = std::string(collector);
+  desc.name = std::move(name);
+  desc.help = std::move(help);
+  desc.type = MetricType::kGauge;
+  desc.unit = unit;
+  desc.scale = scale;
+  desc.labels = std::move(labels);
+  desc.Finalize();
+  return desc;
+}
+
+SeriesDesc InfoSeries(absl::string_view collector, std::string name, std::string help,
+                      Labels labels) {
+  SeriesDesc desc;
+  desc.collector = std::string(collector);
+  desc.name = std::move(name);
+  desc.help = std::move(help);
+  desc.type = MetricType::kInfo;
+  desc.unit = Unit::kNone;
+  desc.labels = std::move(labels);
+  desc.Finalize();
+  return desc;
+}
+
+double ExportedValue(const SeriesDesc& desc, uint64_t raw_value) {
+  switch (desc.type) {
+    case MetricType::kInfo:
+      return 1.0;
+    case MetricType::kGauge:
+      return static_cast<double>(static_cast<int64_t>(raw_value)) * desc.scale;
+    case MetricType::kCounter:
+      break;
+  }
+  return static_cast<double>(raw_value) * desc.scale;
+}
+
+}  // namespace fabricmon::collectors
