@@ -2,6 +2,12 @@
 //
 //   fabricmon-agent --once [--sysfs_root=DIR] [--config=FILE]
 //       Discover and collect once; print Prometheus text exposition to stdout.
+//   fabricmon-agent --aggregator=HOST:PORT [--node_name=NAME] [--listen_metrics=HOST:PORT]
+//                   [--config=FILE]
+//       Run: collect on schedule, stream to the aggregator, optionally serve local /metrics.
+
+#include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <iostream>
@@ -12,22 +18,39 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "collectors/builtin.h"
 #include "collectors/core/collector_registry.h"
 #include "collectors/core/recording_sink.h"
+#include "daemon/agent/agent.h"
 #include "daemon/agent/collector_runner.h"
+#include "daemon/agent/stream_client.h"
+#include "daemon/agent/systemd_notify.h"
 #include "daemon/common/clock.h"
 #include "daemon/common/config_loader.h"
+#include "daemon/common/file_reader.h"
 #include "daemon/common/logging.h"
 #include "daemon/exposition/text_exposition.h"
 #include "fabricmon/v1/config.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "prometheus/collectable.h"
+#include "prometheus/exposer.h"
 
 ABSL_FLAG(bool, once, false, "Discover and collect once, print Prometheus text to stdout, exit.");
 ABSL_FLAG(std::string, config, "", "AgentConfig in protobuf text format.");
 ABSL_FLAG(std::string, sysfs_root, "",
           "Override the sysfs root of every sysfs-based collector (default /sys; tests and "
           "offline analysis point it at a captured tree).");
+ABSL_FLAG(std::string, procfs_root, "", "Override the procfs root (default /proc).");
+ABSL_FLAG(std::string, aggregator, "", "HOST:PORT of the aggregator (overrides config).");
+ABSL_FLAG(std::string, node_name, "", "Node name (overrides config; default: host name).");
+ABSL_FLAG(std::string, listen_metrics, "",
+          "HOST:PORT to serve this node's own /metrics (overrides config; empty: off).");
 ABSL_FLAG(std::string, log_level, "warning", "debug, info, warning or error.");
+
+#ifndef FABRICMON_VERSION
+#define FABRICMON_VERSION "0.1.0"
+#endif
 
 namespace fabricmon {
 namespace {
@@ -36,25 +59,48 @@ void ApplyOverrides(v1::AgentConfig& config) {
   const std::string root = absl::GetFlag(FLAGS_sysfs_root);
   if (!root.empty()) {
     config.mutable_collectors()->mutable_ib_sysfs()->set_sysfs_root(root);
+    config.mutable_collectors()->mutable_ethtool()->set_sysfs_root(root);
+    config.mutable_collectors()->mutable_netdev()->set_sysfs_root(root);
+  }
+  const std::string proc = absl::GetFlag(FLAGS_procfs_root);
+  if (!proc.empty()) {
+    config.mutable_collectors()->mutable_netdev()->set_procfs_root(proc);
+  }
+  if (!absl::GetFlag(FLAGS_aggregator).empty()) {
+    config.set_aggregator(absl::GetFlag(FLAGS_aggregator));
+  }
+  if (!absl::GetFlag(FLAGS_node_name).empty()) {
+    config.set_node_name(absl::GetFlag(FLAGS_node_name));
+  }
+  if (!absl::GetFlag(FLAGS_listen_metrics).empty()) {
+    config.set_listen_metrics(absl::GetFlag(FLAGS_listen_metrics));
+  }
+  if (config.node_name().empty()) {
+    char host[256] = {0};
+    if (gethostname(host, sizeof(host) - 1) == 0) {
+      config.set_node_name(host);
+    }
   }
 }
 
-int RunOnce(const v1::AgentConfig& config) {
+absl::StatusOr<std::vector<std::unique_ptr<collectors::Collector>>> CreateCollectors(
+    const v1::AgentConfig& config) {
   collectors::CollectorRegistry registry;
   collectors::RegisterBuiltinCollectors(registry);
   collectors::CollectorContext context{config.collectors(), RealClock::Get()};
-  auto created = registry.CreateEnabled(context);
+  return registry.CreateEnabled(context);
+}
+
+int RunOnce(const v1::AgentConfig& config) {
+  auto created = CreateCollectors(config);
   if (!created.ok()) {
     std::cerr << "fabricmon-agent: " << created.status() << "\n";
     return 2;
   }
-  std::vector<agent::CollectorRunner> runners;
-  for (auto& collector : *created) {
-    runners.emplace_back(std::move(collector), RealClock::Get());
-  }
-  v1::Inventory inventory;
   collectors::RecordingSink sink;
-  for (agent::CollectorRunner& runner : runners) {
+  v1::Inventory inventory;
+  for (auto& collector : *created) {
+    agent::CollectorRunner runner(std::move(collector), RealClock::Get());
     (void)runner.Discover(inventory);  // exported as fabricmon_collector_hardware_present
     (void)runner.Collect(sink);        // exported as fabricmon_collector_success
   }
@@ -63,12 +109,155 @@ int RunOnce(const v1::AgentConfig& config) {
   return 0;
 }
 
+// Serves the agent's latest samples at /metrics, built at scrape time.
+class LocalMetrics final : public prometheus::Collectable {
+ public:
+  explicit LocalMetrics(const agent::Agent& agent) : agent_(agent) {}
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    return exposition::BuildFamilies(agent_.LatestSamples());
+  }
+
+ private:
+  const agent::Agent& agent_;
+};
+
+std::shared_ptr<grpc::ChannelCredentials> MakeCredentials(const v1::TlsConfig& tls) {
+  if (tls.cert_file().empty() && tls.ca_file().empty()) {
+    if (!tls.insecure_plaintext()) {
+      FABRICMON_LOG(Warning) << "no TLS configured: telemetry goes to the aggregator in PLAINTEXT "
+                                "(set tls { ... } or tls { insecure_plaintext: true })";
+    }
+    return grpc::InsecureChannelCredentials();
+  }
+  grpc::SslCredentialsOptions options;
+  auto read = [](const std::string& path) {
+    absl::StatusOr<std::string> content = ReadSmallFile(path, 1 << 20);
+    return content.ok() ? *content : std::string();
+  };
+  options.pem_root_certs = read(tls.ca_file());
+  options.pem_cert_chain = read(tls.cert_file());
+  options.pem_private_key = read(tls.key_file());
+  return grpc::SslCredentials(options);
+}
+
+int RunDaemon(const v1::AgentConfig& config) {
+  if (config.aggregator().empty() && config.listen_metrics().empty()) {
+    std::cerr << "fabricmon-agent: nothing to do: give --aggregator and/or --listen_metrics "
+                 "(or --once)\n";
+    return 2;
+  }
+  // Block the stop signals in every thread; the main thread waits for them below.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  auto created = CreateCollectors(config);
+  if (!created.ok()) {
+    std::cerr << "fabricmon-agent: " << created.status() << "\n";
+    return 2;
+  }
+  agent::AgentOptions options;
+  options.node_name = config.node_name();
+  if (config.replay_buffer_bytes() > 0) {
+    options.replay_buffer_bytes = config.replay_buffer_bytes();
+  }
+  agent::Agent agent(options, *std::move(created), RealClock::Get());
+  agent.DiscoverAll();
+
+  const uint64_t instance_id = agent::NewAgentInstanceId();
+  const std::string boot_id = agent::ReadBootId();
+  std::unique_ptr<agent::StreamClient> stream;
+  if (!config.aggregator().empty()) {
+    grpc::ChannelArguments args;
+    // Detect a dead aggregator or a silent partition within ~30 s even with no RPC traffic.
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    agent::StreamClientOptions stream_options;
+    stream_options.channel =
+        grpc::CreateCustomChannel(config.aggregator(), MakeCredentials(config.tls()), args);
+    stream_options.node_name = config.node_name();
+    stream_options.boot_id = boot_id;
+    stream_options.agent_version = FABRICMON_VERSION;
+    stream_options.agent_instance_id = instance_id;
+    if (config.reconnect_initial_backoff_ms() > 0) {
+      stream_options.initial_backoff = absl::Milliseconds(config.reconnect_initial_backoff_ms());
+    }
+    if (config.reconnect_max_backoff_ms() > 0) {
+      stream_options.max_backoff = absl::Milliseconds(config.reconnect_max_backoff_ms());
+    }
+    stream = std::make_unique<agent::StreamClient>(
+        stream_options, agent.buffer(), agent.series(),
+        [&agent, boot_id, instance_id] {
+          return agent.MakeHello(boot_id, FABRICMON_VERSION, instance_id);
+        });
+    agent.AttachStream(stream.get());
+  }
+
+  std::unique_ptr<prometheus::Exposer> exposer;
+  std::shared_ptr<LocalMetrics> local_metrics;
+  if (!config.listen_metrics().empty()) {
+    // civetweb reports a bind failure by throwing; turn it into an exit status.
+    try {
+      exposer = std::make_unique<prometheus::Exposer>(config.listen_metrics());
+    } catch (const std::exception& e) {
+      std::cerr << "fabricmon-agent: cannot listen on " << config.listen_metrics() << ": "
+                << e.what() << "\n";
+      return 2;
+    }
+    local_metrics = std::make_shared<LocalMetrics>(agent);
+    exposer->RegisterCollectable(local_metrics);
+    FABRICMON_LOG(Info) << "serving /metrics on " << config.listen_metrics();
+  }
+
+  agent.Start();
+  if (stream != nullptr) {
+    stream->Start();
+  }
+
+  const uint64_t watchdog_us = WatchdogIntervalMicros();
+  // Ping at half the interval systemd expects (sd_watchdog_enabled(3)).
+  const int64_t tick_ms = watchdog_us > 0 ? std::max<int64_t>(100, watchdog_us / 2000) : 1000;
+  bool ready_sent = false;
+  for (;;) {
+    if (!ready_sent && agent.ready()) {
+      NotifyReady(absl::StrCat("collecting; node ", config.node_name()));
+      ready_sent = true;
+    }
+    if (watchdog_us > 0) {
+      NotifyWatchdog();
+    }
+    timespec timeout{tick_ms / 1000, (tick_ms % 1000) * 1000000};
+    const int signal = sigtimedwait(&stop_signals, nullptr, &timeout);
+    if (signal == SIGTERM || signal == SIGINT) {
+      break;
+    }
+  }
+  NotifyStopping();
+  FABRICMON_LOG(Info) << "stopping: flushing unacknowledged batches";
+  agent.Stop();
+  if (stream != nullptr) {
+    // Give the aggregator a moment to acknowledge what is buffered; what is not is lost with the
+    // process (the buffer is in memory), and the final stats say how much.
+    stream->Stop(absl::Seconds(5));
+  }
+  if (exposer != nullptr && local_metrics != nullptr) {
+    exposer->RemoveCollectable(local_metrics);
+  }
+  return 0;
+}
+
 }  // namespace
 }  // namespace fabricmon
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "fabricmon node agent.\n  fabricmon-agent --once [--sysfs_root=DIR] [--config=FILE]");
+      "fabricmon node agent.\n"
+      "  fabricmon-agent --once [--sysfs_root=DIR] [--config=FILE]\n"
+      "  fabricmon-agent --aggregator=HOST:PORT [--node_name=NAME] [--listen_metrics=HOST:PORT] "
+      "[--config=FILE]");
   absl::ParseCommandLine(argc, argv);
 
   fabricmon::LogLevel level;
@@ -92,6 +281,5 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_once)) {
     return fabricmon::RunOnce(config);
   }
-  std::cerr << "fabricmon-agent: streaming mode is not built yet; use --once\n";
-  return 2;
+  return fabricmon::RunDaemon(config);
 }

@@ -12,7 +12,7 @@ namespace {
 using collectors::MetricType;
 using collectors::RecordedSample;
 
-constexpr char kSaturatedFamily[] = "fabricmon_counter_saturated";
+constexpr char kSaturatedFamily[] = "fabricmon_series_saturated";
 
 prometheus::ClientMetric MakeMetric(const collectors::Labels& extra, const collectors::Labels& own) {
   prometheus::ClientMetric metric;
@@ -30,6 +30,32 @@ prometheus::ClientMetric MakeMetric(const collectors::Labels& extra, const colle
 
 std::vector<prometheus::MetricFamily> BuildFamilies(const std::vector<RecordedSample>& samples,
                                                     const collectors::Labels& extra_labels) {
+  std::vector<SampleRef> refs;
+  refs.reserve(samples.size());
+  for (const RecordedSample& sample : samples) {
+    refs.push_back({&sample.series, sample.raw_value});
+  }
+  return BuildFamilies(refs, extra_labels);
+}
+
+void MergeFamilies(std::vector<prometheus::MetricFamily> source,
+                   std::vector<prometheus::MetricFamily>* families) {
+  auto by_name = [](const prometheus::MetricFamily& a, const prometheus::MetricFamily& b) {
+    return a.name < b.name;
+  };
+  for (prometheus::MetricFamily& family : source) {
+    auto it = std::lower_bound(families->begin(), families->end(), family, by_name);
+    if (it != families->end() && it->name == family.name) {
+      it->metric.insert(it->metric.end(), std::make_move_iterator(family.metric.begin()),
+                        std::make_move_iterator(family.metric.end()));
+    } else {
+      families->insert(it, std::move(family));
+    }
+  }
+}
+
+std::vector<prometheus::MetricFamily> BuildFamilies(const std::vector<SampleRef>& samples,
+                                                    const collectors::Labels& extra_labels) {
   std::map<std::string, prometheus::MetricFamily> by_name;
   prometheus::MetricFamily saturated;
   saturated.name = kSaturatedFamily;
@@ -38,8 +64,8 @@ std::vector<prometheus::MetricFamily> BuildFamilies(const std::vector<RecordedSa
       "clear the counter to resume): metric names the counter.";
   saturated.type = prometheus::MetricType::Gauge;
 
-  for (const RecordedSample& sample : samples) {
-    const collectors::SeriesDesc& desc = sample.series;
+  for (const SampleRef& sample : samples) {
+    const collectors::SeriesDesc& desc = *sample.series;
     prometheus::MetricFamily& family = by_name[desc.name];
     if (family.name.empty()) {
       family.name = desc.name;

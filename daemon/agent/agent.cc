@@ -1,0 +1,244 @@
+#include "daemon/agent/agent.h"
+
+#include "google/protobuf/util/message_differencer.h"
+#include "daemon/agent/cycle_builder.h"
+#include "daemon/common/logging.h"
+
+namespace fabricmon::agent {
+namespace {
+
+using collectors::CounterSeries;
+using collectors::GaugeSeries;
+using collectors::Overflow;
+using collectors::Unit;
+
+// The agent's own health as samples, so it travels the same path as hardware counters and the
+// aggregator can tell data lost on the node from data lost in transit.
+class AgentSelfCollector final : public collectors::Collector {
+ public:
+  AgentSelfCollector(const ReplayBuffer& buffer, const StreamClient* stream)
+      : buffer_(buffer), stream_(stream) {
+    auto counter = [](const char* name, const char* help) {
+      return CounterSeries("agent", name, help, Unit::kNone, 64, Overflow::kWraps, 1.0, {});
+    };
+    buffer_bytes_ = GaugeSeries("agent", "fabricmon_agent_replay_buffer_bytes",
+                                "Bytes of unacknowledged cycles held for replay.", Unit::kBytes,
+                                1.0, {});
+    buffer_cycles_ = GaugeSeries("agent", "fabricmon_agent_replay_buffer_batches",
+                                 "Unacknowledged batches held for replay.", Unit::kNone, 1.0, {});
+    dropped_batches_ = counter("fabricmon_agent_dropped_batches_total",
+                               "Batches dropped unacknowledged because the replay buffer was full.");
+    dropped_samples_ = counter("fabricmon_agent_dropped_samples_total",
+                               "Samples in batches dropped from the full replay buffer.");
+    connected_ = GaugeSeries("agent", "fabricmon_agent_stream_connected",
+                             "1 while the telemetry stream to the aggregator is established.",
+                             Unit::kNone, 1.0, {});
+    connects_ = counter("fabricmon_agent_stream_connects_total",
+                        "Telemetry streams established (first connect and reconnects).");
+    attempts_ = counter("fabricmon_agent_stream_connect_attempts_total",
+                        "Telemetry stream attempts, successful or not.");
+    replayed_ = counter("fabricmon_agent_replayed_batches_total",
+                        "Batches sent again after a reconnect.");
+    sent_bytes_ = CounterSeries("agent", "fabricmon_agent_sent_bytes_total",
+                                "Protobuf bytes written to the telemetry stream.", Unit::kBytes, 64,
+                                Overflow::kWraps, 1.0, {});
+  }
+  absl::string_view name() const override { return "agent"; }
+  absl::Status Discover(v1::Inventory&) override { return absl::OkStatus(); }
+  absl::Status Collect(collectors::SampleSink& sink) override {
+    sink.Add(buffer_bytes_, buffer_.bytes());
+    sink.Add(buffer_cycles_, buffer_.size());
+    sink.Add(dropped_batches_, buffer_.dropped_cycles());
+    sink.Add(dropped_samples_, buffer_.dropped_samples());
+    if (stream_ != nullptr) {
+      const StreamClientStats stats = stream_->stats();
+      sink.Add(connected_, stats.connected ? 1 : 0);
+      sink.Add(connects_, stats.connects);
+      sink.Add(attempts_, stats.connect_attempts);
+      sink.Add(replayed_, stats.replayed_batches);
+      sink.Add(sent_bytes_, stats.bytes_sent);
+    }
+    return absl::OkStatus();
+  }
+  int64_t interval_ms() const override { return 1000; }
+  int64_t rediscover_interval_ms() const override { return 3600000; }
+
+ private:
+  const ReplayBuffer& buffer_;
+  const StreamClient* stream_;
+  collectors::SeriesDesc buffer_bytes_, buffer_cycles_, dropped_batches_, dropped_samples_,
+      connected_, connects_, attempts_, replayed_, sent_bytes_;
+};
+
+}  // namespace
+
+Agent::Agent(AgentOptions options, std::vector<std::unique_ptr<collectors::Collector>> collectors,
+             Clock& clock)
+    : options_(std::move(options)), clock_(clock), buffer_(options_.replay_buffer_bytes) {
+  for (auto& collector : collectors) {
+    runners_.push_back(std::make_unique<CollectorRunner>(std::move(collector), clock_));
+  }
+  absl::MutexLock lock(&mu_);
+  inventories_.resize(runners_.size());
+  discovery_.resize(runners_.size(), absl::UnavailableError("not discovered yet"));
+  latest_.resize(runners_.size());
+}
+
+Agent::~Agent() { Stop(); }
+
+void Agent::DiscoverAll() {
+  for (size_t i = 0; i < runners_.size(); ++i) {
+    v1::Inventory inventory;
+    absl::Status status = runners_[i]->Discover(inventory);  // also exported as health series
+    absl::MutexLock lock(&mu_);
+    inventories_[i] = std::move(inventory);
+    discovery_[i] = std::move(status);
+  }
+}
+
+void Agent::Start() {
+  runners_.push_back(std::make_unique<CollectorRunner>(
+      std::make_unique<AgentSelfCollector>(buffer_, stream_), clock_));
+  {
+    absl::MutexLock lock(&mu_);
+    inventories_.resize(runners_.size());
+    discovery_.resize(runners_.size(), absl::OkStatus());
+    latest_.resize(runners_.size());
+  }
+  v1::Inventory unused;
+  (void)runners_.back()->Discover(unused);  // the self collector always discovers OK
+  for (size_t i = 0; i < runners_.size(); ++i) {
+    threads_.emplace_back([this, i] { RunCollector(i); });
+  }
+}
+
+void Agent::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  for (std::thread& thread : threads_) {
+    if (thread.joinable()) {
+      thread.join();
+    }
+  }
+  threads_.clear();
+}
+
+void Agent::RunCollector(size_t index) {
+  CollectorRunner& runner = *runners_[index];
+  CycleBuilder builder(series_);
+  const int64_t interval_ns = runner.collector().interval_ms() * 1000000;
+  int64_t next = clock_.MonotonicNanos();
+  bool first = true;
+  for (;;) {
+    v1::Inventory discovered;
+    if (!first && runner.MaybeDiscover(discovered)) {
+      absl::MutexLock lock(&mu_);
+      discovery_[index] = runner.discovery_status();
+      if (!google::protobuf::util::MessageDifferencer::Equals(discovered, inventories_[index])) {
+        inventories_[index] = std::move(discovered);
+        PublishInventoryLocked();
+      }
+    }
+    const int64_t timestamp = clock_.NowUnixNanos();
+    (void)runner.Collect(builder);  // status is exported as fabricmon_collector_success
+    Cycle cycle = builder.Finish(timestamp, static_cast<uint32_t>(runner.last_duration_ns() / 1000));
+    auto latest = std::make_shared<Cycle>(cycle);
+    buffer_.Push(std::move(cycle));
+    if (stream_ != nullptr) {
+      stream_->Notify();
+    }
+    if (first) {
+      completed_first_cycle_.fetch_add(1);
+      first = false;
+    }
+
+    // Fixed-rate schedule; if a run overran, skip the missed ticks instead of bursting.
+    next += interval_ns;
+    const int64_t now = clock_.MonotonicNanos();
+    if (next < now) {
+      next = now + interval_ns - (now - next) % interval_ns;
+    }
+    absl::MutexLock lock(&mu_);
+    latest_[index] = std::move(latest);
+    const absl::Duration wait = absl::Nanoseconds(next - clock_.MonotonicNanos());
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), wait);
+    if (stopping_) {
+      return;
+    }
+  }
+}
+
+void Agent::PublishInventoryLocked() {
+  if (stream_ == nullptr) {
+    return;
+  }
+  v1::Inventory merged;
+  for (const v1::Inventory& part : inventories_) {
+    merged.MergeFrom(part);
+  }
+  stream_->SendInventory(merged);
+}
+
+v1::Inventory Agent::inventory() const {
+  absl::MutexLock lock(&mu_);
+  v1::Inventory merged;
+  for (const v1::Inventory& part : inventories_) {
+    merged.MergeFrom(part);
+  }
+  return merged;
+}
+
+v1::Hello Agent::MakeHello(const std::string& boot_id, const std::string& version,
+                           uint64_t instance_id) const {
+  v1::Hello hello;
+  hello.set_node_name(options_.node_name);
+  hello.set_boot_id(boot_id);
+  hello.set_agent_version(version);
+  hello.set_protocol_revision(v1::PROTOCOL_REVISION_1);
+  hello.set_agent_instance_id(instance_id);
+  uint32_t min_interval = 0;
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < runners_.size(); ++i) {
+    const auto& runner = runners_[i];
+    v1::CollectorStatus* status = hello.add_collectors();
+    status->set_name(std::string(runner->collector().name()));
+    const absl::Status& discovery = discovery_[i];
+    status->set_state(discovery.ok() ? "OK" : absl::StatusCodeToString(discovery.code()));
+    status->set_message(std::string(discovery.message()));
+    const auto interval = static_cast<uint32_t>(runner->collector().interval_ms());
+    status->set_interval_ms(interval);
+    if (min_interval == 0 || interval < min_interval) {
+      min_interval = interval;
+    }
+  }
+  hello.set_min_interval_ms(min_interval);
+  for (const v1::Inventory& part : inventories_) {
+    hello.mutable_inventory()->MergeFrom(part);
+  }
+  return hello;
+}
+
+std::vector<exposition::SampleRef> Agent::LatestSamples() const {
+  std::vector<std::shared_ptr<const Cycle>> cycles;
+  {
+    absl::MutexLock lock(&mu_);
+    cycles = latest_;
+  }
+  std::vector<exposition::SampleRef> samples;
+  for (const auto& cycle : cycles) {
+    if (cycle == nullptr) {
+      continue;
+    }
+    for (size_t i = 0; i < cycle->values.size(); ++i) {
+      const collectors::SeriesDesc* desc = series_.Find((*cycle->layout)[i]);
+      if (desc != nullptr) {
+        samples.push_back({desc, cycle->values[i]});
+      }
+    }
+  }
+  return samples;
+}
+
+}  // namespace fabricmon::agent

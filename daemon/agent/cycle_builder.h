@@ -1,0 +1,33 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/container/flat_hash_map.h"
+#include "collectors/core/sample.h"
+#include "daemon/agent/cycle.h"
+#include "daemon/agent/series_table.h"
+
+namespace fabricmon::agent {
+
+// A SampleSink that turns one collector run into a Cycle: interns series in the shared table and
+// interns the resulting layout. One builder per collector; not thread-safe.
+class CycleBuilder final : public collectors::SampleSink {
+ public:
+  // Keeps a reference to `table`, which must outlive the builder.
+  explicit CycleBuilder(SeriesTable& table) : table_(table) {}
+
+  void Add(const collectors::SeriesDesc& desc, uint64_t raw_value) override;
+  // Completes the cycle (sequence is assigned by the replay buffer) and resets the builder.
+  Cycle Finish(int64_t timestamp_unix_nanos, uint32_t collect_duration_us);
+
+ private:
+  SeriesTable& table_;
+  // fingerprint → id cache, avoiding the table's lock on the hot path.
+  absl::flat_hash_map<uint64_t, uint32_t> ids_;
+  std::vector<uint32_t> series_ids_;
+  std::vector<uint64_t> values_;
+  std::shared_ptr<const Layout> last_layout_;
+};
+
+}  // namespace fabricmon::agent

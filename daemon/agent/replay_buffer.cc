@@ -1,0 +1,76 @@
+#include "daemon/agent/replay_buffer.h"
+
+#include <algorithm>
+
+namespace fabricmon::agent {
+
+uint64_t ReplayBuffer::Push(Cycle cycle) {
+  absl::MutexLock lock(&mu_);
+  cycle.sequence = next_sequence_++;
+  bytes_ += cycle.ByteSize();
+  cycles_.push_back(std::move(cycle));
+  // Keep at least the newest cycle even if it alone exceeds the bound.
+  while (bytes_ > max_bytes_ && cycles_.size() > 1) {
+    bytes_ -= cycles_.front().ByteSize();
+    ++dropped_cycles_;
+    dropped_samples_ += cycles_.front().values.size();
+    cycles_.pop_front();
+  }
+  return cycles_.back().sequence;
+}
+
+void ReplayBuffer::Ack(uint64_t sequence) {
+  absl::MutexLock lock(&mu_);
+  if (sequence > acked_) {
+    acked_ = sequence;
+  }
+  while (!cycles_.empty() && cycles_.front().sequence <= sequence) {
+    bytes_ -= cycles_.front().ByteSize();
+    cycles_.pop_front();
+  }
+}
+
+std::optional<Cycle> ReplayBuffer::NextAfter(uint64_t after, uint64_t* dropped_before) const {
+  absl::MutexLock lock(&mu_);
+  *dropped_before = 0;
+  if (cycles_.empty() || cycles_.back().sequence <= after) {
+    return std::nullopt;
+  }
+  // Sequences in the deque are contiguous, so the position is arithmetic.
+  const uint64_t first = cycles_.front().sequence;
+  if (after + 1 < first) {
+    // The gap holds cycles acknowledged earlier (delivered, maybe to a previous aggregator
+    // process) and cycles dropped unacknowledged; only the latter are losses.
+    const uint64_t delivered_up_to = std::max(after, acked_);
+    *dropped_before = first > delivered_up_to + 1 ? first - 1 - delivered_up_to : 0;
+    return cycles_.front();
+  }
+  return cycles_[after + 1 - first];
+}
+
+uint64_t ReplayBuffer::last_sequence() const {
+  absl::MutexLock lock(&mu_);
+  return next_sequence_ - 1;
+}
+uint64_t ReplayBuffer::acked_sequence() const {
+  absl::MutexLock lock(&mu_);
+  return acked_;
+}
+uint64_t ReplayBuffer::dropped_cycles() const {
+  absl::MutexLock lock(&mu_);
+  return dropped_cycles_;
+}
+uint64_t ReplayBuffer::dropped_samples() const {
+  absl::MutexLock lock(&mu_);
+  return dropped_samples_;
+}
+size_t ReplayBuffer::bytes() const {
+  absl::MutexLock lock(&mu_);
+  return bytes_;
+}
+size_t ReplayBuffer::size() const {
+  absl::MutexLock lock(&mu_);
+  return cycles_.size();
+}
+
+}  // namespace fabricmon::agent

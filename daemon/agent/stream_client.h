@@ -1,0 +1,103 @@
+#pragma once
+
+// The agent's side of the telemetry stream: one gRPC bidi stream (callback API) that sends the
+// hello, then every buffered cycle after the aggregator's last stored sequence, then new cycles as
+// they are pushed, and applies the aggregator's acks to the replay buffer. When the stream ends it
+// reconnects with exponential backoff and full jitter, so thousands of agents do not stampede a
+// restarted aggregator.
+//
+// Threads: one connection thread owned by the client (joined by Stop()); reactions run on gRPC's
+// callback threads. Push-side callers only call Notify().
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "daemon/agent/replay_buffer.h"
+#include "daemon/agent/series_table.h"
+#include "daemon/common/clock.h"
+#include "fabricmon/v1/telemetry.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+
+namespace fabricmon::agent {
+
+struct StreamClientOptions {
+  std::shared_ptr<grpc::Channel> channel;
+  std::string node_name;
+  std::string boot_id;
+  std::string agent_version;
+  uint64_t agent_instance_id = 0;
+  uint32_t min_interval_ms = 1000;
+  absl::Duration initial_backoff = absl::Milliseconds(500);
+  absl::Duration max_backoff = absl::Seconds(30);
+  uint64_t jitter_seed = 0;  // 0: from the instance id
+};
+
+// Counters for self-metrics; all monotonic.
+struct StreamClientStats {
+  uint64_t connects = 0;         // streams that reached HelloAck
+  uint64_t connect_attempts = 0;
+  uint64_t batches_sent = 0;
+  uint64_t replayed_batches = 0; // sent after a reconnect with sequence ≤ the previous stream's
+  uint64_t bytes_sent = 0;
+  uint64_t rejects = 0;
+  bool connected = false;
+  std::string last_error;
+};
+
+class StreamClient {
+ public:
+  // Provides the current hello content (collectors and inventory); called on every connect.
+  using HelloProvider = std::function<v1::Hello()>;
+
+  // Keeps references to `buffer` and `series`, which must outlive the client.
+  StreamClient(StreamClientOptions options, ReplayBuffer& buffer, const SeriesTable& series,
+               HelloProvider hello);
+  ~StreamClient();  // Stop()s if needed
+
+  void Start();
+  // A new cycle was pushed to the buffer, or the inventory changed: send what is pending.
+  void Notify();
+  // Queues an inventory update for the current stream (and future hellos carry it anyway).
+  void SendInventory(const v1::Inventory& inventory);
+  // Waits up to `flush` for the buffer to be fully acknowledged, then ends the stream and joins
+  // the connection thread. Idempotent.
+  void Stop(absl::Duration flush);
+
+  StreamClientStats stats() const;
+
+ private:
+  class Reactor;
+  void ConnectionLoop();
+  absl::Duration NextBackoff(absl::Duration current);
+
+  const StreamClientOptions options_;
+  ReplayBuffer& buffer_;
+  const SeriesTable& series_;
+  const HelloProvider hello_;
+  std::unique_ptr<v1::Telemetry::Stub> stub_;
+
+  // Lock order: mu_ → Reactor::mu_ → stats_mu_. Holding mu_ while calling into the active
+  // reactor keeps the connection thread from destroying it meanwhile.
+  mutable absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  Reactor* active_ ABSL_GUARDED_BY(mu_) = nullptr;
+  mutable absl::Mutex stats_mu_;
+  StreamClientStats stats_ ABSL_GUARDED_BY(stats_mu_);
+  uint64_t highest_sent_ ABSL_GUARDED_BY(stats_mu_) = 0;  // for replay accounting
+  uint64_t rng_state_ ABSL_GUARDED_BY(stats_mu_);
+  std::thread thread_;
+  friend class Reactor;
+};
+
+// A random 64-bit agent instance id (from /dev/urandom, falling back to time and pid).
+uint64_t NewAgentInstanceId();
+// The kernel's boot id, or "" when unavailable.
+std::string ReadBootId();
+
+}  // namespace fabricmon::agent

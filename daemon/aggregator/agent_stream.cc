@@ -1,0 +1,275 @@
+#include "daemon/aggregator/agent_stream.h"
+
+#include <atomic>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/common/logging.h"
+#include "daemon/wire/series_codec.h"
+
+namespace fabricmon::aggregator {
+namespace {
+std::atomic<uint64_t> g_next_token{1};
+}  // namespace
+
+absl::string_view RejectReasonName(RejectReason reason) {
+  switch (reason) {
+    case RejectReason::kBeforeHello:
+      return "before_hello";
+    case RejectReason::kMalformed:
+      return "malformed";
+    case RejectReason::kUnknownSeries:
+      return "unknown_series";
+    case RejectReason::kUnknownLayout:
+      return "unknown_layout";
+    case RejectReason::kDuplicateNode:
+      return "duplicate_node";
+    case RejectReason::kSeriesLimit:
+      return "series_limit";
+    case RejectReason::kInvalidDeclaration:
+      return "invalid_declaration";
+    case RejectReason::kProtocol:
+    case RejectReason::kCount:
+      break;
+  }
+  return "protocol";
+}
+
+AgentStream::AgentStream(grpc::CallbackServerContext* context, SeriesStore& store,
+                         IngestStats& stats, const StreamOptions& options, Clock& clock)
+    : context_(context),
+      store_(store),
+      stats_(stats),
+      options_(options),
+      clock_(clock),
+      token_(g_next_token.fetch_add(1)),
+      peer_(context->peer()) {
+  ++stats_.streams_opened;
+  ++stats_.streams_active;
+  StartRead(&incoming_);
+}
+
+void AgentStream::OnReadDone(bool ok) {
+  if (!ok) {
+    // The agent half-closed or the call broke: finish when pending writes are out.
+    absl::MutexLock lock(&mu_);
+    if (!finish_.has_value()) {
+      finish_ = grpc::Status::OK;
+    }
+    MaybeWriteLocked();
+    return;
+  }
+  stats_.bytes += incoming_.ByteSizeLong();
+  std::optional<Error> error = Handle(incoming_);
+  if (error.has_value()) {
+    Fail(*error);
+    return;
+  }
+  StartRead(&incoming_);
+}
+
+std::optional<AgentStream::Error> AgentStream::Handle(const v1::AgentMessage& message) {
+  if (message.body_case() != v1::AgentMessage::kHello && node_ == nullptr) {
+    return Error{RejectReason::kBeforeHello, v1::Reject::REASON_PROTOCOL,
+                 grpc::StatusCode::FAILED_PRECONDITION, "the first message must be a hello"};
+  }
+  switch (message.body_case()) {
+    case v1::AgentMessage::kHello:
+      return HandleHello(message.hello());
+    case v1::AgentMessage::kDeclarations:
+      return HandleDeclarations(message.declarations());
+    case v1::AgentMessage::kLayouts:
+      return HandleLayouts(message.layouts());
+    case v1::AgentMessage::kBatch:
+      return HandleBatch(message.batch());
+    case v1::AgentMessage::kInventory:
+      node_->SetInventory(message.inventory().inventory());
+      return std::nullopt;
+    case v1::AgentMessage::BODY_NOT_SET:
+      break;
+  }
+  return Error{RejectReason::kMalformed, v1::Reject::REASON_MALFORMED,
+               grpc::StatusCode::INVALID_ARGUMENT, "empty or unknown message"};
+}
+
+std::optional<AgentStream::Error> AgentStream::HandleHello(const v1::Hello& hello) {
+  if (node_ != nullptr) {
+    return Error{RejectReason::kProtocol, v1::Reject::REASON_PROTOCOL,
+                 grpc::StatusCode::FAILED_PRECONDITION, "second hello on one stream"};
+  }
+  if (hello.node_name().empty() || hello.node_name().size() > 253) {
+    return Error{RejectReason::kMalformed, v1::Reject::REASON_MALFORMED,
+                 grpc::StatusCode::INVALID_ARGUMENT, "hello without a valid node name"};
+  }
+  for (char c : hello.node_name()) {
+    // Host names and similar identifiers only: the name becomes a label value everywhere.
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '-' || c == '_' || c == '.' || c == ':';
+    if (!ok) {
+      return Error{RejectReason::kMalformed, v1::Reject::REASON_MALFORMED,
+                   grpc::StatusCode::INVALID_ARGUMENT,
+                   "node name may contain only letters, digits, '-', '_', '.', ':'"};
+    }
+  }
+  grpc::CallbackServerContext* context = context_;
+  absl::StatusOr<SeriesStore::Attachment> attached = store_.Attach(
+      hello, token_, [context] { context->TryCancel(); }, clock_.NowUnixNanos());
+  if (!attached.ok()) {
+    return Error{RejectReason::kDuplicateNode, v1::Reject::REASON_DUPLICATE_NODE,
+                 grpc::StatusCode::ALREADY_EXISTS, std::string(attached.status().message())};
+  }
+  node_ = attached->node;
+  FABRICMON_LOG(Info) << "node " << hello.node_name() << " connected from " << peer_
+                      << " (agent " << hello.agent_version() << ", stored up to sequence "
+                      << attached->last_stored_sequence << ")";
+  v1::AggregatorMessage reply;
+  reply.mutable_hello_ack()->set_last_stored_sequence(attached->last_stored_sequence);
+  reply.mutable_hello_ack()->set_max_message_bytes(options_.max_message_bytes);
+  Send(std::move(reply));
+  return std::nullopt;
+}
+
+std::optional<AgentStream::Error> AgentStream::HandleDeclarations(
+    const v1::SeriesDeclarations& declarations) {
+  for (const v1::SeriesDeclaration& declaration : declarations.series()) {
+    absl::StatusOr<collectors::SeriesDesc> desc = wire::FromDeclaration(declaration);
+    if (!desc.ok()) {
+      return Error{RejectReason::kInvalidDeclaration, v1::Reject::REASON_MALFORMED,
+                   grpc::StatusCode::INVALID_ARGUMENT, std::string(desc.status().message())};
+    }
+    absl::Status declared = decoder_.Declare(declaration.id());
+    if (!declared.ok()) {
+      return Error{RejectReason::kInvalidDeclaration, v1::Reject::REASON_MALFORMED,
+                   grpc::StatusCode::INVALID_ARGUMENT, std::string(declared.message())};
+    }
+    absl::StatusOr<uint32_t> index = node_->Declare(*desc);
+    if (!index.ok()) {
+      return Error{RejectReason::kSeriesLimit, v1::Reject::REASON_LIMIT,
+                   grpc::StatusCode::RESOURCE_EXHAUSTED, std::string(index.status().message())};
+    }
+    if (declaration.id() >= stream_to_node_.size()) {
+      stream_to_node_.resize(declaration.id() + 1, 0);
+    }
+    stream_to_node_[declaration.id()] = *index;
+  }
+  return std::nullopt;
+}
+
+std::optional<AgentStream::Error> AgentStream::HandleLayouts(const v1::Layouts& layouts) {
+  for (const v1::Layout& layout : layouts.layouts()) {
+    absl::Status added = decoder_.AddLayout(layout);
+    if (!added.ok()) {
+      return Error{RejectReason::kUnknownSeries, v1::Reject::REASON_PROTOCOL,
+                   grpc::StatusCode::INVALID_ARGUMENT, std::string(added.message())};
+    }
+    std::vector<uint32_t>& indices = layout_indices_[layout.id()];
+    indices.clear();
+    indices.reserve(layout.series_ids_size());
+    for (uint32_t id : layout.series_ids()) {
+      indices.push_back(stream_to_node_[id]);
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<AgentStream::Error> AgentStream::HandleBatch(const v1::SampleBatch& batch) {
+  absl::Status decoded = decoder_.Decode(batch, &decoded_);
+  if (!decoded.ok()) {
+    return Error{RejectReason::kUnknownLayout, v1::Reject::REASON_PROTOCOL,
+                 grpc::StatusCode::INVALID_ARGUMENT, std::string(decoded.message())};
+  }
+  if (batch.sequence() == 0) {
+    return Error{RejectReason::kProtocol, v1::Reject::REASON_PROTOCOL,
+                 grpc::StatusCode::INVALID_ARGUMENT, "batch sequence 0 is reserved"};
+  }
+  const std::vector<uint32_t>& indices = layout_indices_[batch.layout_id()];
+  const NodeState::AppendResult result =
+      node_->AppendBatch(batch.sequence(), batch.dropped_before(), batch.timestamp_unix_nanos(),
+                         indices, decoded_.values, decoded_.present, clock_.NowUnixNanos());
+  if (result.stored) {
+    ++stats_.batches;
+    stats_.samples += result.samples;
+    stats_.agent_dropped_batches += batch.dropped_before();
+    stats_.timestamps_backwards += result.timestamps_backwards;
+  } else {
+    ++stats_.duplicate_batches;
+  }
+  SendAck(batch.sequence());
+  return std::nullopt;
+}
+
+void AgentStream::Fail(const Error& error) {
+  stats_.Reject(error.reason);
+  FABRICMON_LOG_EVERY_MINUTE(Warning)
+      << "rejecting stream from " << peer_ << (node_ ? " (node " + node_->name() + ")" : "")
+      << ": " << error.message;
+  v1::AggregatorMessage reject;
+  reject.mutable_reject()->set_reason(error.wire_reason);
+  reject.mutable_reject()->set_message(error.message);
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(std::move(reject));
+  if (!finish_.has_value()) {
+    finish_ = grpc::Status(error.code, error.message);
+  }
+  MaybeWriteLocked();
+}
+
+void AgentStream::Send(v1::AggregatorMessage message) {
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(std::move(message));
+  MaybeWriteLocked();
+}
+
+void AgentStream::SendAck(uint64_t sequence) {
+  absl::MutexLock lock(&mu_);
+  // Acks are cumulative: while a write is in flight, only the newest needs to go out next.
+  if (sequence > pending_ack_) {
+    pending_ack_ = sequence;
+  }
+  MaybeWriteLocked();
+}
+
+void AgentStream::MaybeWriteLocked() {
+  if (writing_ || finished_) {
+    return;
+  }
+  if (!queue_.empty()) {
+    in_flight_ = std::move(queue_.front());
+    queue_.pop_front();
+  } else if (pending_ack_ > sent_ack_) {
+    in_flight_.Clear();
+    in_flight_.mutable_ack()->set_sequence(pending_ack_);
+    sent_ack_ = pending_ack_;
+  } else if (finish_.has_value()) {
+    finished_ = true;
+    Finish(*finish_);
+    return;
+  } else {
+    return;
+  }
+  writing_ = true;
+  StartWrite(&in_flight_);
+}
+
+void AgentStream::OnWriteDone(bool ok) {
+  absl::MutexLock lock(&mu_);
+  writing_ = false;
+  if (!ok) {
+    // The peer is gone; nothing more can be written.
+    queue_.clear();
+    if (!finish_.has_value()) {
+      finish_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed");
+    }
+  }
+  MaybeWriteLocked();
+}
+
+void AgentStream::OnDone() {
+  if (node_ != nullptr) {
+    store_.Detach(*node_, token_, clock_.NowUnixNanos());
+    FABRICMON_LOG(Info) << "node " << node_->name() << " disconnected";
+  }
+  --stats_.streams_active;
+  delete this;
+}
+
+}  // namespace fabricmon::aggregator

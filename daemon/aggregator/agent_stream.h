@@ -1,0 +1,101 @@
+#pragma once
+
+// One agent's telemetry stream, server side: a gRPC ServerBidiReactor allocated per call and
+// deleted in OnDone() (the one sanctioned `delete this`). Protocol errors get a Reject message
+// naming the problem and end this stream only; nothing else is affected.
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/aggregator/ingest_stats.h"
+#include "daemon/aggregator/series_store.h"
+#include "daemon/common/clock.h"
+#include "daemon/wire/batch_codec.h"
+#include "fabricmon/v1/telemetry.grpc.pb.h"
+
+namespace fabricmon::aggregator {
+
+struct StreamOptions {
+  uint32_t max_message_bytes = 4 << 20;
+};
+
+class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::AggregatorMessage> {
+ public:
+  // References must outlive every stream (they belong to the server).
+  AgentStream(grpc::CallbackServerContext* context, SeriesStore& store, IngestStats& stats,
+              const StreamOptions& options, Clock& clock);
+
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnDone() override;
+  void OnCancel() override {}
+
+ private:
+  struct Error {
+    RejectReason reason;
+    v1::Reject::Reason wire_reason;
+    grpc::StatusCode code;
+    std::string message;
+  };
+  std::optional<Error> Handle(const v1::AgentMessage& message);
+  std::optional<Error> HandleHello(const v1::Hello& hello);
+  std::optional<Error> HandleDeclarations(const v1::SeriesDeclarations& declarations);
+  std::optional<Error> HandleLayouts(const v1::Layouts& layouts);
+  std::optional<Error> HandleBatch(const v1::SampleBatch& batch);
+  void Fail(const Error& error);
+  void Send(v1::AggregatorMessage message) ABSL_LOCKS_EXCLUDED(mu_);
+  void SendAck(uint64_t sequence) ABSL_LOCKS_EXCLUDED(mu_);
+  void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  grpc::CallbackServerContext* const context_;
+  SeriesStore& store_;
+  IngestStats& stats_;
+  const StreamOptions options_;
+  Clock& clock_;
+  const uint64_t token_;
+  std::string peer_;
+
+  // Read side: touched only from OnReadDone (one read outstanding at a time).
+  v1::AgentMessage incoming_;
+  std::shared_ptr<NodeState> node_;
+  wire::StreamDecoder decoder_;
+  wire::DecodedBatch decoded_;
+  std::vector<uint32_t> stream_to_node_;  // stream series id → node series index
+  absl::flat_hash_map<uint32_t, std::vector<uint32_t>> layout_indices_;
+
+  // Write side.
+  absl::Mutex mu_;
+  std::deque<v1::AggregatorMessage> queue_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t pending_ack_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t sent_ack_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<grpc::Status> finish_ ABSL_GUARDED_BY(mu_);  // set: finish once drained
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  v1::AggregatorMessage in_flight_ ABSL_GUARDED_BY(mu_);
+};
+
+class TelemetryService final : public v1::Telemetry::CallbackService {
+ public:
+  // References must outlive the service.
+  TelemetryService(SeriesStore& store, IngestStats& stats, StreamOptions options, Clock& clock)
+      : store_(store), stats_(stats), options_(options), clock_(clock) {}
+
+  grpc::ServerBidiReactor<v1::AgentMessage, v1::AggregatorMessage>* Stream(
+      grpc::CallbackServerContext* context) override {
+    return new AgentStream(context, store_, stats_, options_, clock_);
+  }
+
+ private:
+  SeriesStore& store_;
+  IngestStats& stats_;
+  const StreamOptions options_;
+  Clock& clock_;
+};
+
+}  // namespace fabricmon::aggregator

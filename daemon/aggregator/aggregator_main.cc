@@ -1,0 +1,160 @@
+// fabricmon-aggregator: receives agent streams, keeps per-series state, serves Prometheus
+// /metrics and the Diagnostics service.
+//
+//   fabricmon-aggregator --grpc_listen=HOST:PORT --metrics_listen=HOST:PORT [--config=FILE]
+
+#include <signal.h>
+
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "daemon/aggregator/agent_stream.h"
+#include "daemon/aggregator/diagnostics_service.h"
+#include "daemon/aggregator/metrics_exporter.h"
+#include "daemon/aggregator/series_store.h"
+#include "daemon/common/clock.h"
+#include "daemon/common/config_loader.h"
+#include "daemon/common/file_reader.h"
+#include "daemon/common/logging.h"
+#include "fabricmon/v1/config.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "prometheus/exposer.h"
+
+ABSL_FLAG(std::string, config, "", "AggregatorConfig in protobuf text format.");
+ABSL_FLAG(std::string, grpc_listen, "", "HOST:PORT for agents and the CLI (default 127.0.0.1:7470).");
+ABSL_FLAG(std::string, metrics_listen, "", "HOST:PORT for /metrics (default 127.0.0.1:9470).");
+ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error.");
+ABSL_FLAG(std::string, port_file, "",
+          "Write the bound gRPC port to this file once listening (for --grpc_listen=...:0).");
+
+namespace fabricmon {
+namespace {
+
+std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const v1::TlsConfig& tls) {
+  if (tls.cert_file().empty()) {
+    if (!tls.insecure_plaintext()) {
+      FABRICMON_LOG(Warning) << "no TLS configured: agents connect in PLAINTEXT (set tls { ... } "
+                                "or tls { insecure_plaintext: true })";
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  auto read = [](const std::string& path) {
+    absl::StatusOr<std::string> content = ReadSmallFile(path, 1 << 20);
+    return content.ok() ? *content : std::string();
+  };
+  grpc::SslServerCredentialsOptions options(
+      tls.ca_file().empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                            : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  options.pem_root_certs = read(tls.ca_file());
+  options.pem_key_cert_pairs.push_back({read(tls.key_file()), read(tls.cert_file())});
+  return grpc::SslServerCredentials(options);
+}
+
+int Run(const v1::AggregatorConfig& config) {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  Clock& clock = RealClock::Get();
+  aggregator::StoreOptions store_options;
+  if (config.samples_per_series() > 0) {
+    store_options.samples_per_series = config.samples_per_series();
+  }
+  if (config.max_series_per_node() > 0) {
+    store_options.max_series_per_node = config.max_series_per_node();
+  }
+  aggregator::SeriesStore store(store_options);
+  aggregator::IngestStats stats;
+  aggregator::StreamOptions stream_options;
+  if (config.max_message_bytes() > 0) {
+    stream_options.max_message_bytes = config.max_message_bytes();
+  }
+  const int64_t stale_after =
+      int64_t{config.node_stale_after_ms() > 0 ? config.node_stale_after_ms() : 30000} * 1000000;
+
+  aggregator::TelemetryService telemetry(store, stats, stream_options, clock);
+  aggregator::DiagnosticsService diagnostics(store, clock, stale_after);
+  const std::string grpc_listen = config.grpc_listen().empty() ? "127.0.0.1:7470" : config.grpc_listen();
+  int bound_port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(grpc_listen, MakeServerCredentials(config.tls()), &bound_port);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(stream_options.max_message_bytes));
+  builder.RegisterService(&telemetry);
+  builder.RegisterService(&diagnostics);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound_port == 0) {
+    std::cerr << "fabricmon-aggregator: cannot listen on " << grpc_listen << "\n";
+    return 2;
+  }
+  FABRICMON_LOG(Info) << "telemetry and diagnostics on port " << bound_port;
+  if (!absl::GetFlag(FLAGS_port_file).empty()) {
+    FILE* f = std::fopen(absl::GetFlag(FLAGS_port_file).c_str(), "w");
+    if (f != nullptr) {
+      std::fprintf(f, "%d\n", bound_port);
+      std::fclose(f);
+    }
+  }
+
+  const std::string metrics_listen =
+      config.metrics_listen().empty() ? "127.0.0.1:9470" : config.metrics_listen();
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    // civetweb reports a bind failure by throwing; turn it into an exit status.
+    exposer = std::make_unique<prometheus::Exposer>(metrics_listen);
+  } catch (const std::exception& e) {
+    std::cerr << "fabricmon-aggregator: cannot listen on " << metrics_listen << ": " << e.what()
+              << "\n";
+    server->Shutdown();
+    return 2;
+  }
+  auto exporter = std::make_shared<aggregator::MetricsExporter>(
+      store, stats, clock, aggregator::ExporterOptions{stale_after});
+  exposer->RegisterCollectable(exporter);
+  FABRICMON_LOG(Info) << "/metrics on " << metrics_listen << " (port "
+                      << (exposer->GetListeningPorts().empty() ? 0 : exposer->GetListeningPorts()[0])
+                      << ")";
+
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  FABRICMON_LOG(Info) << "stopping";
+  exposer->RemoveCollectable(exporter);
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  return 0;
+}
+
+}  // namespace
+}  // namespace fabricmon
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "fabricmon aggregator.\n  fabricmon-aggregator --grpc_listen=HOST:PORT "
+      "--metrics_listen=HOST:PORT [--config=FILE]");
+  absl::ParseCommandLine(argc, argv);
+  fabricmon::LogLevel level;
+  if (!fabricmon::ParseLogLevel(absl::GetFlag(FLAGS_log_level), &level)) {
+    std::cerr << "fabricmon-aggregator: unknown --log_level\n";
+    return 2;
+  }
+  fabricmon::SetMinLogLevel(level);
+  fabricmon::v1::AggregatorConfig config;
+  if (!absl::GetFlag(FLAGS_config).empty()) {
+    absl::Status status = fabricmon::LoadTextConfig(absl::GetFlag(FLAGS_config), &config);
+    if (!status.ok()) {
+      std::cerr << "fabricmon-aggregator: " << status << "\n";
+      return 2;
+    }
+  }
+  if (!absl::GetFlag(FLAGS_grpc_listen).empty()) {
+    config.set_grpc_listen(absl::GetFlag(FLAGS_grpc_listen));
+  }
+  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
+    config.set_metrics_listen(absl::GetFlag(FLAGS_metrics_listen));
+  }
+  return fabricmon::Run(config);
+}

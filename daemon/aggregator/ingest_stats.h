@@ -1,0 +1,42 @@
+#pragma once
+
+// The aggregator's own health: streams, samples and bytes ingested, replays, drops, rejected
+// messages. Plain atomics updated on the ingest path; exported by the metrics exporter.
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+
+#include "absl/strings/string_view.h"
+
+namespace fabricmon::aggregator {
+
+enum class RejectReason : uint8_t {
+  kBeforeHello,
+  kMalformed,
+  kUnknownSeries,
+  kUnknownLayout,
+  kDuplicateNode,
+  kSeriesLimit,
+  kInvalidDeclaration,
+  kProtocol,
+  kCount,
+};
+
+absl::string_view RejectReasonName(RejectReason reason);
+
+struct IngestStats {
+  std::atomic<uint64_t> streams_opened{0};
+  std::atomic<int64_t> streams_active{0};
+  std::atomic<uint64_t> batches{0};
+  std::atomic<uint64_t> samples{0};
+  std::atomic<uint64_t> bytes{0};
+  std::atomic<uint64_t> duplicate_batches{0};  // replayed batches already stored
+  std::atomic<uint64_t> agent_dropped_batches{0};
+  std::atomic<uint64_t> timestamps_backwards{0};
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(RejectReason::kCount)> rejected{};
+
+  void Reject(RejectReason reason) { ++rejected[static_cast<size_t>(reason)]; }
+};
+
+}  // namespace fabricmon::aggregator

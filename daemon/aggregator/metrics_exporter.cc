@@ -1,0 +1,149 @@
+#include "daemon/aggregator/metrics_exporter.h"
+
+#include <algorithm>
+#include <string>
+
+#include "daemon/exposition/text_exposition.h"
+
+namespace fabricmon::aggregator {
+namespace {
+
+prometheus::MetricFamily Family(std::string name, std::string help,
+                                prometheus::MetricType type) {
+  prometheus::MetricFamily family;
+  family.name = std::move(name);
+  family.help = std::move(help);
+  family.type = type;
+  return family;
+}
+
+void AddValue(prometheus::MetricFamily& family, std::vector<prometheus::ClientMetric::Label> labels,
+              double value) {
+  prometheus::ClientMetric metric;
+  metric.label = std::move(labels);
+  if (family.type == prometheus::MetricType::Counter) {
+    metric.counter.value = value;
+  } else {
+    metric.gauge.value = value;
+  }
+  family.metric.push_back(std::move(metric));
+}
+
+}  // namespace
+
+std::vector<prometheus::MetricFamily> MetricsExporter::Collect() const {
+  const int64_t start = clock_.MonotonicNanos();
+  const int64_t now = clock_.NowUnixNanos();
+  using prometheus::MetricType;
+
+  std::vector<prometheus::MetricFamily> families;
+  auto up = Family("fabricmon_node_up",
+                   "1 if the node's agent is connected and sent data within the stale interval.",
+                   MetricType::Gauge);
+  auto age = Family("fabricmon_node_last_seen_age_seconds",
+                    "Seconds since the node's agent last sent anything.", MetricType::Gauge);
+  auto node_series = Family("fabricmon_node_series", "Series the node has declared.",
+                            MetricType::Gauge);
+  auto resets = Family("fabricmon_node_series_resets_total",
+                       "Counters of the node that went down (reset): a new baseline was started.",
+                       MetricType::Counter);
+  auto gaps = Family("fabricmon_node_sequence_gaps_total",
+                     "Batches of the node that never arrived (agent buffer overflow or agent "
+                     "restart), by sequence number.",
+                     MetricType::Counter);
+  auto dropped = Family("fabricmon_node_agent_dropped_batches_total",
+                        "Batches the node's agent reported dropping from its full replay buffer.",
+                        MetricType::Counter);
+  auto replayed = Family("fabricmon_node_duplicate_batches_total",
+                         "Replayed batches of the node that were already stored.",
+                         MetricType::Counter);
+  size_t total_series = 0;
+  size_t nodes_up = 0;
+  size_t nodes_total = 0;
+
+  for (const std::shared_ptr<NodeState>& node : store_.Nodes()) {
+    const NodeState::Summary summary = node->GetSummary(false);
+    const bool is_up = summary.connected && now - summary.last_seen_unix_nanos <= options_.stale_after_nanos;
+    const std::vector<prometheus::ClientMetric::Label> labels = {{"node", summary.name}};
+    AddValue(up, labels, is_up ? 1 : 0);
+    AddValue(age, labels,
+             static_cast<double>(std::max<int64_t>(0, now - summary.last_seen_unix_nanos)) / 1e9);
+    AddValue(node_series, labels, static_cast<double>(summary.series));
+    AddValue(resets, labels, static_cast<double>(summary.counters.resets));
+    AddValue(gaps, labels, static_cast<double>(summary.counters.sequence_gaps));
+    AddValue(dropped, labels, static_cast<double>(summary.counters.agent_dropped_batches));
+    AddValue(replayed, labels, static_cast<double>(summary.counters.duplicate_batches));
+    ++nodes_total;
+    total_series += summary.series;
+    if (!is_up) {
+      continue;  // a down node's values are not current: export nothing rather than stale data
+    }
+    ++nodes_up;
+    node->WithSeries([&](const std::vector<Series>& all) {
+      std::vector<exposition::SampleRef> samples;
+      samples.reserve(all.size());
+      for (const Series& series : all) {
+        if (const StoredSample* latest = series.Latest()) {
+          samples.push_back({&series.desc, latest->raw});
+        }
+      }
+      // Families copy names and labels, so they outlive the lock.
+      exposition::MergeFamilies(exposition::BuildFamilies(samples, {{"node", summary.name}}),
+                                &families);
+    });
+  }
+
+  auto nodes = Family("fabricmon_aggregator_nodes", "Known nodes by state (up, down).",
+                      MetricType::Gauge);
+  AddValue(nodes, {{"state", "up"}}, static_cast<double>(nodes_up));
+  AddValue(nodes, {{"state", "down"}}, static_cast<double>(nodes_total - nodes_up));
+  auto series_total = Family("fabricmon_aggregator_series", "Series held for all nodes.",
+                             MetricType::Gauge);
+  AddValue(series_total, {}, static_cast<double>(total_series));
+  auto streams = Family("fabricmon_aggregator_streams", "Agent streams currently open.",
+                        MetricType::Gauge);
+  AddValue(streams, {}, static_cast<double>(stats_.streams_active.load()));
+  auto counter = [&](const char* name, const char* help, uint64_t value) {
+    auto family = Family(name, help, MetricType::Counter);
+    AddValue(family, {}, static_cast<double>(value));
+    return family;
+  };
+  auto rejected = Family("fabricmon_aggregator_rejected_messages_total",
+                         "Agent messages rejected, by reason; each ends that agent's stream.",
+                         MetricType::Counter);
+  for (size_t i = 0; i < stats_.rejected.size(); ++i) {
+    AddValue(rejected, {{"reason", std::string(RejectReasonName(static_cast<RejectReason>(i)))}},
+             static_cast<double>(stats_.rejected[i].load()));
+  }
+  auto duration = Family("fabricmon_aggregator_scrape_duration_seconds",
+                         "Time the previous /metrics scrape took to build.", MetricType::Gauge);
+  AddValue(duration, {}, static_cast<double>(last_scrape_nanos_.load()) / 1e9);
+
+  std::vector<prometheus::MetricFamily> own = {
+      std::move(up), std::move(age), std::move(node_series), std::move(resets), std::move(gaps),
+      std::move(dropped), std::move(replayed), std::move(nodes), std::move(series_total),
+      std::move(streams), std::move(rejected), std::move(duration),
+      counter("fabricmon_aggregator_streams_opened_total", "Agent streams accepted.",
+              stats_.streams_opened.load()),
+      counter("fabricmon_aggregator_batches_total", "Sample batches stored.",
+              stats_.batches.load()),
+      counter("fabricmon_aggregator_samples_total", "Samples stored.", stats_.samples.load()),
+      counter("fabricmon_aggregator_received_bytes_total",
+              "Protobuf bytes of agent messages received.", stats_.bytes.load()),
+      counter("fabricmon_aggregator_duplicate_batches_total",
+              "Replayed batches that were already stored (not stored again).",
+              stats_.duplicate_batches.load()),
+      counter("fabricmon_aggregator_agent_dropped_batches_total",
+              "Batches agents reported dropping from their full replay buffers.",
+              stats_.agent_dropped_batches.load()),
+      counter("fabricmon_aggregator_timestamps_backwards_total",
+              "Samples refused because they were older than their series' latest sample.",
+              stats_.timestamps_backwards.load()),
+  };
+  std::sort(own.begin(), own.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  exposition::MergeFamilies(std::move(own), &families);
+  last_scrape_nanos_ = clock_.MonotonicNanos() - start;
+  return families;
+}
+
+}  // namespace fabricmon::aggregator

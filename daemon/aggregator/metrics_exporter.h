@@ -1,0 +1,42 @@
+#pragma once
+
+// /metrics of the aggregator: a prometheus::Collectable that builds every family from a snapshot
+// of the series store at scrape time (node_exporter's const-metric model): no per-series objects,
+// and no stale series once a node is gone. Raw counters keep the names `fabricmon-agent --once`
+// prints, with a `node` label in front.
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "daemon/aggregator/ingest_stats.h"
+#include "daemon/aggregator/series_store.h"
+#include "daemon/common/clock.h"
+#include "prometheus/collectable.h"
+
+namespace fabricmon::aggregator {
+
+struct ExporterOptions {
+  // A connected node that sent nothing for this long is reported down and its series are no
+  // longer exported.
+  int64_t stale_after_nanos = int64_t{30} * 1000000000;
+};
+
+class MetricsExporter final : public prometheus::Collectable {
+ public:
+  // Keeps references; all must outlive the exporter.
+  MetricsExporter(const SeriesStore& store, const IngestStats& stats, const Clock& clock,
+                  ExporterOptions options)
+      : store_(store), stats_(stats), clock_(clock), options_(options) {}
+
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  const SeriesStore& store_;
+  const IngestStats& stats_;
+  const Clock& clock_;
+  const ExporterOptions options_;
+  mutable std::atomic<int64_t> last_scrape_nanos_{0};
+};
+
+}  // namespace fabricmon::aggregator

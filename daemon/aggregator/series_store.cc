@@ -1,0 +1,253 @@
+#include "daemon/aggregator/series_store.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace fabricmon::aggregator {
+
+using collectors::MetricType;
+using collectors::Overflow;
+
+Rate CounterRate(const collectors::SeriesDesc& desc, const StoredSample& previous,
+                 const StoredSample& latest) {
+  Rate rate;
+  if (desc.type != MetricType::kCounter) {
+    rate.kind = Rate::Kind::kNotCounter;
+    return rate;
+  }
+  if (desc.IsSaturated(latest.raw)) {
+    rate.kind = Rate::Kind::kSaturated;
+    return rate;
+  }
+  const int64_t dt = latest.timestamp_unix_nanos - previous.timestamp_unix_nanos;
+  if (dt <= 0) {
+    rate.kind = Rate::Kind::kInsufficient;
+    return rate;
+  }
+  uint64_t delta;
+  if (latest.raw >= previous.raw) {
+    delta = latest.raw - previous.raw;
+  } else if (desc.overflow == Overflow::kWraps && desc.width_bits < 64 &&
+             previous.raw > desc.MaxRaw() / 2) {
+    // A wrapping counter that was in its upper half came around: unwind modulo 2^width.
+    delta = (desc.MaxRaw() - previous.raw) + latest.raw + 1;
+  } else {
+    rate.kind = Rate::Kind::kReset;
+    return rate;
+  }
+  rate.kind = Rate::Kind::kOk;
+  rate.per_second = static_cast<double>(delta) * desc.scale * 1e9 / static_cast<double>(dt);
+  return rate;
+}
+
+Rate Series::CurrentRate() const {
+  const StoredSample* latest = Latest();
+  const StoredSample* previous = Previous();
+  if (latest == nullptr || previous == nullptr) {
+    Rate rate;
+    rate.kind = desc.type == MetricType::kCounter ? Rate::Kind::kInsufficient
+                                                  : Rate::Kind::kNotCounter;
+    return rate;
+  }
+  return CounterRate(desc, *previous, *latest);
+}
+
+NodeState::NodeState(std::string name, size_t samples_per_series, size_t max_series)
+    : name_(std::move(name)),
+      samples_per_series_(samples_per_series < 2 ? 2 : samples_per_series),
+      max_series_(max_series) {}
+
+absl::StatusOr<uint32_t> NodeState::Declare(const collectors::SeriesDesc& desc) {
+  absl::MutexLock lock(&mu_);
+  auto it = by_fingerprint_.find(desc.fingerprint);
+  if (it != by_fingerprint_.end()) {
+    Series& existing = series_[it->second];
+    if (existing.desc.type != desc.type || existing.desc.width_bits != desc.width_bits ||
+        existing.desc.scale != desc.scale) {
+      // Same name and labels, new semantics (agent upgrade): restart the series.
+      existing.desc = desc;
+      existing.count = 0;
+    }
+    return it->second;
+  }
+  if (series_.size() >= max_series_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("node ", name_, " exceeds its cap of ", max_series_, " series"));
+  }
+  Series series;
+  series.desc = desc;
+  series.ring.resize(samples_per_series_);
+  series_.push_back(std::move(series));
+  const auto index = static_cast<uint32_t>(series_.size() - 1);
+  by_fingerprint_.emplace(desc.fingerprint, index);
+  return index;
+}
+
+NodeState::AppendResult NodeState::AppendBatch(uint64_t sequence, uint64_t dropped_before,
+                            int64_t timestamp_unix_nanos, absl::Span<const uint32_t> indices,
+                            absl::Span<const uint64_t> values, const std::vector<bool>& present,
+                            int64_t now_unix_nanos) {
+  AppendResult result;
+  absl::MutexLock lock(&mu_);
+  last_seen_ = now_unix_nanos;
+  if (sequence <= last_stored_sequence_) {
+    ++counters_.duplicate_batches;
+    return result;
+  }
+  result.stored = true;
+  if (last_stored_sequence_ != 0 && sequence > last_stored_sequence_ + 1) {
+    counters_.sequence_gaps += sequence - last_stored_sequence_ - 1;
+  }
+  counters_.agent_dropped_batches += dropped_before;
+  last_stored_sequence_ = sequence;
+  ++counters_.batches;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    if (!present[i]) {
+      continue;
+    }
+    Series& series = series_[indices[i]];
+    const uint64_t raw = values[i];
+    if (series.count > 0) {
+      const StoredSample& last = series.ring[series.head];
+      if (timestamp_unix_nanos < last.timestamp_unix_nanos) {
+        ++counters_.timestamps_backwards;
+        ++result.timestamps_backwards;
+        continue;
+      }
+      if (series.desc.type == MetricType::kCounter && raw < last.raw) {
+        const bool wrapped = series.desc.overflow == Overflow::kWraps &&
+                             series.desc.width_bits < 64 && last.raw > series.desc.MaxRaw() / 2;
+        if (!wrapped) {
+          // Reset (driver reload, perfquery -R, reboot): the new value is a new baseline.
+          ++series.resets;
+          ++counters_.resets;
+          series.count = 0;
+        }
+      }
+    }
+    series.head = series.count == 0 ? 0 : (series.head + 1) % series.ring.size();
+    series.ring[series.head] = {timestamp_unix_nanos, raw};
+    if (series.count < series.ring.size()) {
+      ++series.count;
+    }
+    series.saturated = series.desc.IsSaturated(raw);
+    ++counters_.samples;
+    ++result.samples;
+  }
+  return result;
+}
+
+void NodeState::SetInventory(v1::Inventory inventory) {
+  absl::MutexLock lock(&mu_);
+  inventory_ = std::move(inventory);
+}
+
+void NodeState::ForEachSeries(const std::function<void(const Series&)>& visit) const {
+  absl::MutexLock lock(&mu_);
+  for (const Series& series : series_) {
+    visit(series);
+  }
+}
+
+void NodeState::WithSeries(const std::function<void(const std::vector<Series>&)>& visit) const {
+  absl::MutexLock lock(&mu_);
+  visit(series_);
+}
+
+NodeState::Summary NodeState::GetSummary(bool with_inventory) const {
+  absl::MutexLock lock(&mu_);
+  Summary summary;
+  summary.name = name_;
+  summary.connected = connected_;
+  summary.last_seen_unix_nanos = last_seen_;
+  summary.agent_version = agent_version_;
+  summary.boot_id = boot_id_;
+  summary.agent_instance_id = agent_instance_id_;
+  summary.last_stored_sequence = last_stored_sequence_;
+  summary.series = series_.size();
+  summary.counters = counters_;
+  summary.collectors = collectors_;
+  if (with_inventory) {
+    summary.inventory = inventory_;
+  }
+  return summary;
+}
+
+absl::StatusOr<SeriesStore::Attachment> SeriesStore::Attach(const v1::Hello& hello,
+                                                            uint64_t stream_token,
+                                                            std::function<void()> cancel,
+                                                            int64_t now_unix_nanos) {
+  std::shared_ptr<NodeState> node;
+  {
+    absl::MutexLock lock(&mu_);
+    auto& slot = nodes_[hello.node_name()];
+    if (slot == nullptr) {
+      slot = std::make_shared<NodeState>(hello.node_name(), options_.samples_per_series,
+                                         options_.max_series_per_node);
+    }
+    node = slot;
+  }
+  std::function<void()> cancel_previous;
+  Attachment attachment;
+  {
+    absl::MutexLock lock(&node->mu_);
+    const bool same_instance = node->agent_instance_id_ == hello.agent_instance_id();
+    const bool new_boot = !hello.boot_id().empty() && hello.boot_id() != node->boot_id_;
+    if (node->connected_ && !same_instance && !new_boot) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "node name '", hello.node_name(),
+          "' is already streaming from another agent on the same boot (two agents, or a "
+          "duplicated --node_name)"));
+    }
+    if (node->connected_) {
+      cancel_previous = std::move(node->cancel_owner_);  // a half-open stream of this node
+    }
+    if (!same_instance) {
+      // A restarted agent numbers its batches from 1 again.
+      node->last_stored_sequence_ = 0;
+    }
+    node->connected_ = true;
+    node->stream_token_ = stream_token;
+    node->cancel_owner_ = std::move(cancel);
+    node->agent_instance_id_ = hello.agent_instance_id();
+    node->boot_id_ = hello.boot_id();
+    node->agent_version_ = hello.agent_version();
+    node->inventory_ = hello.inventory();
+    node->collectors_.assign(hello.collectors().begin(), hello.collectors().end());
+    node->last_seen_ = now_unix_nanos;
+    ++node->counters_.streams;
+    attachment.node = node;
+    attachment.last_stored_sequence = node->last_stored_sequence_;
+  }
+  if (cancel_previous) {
+    cancel_previous();
+  }
+  return attachment;
+}
+
+void SeriesStore::Detach(NodeState& node, uint64_t stream_token, int64_t now_unix_nanos) {
+  absl::MutexLock lock(&node.mu_);
+  if (node.stream_token_ != stream_token) {
+    return;  // a newer stream took over
+  }
+  node.connected_ = false;
+  node.cancel_owner_ = nullptr;
+  node.last_seen_ = now_unix_nanos;
+}
+
+std::vector<std::shared_ptr<NodeState>> SeriesStore::Nodes() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::shared_ptr<NodeState>> nodes;
+  nodes.reserve(nodes_.size());
+  for (const auto& [name, node] : nodes_) {
+    nodes.push_back(node);
+  }
+  return nodes;
+}
+
+std::shared_ptr<NodeState> SeriesStore::Find(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(name);
+  return it == nodes_.end() ? nullptr : it->second;
+}
+
+}  // namespace fabricmon::aggregator

@@ -1,0 +1,183 @@
+#pragma once
+
+// The aggregator's state: per node, its identity and inventory, its series and a small ring of
+// samples per series. Rates are computed from two retained samples and their timestamps with the
+// counter's width and overflow semantics: a wrap of a wrapping counter is unwound, a counter that
+// goes down otherwise was reset (new baseline, counted, never a negative rate), and a saturating
+// counter pinned at its maximum is flagged instead of read as a zero rate.
+//
+// Thread-safety: the store and every NodeState are thread-safe. Ingest (one stream per node)
+// takes the node's own mutex; scrapes and detectors take it briefly per node.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "collectors/core/sample.h"
+#include "fabricmon/v1/inventory.pb.h"
+#include "fabricmon/v1/telemetry.pb.h"
+
+namespace fabricmon::aggregator {
+
+struct StoredSample {
+  int64_t timestamp_unix_nanos = 0;
+  uint64_t raw = 0;
+};
+
+// Outcome of a rate computation.
+struct Rate {
+  enum class Kind {
+    kOk,           // per_second is valid
+    kInsufficient, // fewer than two samples since the last reset
+    kSaturated,    // latest value pinned at the counter's maximum: true rate unknown (≥ 0)
+    kReset,        // the latest sample started a new baseline
+    kNotCounter,
+  };
+  Kind kind = Kind::kInsufficient;
+  double per_second = 0;  // in exported units (raw × scale) per second
+};
+
+// Computes the rate between two raw samples of a counter. Exposed for tests and detectors.
+Rate CounterRate(const collectors::SeriesDesc& desc, const StoredSample& previous,
+                 const StoredSample& latest);
+
+// One series of one node.
+struct Series {
+  collectors::SeriesDesc desc;
+  std::vector<StoredSample> ring;  // capacity fixed at creation
+  uint32_t head = 0;               // index of the latest sample
+  uint32_t count = 0;              // samples held (≤ capacity)
+  uint64_t resets = 0;
+  bool saturated = false;
+
+  const StoredSample* Latest() const { return count ? &ring[head] : nullptr; }
+  const StoredSample* Previous() const {
+    return count >= 2 ? &ring[(head + ring.size() - 1) % ring.size()] : nullptr;
+  }
+  // Rate between the two most recent samples.
+  Rate CurrentRate() const;
+};
+
+struct NodeCounters {
+  uint64_t samples = 0;
+  uint64_t batches = 0;
+  uint64_t duplicate_batches = 0;     // replayed batches already stored
+  uint64_t sequence_gaps = 0;         // batches missing between stored ones
+  uint64_t agent_dropped_batches = 0; // of those, dropped by the agent's full buffer
+  uint64_t resets = 0;
+  uint64_t timestamps_backwards = 0;  // samples refused: older than the series' latest
+  uint64_t streams = 0;               // streams accepted for this node
+};
+
+class NodeState {
+ public:
+  explicit NodeState(std::string name, size_t samples_per_series, size_t max_series);
+
+  const std::string& name() const { return name_; }
+
+  // Declares a series (idempotent by name+labels); returns its node-level index.
+  // ResourceExhausted beyond the node's series cap.
+  absl::StatusOr<uint32_t> Declare(const collectors::SeriesDesc& desc) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Stores one batch. `indices` are node-level series indices (from Declare), `values` and
+  // `present` run parallel to them. A sequence already stored is a duplicate (not stored again).
+  struct AppendResult {
+    bool stored = false;
+    uint64_t samples = 0;
+    uint64_t timestamps_backwards = 0;
+  };
+  AppendResult AppendBatch(uint64_t sequence, uint64_t dropped_before, int64_t timestamp_unix_nanos,
+                   absl::Span<const uint32_t> indices, absl::Span<const uint64_t> values,
+                   const std::vector<bool>& present, int64_t now_unix_nanos)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  void SetInventory(v1::Inventory inventory) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Visits series under the node's lock. The visitor must not call back into the node, and
+  // pointers into the series are valid only during the call.
+  void ForEachSeries(const std::function<void(const Series&)>& visit) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Calls `visit` once with all series, under the node's lock (same rules as ForEachSeries).
+  void WithSeries(const std::function<void(const std::vector<Series>&)>& visit) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  struct Summary {
+    std::string name;
+    bool connected = false;
+    int64_t last_seen_unix_nanos = 0;
+    std::string agent_version;
+    std::string boot_id;
+    uint64_t agent_instance_id = 0;
+    uint64_t last_stored_sequence = 0;
+    size_t series = 0;
+    NodeCounters counters;
+    v1::Inventory inventory;
+    std::vector<v1::CollectorStatus> collectors;
+  };
+  Summary GetSummary(bool with_inventory) const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  friend class SeriesStore;
+  const std::string name_;
+  const size_t samples_per_series_;
+  const size_t max_series_;
+
+  mutable absl::Mutex mu_;
+  std::vector<Series> series_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, uint32_t> by_fingerprint_ ABSL_GUARDED_BY(mu_);
+  v1::Inventory inventory_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::CollectorStatus> collectors_ ABSL_GUARDED_BY(mu_);
+  bool connected_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t stream_token_ ABSL_GUARDED_BY(mu_) = 0;  // which stream owns the node
+  std::function<void()> cancel_owner_ ABSL_GUARDED_BY(mu_);
+  uint64_t agent_instance_id_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string boot_id_ ABSL_GUARDED_BY(mu_);
+  std::string agent_version_ ABSL_GUARDED_BY(mu_);
+  uint64_t last_stored_sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t last_seen_ ABSL_GUARDED_BY(mu_) = 0;
+  NodeCounters counters_ ABSL_GUARDED_BY(mu_);
+};
+
+struct StoreOptions {
+  size_t samples_per_series = 4;
+  size_t max_series_per_node = 200000;
+};
+
+class SeriesStore {
+ public:
+  explicit SeriesStore(StoreOptions options) : options_(options) {}
+
+  // Binds a stream to the node named in `hello`. Returns the node and the last sequence stored
+  // for this agent instance (0 when it is a new instance: a new sequence space).
+  // AlreadyExists when another live stream of a different agent instance on the same boot holds
+  // the name (two agents claiming one node). A stream of the same instance, or of a new boot,
+  // takes over: `cancel` of the previous owner is called.
+  struct Attachment {
+    std::shared_ptr<NodeState> node;
+    uint64_t last_stored_sequence = 0;
+  };
+  absl::StatusOr<Attachment> Attach(const v1::Hello& hello, uint64_t stream_token,
+                                    std::function<void()> cancel, int64_t now_unix_nanos)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The stream ended; the node is marked disconnected if this stream still owns it.
+  void Detach(NodeState& node, uint64_t stream_token, int64_t now_unix_nanos);
+
+  std::vector<std::shared_ptr<NodeState>> Nodes() const ABSL_LOCKS_EXCLUDED(mu_);
+  std::shared_ptr<NodeState> Find(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  const StoreOptions options_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<NodeState>> nodes_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace fabricmon::aggregator

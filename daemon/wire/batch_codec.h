@@ -1,0 +1,81 @@
+#pragma once
+
+// Both ends of one stream's sample encoding (fabricmon.v1 SampleBatch): series declared once per
+// stream, layouts (ordered id lists) declared once, then per batch only zigzag varint deltas
+// against the previous value of the same series on the same stream. Either side resets with the
+// stream, so replayed cycles are re-encoded from absolute values on the new stream.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "collectors/core/sample.h"
+#include "fabricmon/v1/telemetry.pb.h"
+
+namespace fabricmon::wire {
+
+// Looks up a series description by agent-wide id (the agent's SeriesTable).
+class SeriesLookup {
+ public:
+  virtual ~SeriesLookup() = default;
+  virtual const collectors::SeriesDesc* Find(uint32_t id) const = 0;
+};
+
+// Agent side. Not thread-safe; one per stream.
+class StreamEncoder {
+ public:
+  // Keeps a reference to `series`, which must outlive the encoder.
+  explicit StreamEncoder(const SeriesLookup& series) : series_(series) {}
+
+  // Appends to `out` what the peer needs to decode this batch: declarations of series not yet
+  // declared on this stream, the layout if new, then the batch. `layout` identifies the ordered
+  // ids (the same shared object for consecutive cycles of a collector).
+  void Encode(uint64_t sequence, int64_t timestamp_unix_nanos, uint32_t collect_duration_us,
+              uint64_t dropped_before, const std::shared_ptr<const std::vector<uint32_t>>& layout,
+              absl::Span<const uint64_t> values, std::vector<v1::AgentMessage>* out);
+
+ private:
+  const SeriesLookup& series_;
+  std::vector<bool> declared_;        // by series id
+  std::vector<uint64_t> last_value_;  // by series id
+  absl::flat_hash_map<const std::vector<uint32_t>*, uint32_t> layout_ids_;
+  std::vector<std::shared_ptr<const std::vector<uint32_t>>> layouts_;  // keeps keys alive
+};
+
+// One decoded batch: values in layout order with their stream-scoped series ids.
+struct DecodedBatch {
+  uint64_t sequence = 0;
+  int64_t timestamp_unix_nanos = 0;
+  uint64_t dropped_before = 0;
+  uint32_t collect_duration_us = 0;
+  const std::vector<uint32_t>* series_ids = nullptr;  // valid until the decoder changes
+  std::vector<uint64_t> values;
+  std::vector<bool> present;  // same length as values
+};
+
+// Aggregator side. Not thread-safe; one per stream. Every error is InvalidArgument naming the
+// offending id, and leaves the decoder unchanged.
+class StreamDecoder {
+ public:
+  // Registers a declared id (ids must be declared before layouts use them).
+  absl::Status Declare(uint32_t id);
+  bool IsDeclared(uint32_t id) const { return id < declared_.size() && declared_[id]; }
+  absl::Status AddLayout(const v1::Layout& layout);
+  absl::Status Decode(const v1::SampleBatch& batch, DecodedBatch* out);
+  size_t declared_count() const { return declared_count_; }
+
+  // Upper bound on ids, so a hostile agent cannot make us allocate a huge table.
+  static constexpr uint32_t kMaxSeriesId = 1u << 24;
+  static constexpr size_t kMaxLayouts = 4096;
+
+ private:
+  std::vector<bool> declared_;
+  size_t declared_count_ = 0;
+  std::vector<uint64_t> last_value_;
+  absl::flat_hash_map<uint32_t, std::vector<uint32_t>> layouts_;
+};
+
+}  // namespace fabricmon::wire

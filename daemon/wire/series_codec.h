@@ -1,0 +1,36 @@
+#pragma once
+
+// Conversions between the in-process sample model (collectors/core/sample.h) and the wire
+// contract (fabricmon.v1.SeriesDeclaration), with validation of everything an agent may send.
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "collectors/core/sample.h"
+#include "fabricmon/v1/telemetry.pb.h"
+
+namespace fabricmon::wire {
+
+// Limits on declared series; violating one is InvalidArgument.
+struct DeclarationLimits {
+  size_t max_name_bytes = 200;
+  size_t max_labels = 16;
+  size_t max_label_name_bytes = 64;
+  size_t max_label_value_bytes = 256;
+};
+
+v1::SeriesDeclaration ToDeclaration(const collectors::SeriesDesc& desc, uint32_t id);
+
+// Validates a declaration from the wire (metric and label names in Prometheus' charset
+// [a-zA-Z_:][a-zA-Z0-9_:]* / [a-zA-Z_][a-zA-Z0-9_]*, no duplicate label names, reserved "node"
+// label refused since the aggregator adds it, valid type/width/scale, UTF-8 values) and converts
+// it. InvalidArgument with the reason otherwise.
+absl::StatusOr<collectors::SeriesDesc> FromDeclaration(const v1::SeriesDeclaration& declaration,
+                                                       const DeclarationLimits& limits = {});
+
+// True if `name` is a valid Prometheus metric name.
+bool IsValidMetricName(absl::string_view name);
+// True if `name` is a valid Prometheus label name (and not reserved "__" prefix).
+bool IsValidLabelName(absl::string_view name);
+
+}  // namespace fabricmon::wire
