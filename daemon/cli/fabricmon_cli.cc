@@ -1,0 +1,199 @@
+// fabricmon: the command-line client of the aggregator's Diagnostics service.
+//
+//   fabricmon [--aggregator=HOST:PORT] nodes            list nodes, up/down, series, last seen
+//   fabricmon [--aggregator=HOST:PORT] node NAME        one node's inventory (HCAs, ports, GPUs)
+//   fabricmon [--aggregator=HOST:PORT] findings         active findings
+//   fabricmon [--aggregator=HOST:PORT] diagnose --nodes=a,b,c
+//
+// Exit status: 0 success, 1 the aggregator answered with an error, 2 usage error.
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "fabricmon/v1/diagnostics.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+
+ABSL_FLAG(std::string, aggregator, "127.0.0.1:7470", "HOST:PORT of the aggregator.");
+ABSL_FLAG(std::string, nodes, "", "Comma-separated node names (diagnose).");
+ABSL_FLAG(int, timeout_s, 10, "RPC deadline in seconds.");
+
+namespace fabricmon::cli {
+namespace {
+
+std::string Age(int64_t unix_nanos) {
+  if (unix_nanos == 0) {
+    return "never";
+  }
+  const absl::Duration age = absl::Now() - absl::FromUnixNanos(unix_nanos);
+  return absl::StrFormat("%.1fs ago", absl::ToDoubleSeconds(age));
+}
+
+int Fail(const grpc::Status& status) {
+  std::cerr << "fabricmon: " << status.error_message() << " (gRPC code " << status.error_code()
+            << ")\n";
+  return 1;
+}
+
+void Deadline(grpc::ClientContext& context) {
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(absl::GetFlag(FLAGS_timeout_s)));
+}
+
+int ListNodes(v1::Diagnostics::Stub& stub) {
+  grpc::ClientContext context;
+  Deadline(context);
+  v1::ListNodesResponse response;
+  grpc::Status status = stub.ListNodes(&context, v1::ListNodesRequest(), &response);
+  if (!status.ok()) {
+    return Fail(status);
+  }
+  std::printf("%-24s %-5s %-8s %-14s %s\n", "NODE", "UP", "SERIES", "LAST SEEN", "AGENT");
+  for (const v1::NodeSummary& node : response.nodes()) {
+    std::printf("%-24s %-5s %-8llu %-14s %s\n", node.name().c_str(), node.up() ? "yes" : "NO",
+                static_cast<unsigned long long>(node.series()),
+                Age(node.last_seen_unix_nanos()).c_str(), node.agent_version().c_str());
+  }
+  return 0;
+}
+
+int ShowNode(v1::Diagnostics::Stub& stub, const std::string& name) {
+  grpc::ClientContext context;
+  Deadline(context);
+  v1::GetNodeRequest request;
+  request.set_name(name);
+  v1::NodeView view;
+  grpc::Status status = stub.GetNode(&context, request, &view);
+  if (!status.ok()) {
+    return Fail(status);
+  }
+  const v1::NodeSummary& summary = view.summary();
+  std::printf("node %s: %s, %llu series, last seen %s, agent %s, boot %s\n", summary.name().c_str(),
+              summary.up() ? "up" : "DOWN", static_cast<unsigned long long>(summary.series()),
+              Age(summary.last_seen_unix_nanos()).c_str(), summary.agent_version().c_str(),
+              summary.boot_id().c_str());
+  for (const v1::RdmaDevice& device : view.inventory().rdma_devices()) {
+    std::printf("  %-12s %-10s fw %-12s %-8s guid %s%s\n", device.name().c_str(),
+                device.driver().empty() ? "?" : device.driver().c_str(), device.fw_ver().c_str(),
+                device.hca_type().c_str(), device.node_guid().c_str(),
+                device.restricted() ? "  RESTRICTED (counters refused)" : "");
+    for (const v1::RdmaPort& port : device.ports()) {
+      std::printf("    port %u  %-10s %-8s %-10s %-22s lid %u%s%s\n", port.number(),
+                  port.link_layer().c_str(), port.state_name().c_str(),
+                  port.phys_state_name().c_str(), port.rate().c_str(), port.lid(),
+                  port.netdevs().empty() ? "" : "  netdev ",
+                  absl::StrJoin(port.netdevs(), ",").c_str());
+    }
+  }
+  for (const v1::Netdev& netdev : view.inventory().netdevs()) {
+    std::printf("  netdev %-12s kind %d %s\n", netdev.name().c_str(), netdev.kind(),
+                netdev.operstate().c_str());
+  }
+  for (const v1::Gpu& gpu : view.inventory().gpus()) {
+    int active = 0;
+    for (const v1::NvLink& link : gpu.nvlinks()) {
+      active += link.active() ? 1 : 0;
+    }
+    std::printf("  gpu %u %s %s  nvlinks %d/%d active\n", gpu.index(), gpu.name().c_str(),
+                gpu.pci_bus_id().c_str(), active, gpu.nvlinks_size());
+  }
+  return 0;
+}
+
+void PrintFinding(const v1::Finding& finding) {
+  static const char* kSeverity[] = {"?", "INFO", "WARNING", "CRITICAL"};
+  const int severity = finding.severity() >= 0 && finding.severity() <= 3 ? finding.severity() : 0;
+  std::printf("%-8s %-22s %s  (since %s)\n", kSeverity[severity], finding.kind().c_str(),
+              finding.summary().c_str(), Age(finding.onset_unix_nanos()).c_str());
+  for (const v1::Evidence& evidence : finding.evidence()) {
+    std::printf("         %s{%s} %g/s %s\n", evidence.series().c_str(),
+                absl::StrJoin(evidence.labels(), ",").c_str(), evidence.rate_per_second(),
+                evidence.note().c_str());
+  }
+}
+
+int ListFindings(v1::Diagnostics::Stub& stub) {
+  grpc::ClientContext context;
+  Deadline(context);
+  v1::ListFindingsResponse response;
+  grpc::Status status = stub.ListFindings(&context, v1::ListFindingsRequest(), &response);
+  if (!status.ok()) {
+    return Fail(status);
+  }
+  if (response.findings().empty()) {
+    std::printf("no active findings\n");
+  }
+  for (const v1::Finding& finding : response.findings()) {
+    PrintFinding(finding);
+  }
+  return 0;
+}
+
+int Diagnose(v1::Diagnostics::Stub& stub) {
+  v1::DiagnoseRequest request;
+  for (absl::string_view node : absl::StrSplit(absl::GetFlag(FLAGS_nodes), ',', absl::SkipEmpty())) {
+    request.add_nodes(std::string(node));
+  }
+  if (request.nodes().empty()) {
+    std::cerr << "fabricmon diagnose: give --nodes=a,b,c\n";
+    return 2;
+  }
+  grpc::ClientContext context;
+  Deadline(context);
+  v1::DiagnoseResponse response;
+  grpc::Status status = stub.Diagnose(&context, request, &response);
+  if (!status.ok()) {
+    return Fail(status);
+  }
+  std::printf("%s\n", response.verdict().c_str());
+  for (const std::string& unknown : response.unknown_nodes()) {
+    std::printf("unknown node: %s\n", unknown.c_str());
+  }
+  for (const v1::Finding& finding : response.findings()) {
+    PrintFinding(finding);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace fabricmon::cli
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "fabricmon command-line client.\n"
+      "  fabricmon [--aggregator=HOST:PORT] nodes | node NAME | findings | diagnose --nodes=a,b");
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() < 2) {
+    std::cerr << "usage: fabricmon [--aggregator=HOST:PORT] nodes | node NAME | findings | "
+                 "diagnose --nodes=a,b\n";
+    return 2;
+  }
+  auto channel =
+      grpc::CreateChannel(absl::GetFlag(FLAGS_aggregator), grpc::InsecureChannelCredentials());
+  auto stub = fabricmon::v1::Diagnostics::NewStub(channel);
+  const std::string command = args[1];
+  if (command == "nodes") {
+    return fabricmon::cli::ListNodes(*stub);
+  }
+  if (command == "node" && args.size() == 3) {
+    return fabricmon::cli::ShowNode(*stub, args[2]);
+  }
+  if (command == "findings") {
+    return fabricmon::cli::ListFindings(*stub);
+  }
+  if (command == "diagnose") {
+    return fabricmon::cli::Diagnose(*stub);
+  }
+  std::cerr << "fabricmon: unknown command '" << command << "'\n";
+  return 2;
+}
