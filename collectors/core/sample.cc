@@ -58,6 +58,15 @@ SeriesDesc InfoSeries(absl::string_view collector, std::string name, std::string
   return desc;
 }
 
+absl::string_view LabelValue(const SeriesDesc& desc, absl::string_view name) {
+  for (const auto& [label, value] : desc.labels) {
+    if (label == name) {
+      return value;
+    }
+  }
+  return {};
+}
+
 double ExportedValue(const SeriesDesc& desc, uint64_t raw_value) {
   switch (desc.type) {
     case MetricType::kInfo:

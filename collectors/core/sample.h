@@ -84,6 +84,9 @@ class SampleSink {
   virtual void Add(const SeriesDesc& desc, uint64_t raw_value) = 0;
 };
 
+// The value of label `name`, or "" when the series has no such label.
+absl::string_view LabelValue(const SeriesDesc& desc, absl::string_view name);
+
 // Exported value of a raw sample: raw × scale, gauges read as signed.
 double ExportedValue(const SeriesDesc& desc, uint64_t raw_value);
 

@@ -174,7 +174,13 @@ std::optional<AgentStream::Error> AgentStream::HandleLayouts(const v1::Layouts& 
 std::optional<AgentStream::Error> AgentStream::HandleBatch(const v1::SampleBatch& batch) {
   absl::Status decoded = decoder_.Decode(batch, &decoded_);
   if (!decoded.ok()) {
-    return Error{RejectReason::kUnknownLayout, v1::Reject::REASON_PROTOCOL,
+    // A batch naming a layout never sent breaks the protocol; one that does not fit its layout
+    // (value count, presence bitmap) is malformed. Counted apart, so /metrics tells them apart.
+    if (!decoder_.HasLayout(batch.layout_id())) {
+      return Error{RejectReason::kUnknownLayout, v1::Reject::REASON_PROTOCOL,
+                   grpc::StatusCode::INVALID_ARGUMENT, std::string(decoded.message())};
+    }
+    return Error{RejectReason::kMalformed, v1::Reject::REASON_MALFORMED,
                  grpc::StatusCode::INVALID_ARGUMENT, std::string(decoded.message())};
   }
   if (batch.sequence() == 0) {

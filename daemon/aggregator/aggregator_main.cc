@@ -20,6 +20,7 @@
 #include "daemon/common/config_loader.h"
 #include "daemon/common/file_reader.h"
 #include "daemon/common/logging.h"
+#include "daemon/detectors/engine.h"
 #include "fabricmon/v1/config.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "prometheus/exposer.h"
@@ -28,6 +29,7 @@ ABSL_FLAG(std::string, config, "", "AggregatorConfig in protobuf text format.");
 ABSL_FLAG(std::string, grpc_listen, "", "HOST:PORT for agents and the CLI (default 127.0.0.1:7470).");
 ABSL_FLAG(std::string, metrics_listen, "", "HOST:PORT for /metrics (default 127.0.0.1:9470).");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error.");
+ABSL_FLAG(std::string, link_list, "", "Link-list topology file (overrides config link_list_file).");
 ABSL_FLAG(std::string, port_file, "",
           "Write the bound gRPC port to this file once listening (for --grpc_listen=...:0).");
 
@@ -80,6 +82,17 @@ int Run(const v1::AggregatorConfig& config) {
 
   aggregator::TelemetryService telemetry(store, stats, stream_options, clock);
   aggregator::DiagnosticsService diagnostics(store, clock, stale_after);
+  const int64_t tick = int64_t{config.detectors().tick_ms() > 0 ? config.detectors().tick_ms() : 1000} * 1000000;
+  auto engine = std::make_shared<detectors::DetectionEngine>(store, clock, config.detectors(), tick);
+  if (!config.link_list_file().empty()) {
+    absl::StatusOr<std::string> text = ReadSmallFile(config.link_list_file(), 64 << 20);
+    absl::Status status = text.ok() ? engine->SetLinkList(*text) : text.status();
+    if (!status.ok()) {
+      std::cerr << "fabricmon-aggregator: link_list_file: " << status << "\n";
+      return 2;
+    }
+  }
+  diagnostics.SetFindingsProvider(engine.get());
   const std::string grpc_listen = config.grpc_listen().empty() ? "127.0.0.1:7470" : config.grpc_listen();
   int bound_port = 0;
   grpc::ServerBuilder builder;
@@ -116,6 +129,8 @@ int Run(const v1::AggregatorConfig& config) {
   auto exporter = std::make_shared<aggregator::MetricsExporter>(
       store, stats, clock, aggregator::ExporterOptions{stale_after});
   exposer->RegisterCollectable(exporter);
+  exposer->RegisterCollectable(engine);
+  engine->Start();
   FABRICMON_LOG(Info) << "/metrics on " << metrics_listen << " (port "
                       << (exposer->GetListeningPorts().empty() ? 0 : exposer->GetListeningPorts()[0])
                       << ")";
@@ -124,6 +139,8 @@ int Run(const v1::AggregatorConfig& config) {
   sigwait(&stop_signals, &signal);
   FABRICMON_LOG(Info) << "stopping";
   exposer->RemoveCollectable(exporter);
+  exposer->RemoveCollectable(engine);
+  engine->Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   return 0;
 }
@@ -152,6 +169,9 @@ int main(int argc, char** argv) {
   }
   if (!absl::GetFlag(FLAGS_grpc_listen).empty()) {
     config.set_grpc_listen(absl::GetFlag(FLAGS_grpc_listen));
+  }
+  if (!absl::GetFlag(FLAGS_link_list).empty()) {
+    config.set_link_list_file(absl::GetFlag(FLAGS_link_list));
   }
   if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
     config.set_metrics_listen(absl::GetFlag(FLAGS_metrics_listen));

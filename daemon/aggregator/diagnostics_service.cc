@@ -36,25 +36,47 @@ grpc::ServerUnaryReactor* DiagnosticsService::GetNode(grpc::CallbackServerContex
   NodeState::Summary summary = node->GetSummary(true);
   FillSummary(summary, response->mutable_summary());
   *response->mutable_inventory() = std::move(summary.inventory);
+  if (findings_ != nullptr) {
+    for (v1::Finding& finding : findings_->FindingsOfNode(request->name())) {
+      *response->add_findings() = std::move(finding);
+    }
+    response->mutable_summary()->set_active_findings(response->findings_size());
+  }
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
 
 grpc::ServerUnaryReactor* DiagnosticsService::ListFindings(grpc::CallbackServerContext* context,
-                                                           const v1::ListFindingsRequest*,
-                                                           v1::ListFindingsResponse*) {
+                                                           const v1::ListFindingsRequest* request,
+                                                           v1::ListFindingsResponse* response) {
   auto* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                               "this aggregator has no detectors yet"));
+  if (findings_ == nullptr) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                 "this aggregator runs without detectors"));
+    return reactor;
+  }
+  for (v1::Finding& finding : findings_->Findings(request->include_cleared(), request->kind())) {
+    *response->add_findings() = std::move(finding);
+  }
+  reactor->Finish(grpc::Status::OK);
   return reactor;
 }
 
 grpc::ServerUnaryReactor* DiagnosticsService::Diagnose(grpc::CallbackServerContext* context,
-                                                       const v1::DiagnoseRequest*,
-                                                       v1::DiagnoseResponse*) {
+                                                       const v1::DiagnoseRequest* request,
+                                                       v1::DiagnoseResponse* response) {
   auto* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                               "this aggregator has no detectors yet"));
+  if (findings_ == nullptr) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                 "this aggregator runs without detectors"));
+    return reactor;
+  }
+  if (request->nodes().empty() || request->nodes_size() > 100000) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "give 1..100000 node names"));
+    return reactor;
+  }
+  *response = findings_->Diagnose({request->nodes().begin(), request->nodes().end()});
+  reactor->Finish(grpc::Status::OK);
   return reactor;
 }
 

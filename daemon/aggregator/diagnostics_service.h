@@ -1,8 +1,8 @@
 #pragma once
 
-// Diagnostics gRPC service for the `fabricmon` CLI: nodes and their inventory. Findings and
-// Diagnose answer UNIMPLEMENTED until the detectors exist, rather than an empty (and misleading)
-// "nothing found".
+// Diagnostics gRPC service for the `fabricmon` CLI: nodes, their inventory and findings, and
+// Diagnose. Findings come from a FindingsProvider (the detection engine); without one, Findings
+// and Diagnose answer UNIMPLEMENTED rather than an empty (and misleading) "nothing found".
 
 #include "daemon/aggregator/series_store.h"
 #include "daemon/common/clock.h"
@@ -10,11 +10,26 @@
 
 namespace fabricmon::aggregator {
 
+// Implemented by the detection engine (daemon/detectors), which depends on this library, not
+// the other way round. Thread-safe.
+class FindingsProvider {
+ public:
+  virtual ~FindingsProvider() = default;
+  // Active findings, plus recently cleared ones if `include_cleared`; filtered by kind if set.
+  virtual std::vector<v1::Finding> Findings(bool include_cleared,
+                                            const std::string& kind) const = 0;
+  virtual v1::DiagnoseResponse Diagnose(const std::vector<std::string>& nodes) const = 0;
+  // Active findings whose subject is on `node`.
+  virtual std::vector<v1::Finding> FindingsOfNode(const std::string& node) const = 0;
+};
+
 class DiagnosticsService final : public v1::Diagnostics::CallbackService {
  public:
   // Keeps references; both must outlive the service.
   DiagnosticsService(const SeriesStore& store, const Clock& clock, int64_t stale_after_nanos)
       : store_(store), clock_(clock), stale_after_nanos_(stale_after_nanos) {}
+  // Borrowed; must outlive the service. Null: no detectors.
+  void SetFindingsProvider(const FindingsProvider* findings) { findings_ = findings; }
 
   grpc::ServerUnaryReactor* ListNodes(grpc::CallbackServerContext* context,
                                       const v1::ListNodesRequest* request,
@@ -34,6 +49,7 @@ class DiagnosticsService final : public v1::Diagnostics::CallbackService {
   const SeriesStore& store_;
   const Clock& clock_;
   const int64_t stale_after_nanos_;
+  const FindingsProvider* findings_ = nullptr;
 };
 
 }  // namespace fabricmon::aggregator

@@ -79,6 +79,7 @@ absl::StatusOr<uint32_t> NodeState::Declare(const collectors::SeriesDesc& desc) 
   series_.push_back(std::move(series));
   const auto index = static_cast<uint32_t>(series_.size() - 1);
   by_fingerprint_.emplace(desc.fingerprint, index);
+  by_family_[desc.name].push_back(index);
   return index;
 }
 
@@ -145,6 +146,18 @@ void NodeState::ForEachSeries(const std::function<void(const Series&)>& visit) c
   absl::MutexLock lock(&mu_);
   for (const Series& series : series_) {
     visit(series);
+  }
+}
+
+void NodeState::VisitFamily(absl::string_view family,
+                            const std::function<void(const Series&)>& visit) const {
+  absl::MutexLock lock(&mu_);
+  auto it = by_family_.find(family);
+  if (it == by_family_.end()) {
+    return;
+  }
+  for (uint32_t index : it->second) {
+    visit(series_[index]);
   }
 }
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -106,6 +107,9 @@ class NodeState {
   // pointers into the series are valid only during the call.
   void ForEachSeries(const std::function<void(const Series&)>& visit) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Visits the series of one metric family (by exact name), under the node's lock.
+  void VisitFamily(absl::string_view family, const std::function<void(const Series&)>& visit) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Calls `visit` once with all series, under the node's lock (same rules as ForEachSeries).
   void WithSeries(const std::function<void(const std::vector<Series>&)>& visit) const
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -134,6 +138,7 @@ class NodeState {
   mutable absl::Mutex mu_;
   std::vector<Series> series_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, uint32_t> by_fingerprint_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::vector<uint32_t>> by_family_ ABSL_GUARDED_BY(mu_);
   v1::Inventory inventory_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::CollectorStatus> collectors_ ABSL_GUARDED_BY(mu_);
   bool connected_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,0 +1,298 @@
+#include "daemon/detectors/congestion.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "daemon/detectors/families.h"
+
+namespace fabricmon::detectors {
+namespace {
+
+using aggregator::Series;
+using aggregator::StoredSample;
+
+// Increase over the two newest samples, and their time span.
+bool LatestIncrease(const Series& series, uint64_t* increase, double* seconds) {
+  const StoredSample* latest = series.Latest();
+  const StoredSample* previous = series.Previous();
+  if (latest == nullptr || previous == nullptr) {
+    return false;
+  }
+  *increase = RawIncrease(series.desc, *previous, *latest);
+  *seconds = static_cast<double>(latest->timestamp_unix_nanos - previous->timestamp_unix_nanos) / 1e9;
+  return *seconds > 0;
+}
+
+std::string Percent(double fraction) { return absl::StrFormat("%.0f%%", fraction * 100); }
+
+}  // namespace
+
+void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& out) {
+  std::map<Endpoint, Congested> congested;
+
+  // IB: join XmitWait with XmitData of the same port.
+  std::map<Endpoint, std::pair<uint64_t, double>> data_words;
+  view.ForEachSeries(families::kIbXmitData, [&](const std::string& node, const Series& series) {
+    uint64_t increase;
+    double seconds;
+    if (LatestIncrease(series, &increase, &seconds)) {
+      data_words[view.topology().Canonical(EndpointOf(node, series.desc))] = {increase, seconds};
+    }
+  });
+  view.ForEachSeries(families::kIbXmitWait, [&](const std::string& node, const Series& series) {
+    uint64_t wait;
+    double seconds;
+    if (!LatestIncrease(series, &wait, &seconds) || wait == 0) {
+      return;
+    }
+    const Endpoint endpoint = view.topology().Canonical(EndpointOf(node, series.desc));
+    auto data = data_words.find(endpoint);
+    const uint64_t words = data == data_words.end() ? 0 : data->second.first;
+    const double fraction = static_cast<double>(wait) / static_cast<double>(wait + words);
+    if (fraction < options_.wait_fraction) {
+      return;
+    }
+    Congested& port = congested[endpoint];
+    port.fraction = std::max(port.fraction, fraction);
+    port.evidence.push_back(MakeEvidence(
+        series.desc, static_cast<double>(series.Latest()->raw), static_cast<double>(wait) / seconds,
+        absl::StrCat("waiting for credits: XmitWait is ", Percent(fraction),
+                     " of wait+data in the last ", absl::StrFormat("%.1f", seconds), " s")));
+  });
+
+  // RoCE: fraction of time paused, per netdev and direction (worst priority).
+  view.ForEachSeries(families::kRocePauseDuration, [&](const std::string& node,
+                                                       const Series& series) {
+    uint64_t increase;
+    double seconds;
+    if (!LatestIncrease(series, &increase, &seconds)) {
+      return;
+    }
+    const double fraction =
+        std::min(1.0, static_cast<double>(increase) * series.desc.scale / seconds);
+    if (fraction < options_.pause_fraction) {
+      return;
+    }
+    const bool tx = collectors::LabelValue(series.desc, "direction") == "tx";
+    const Endpoint endpoint = view.topology().Canonical(EndpointOf(node, series.desc));
+    Congested& port = congested[endpoint];
+    port.fraction = std::max(port.fraction, fraction);
+    port.pauses_peer = port.pauses_peer || tx;
+    port.evidence.push_back(MakeEvidence(
+        series.desc, static_cast<double>(series.Latest()->raw) * series.desc.scale, fraction,
+        tx ? absl::StrCat("pausing its peer ", Percent(fraction), " of the time (slow receiver)")
+           : absl::StrCat("paused by its peer ", Percent(fraction), " of the time")));
+  });
+
+  BuildFindings(congested, view.topology(), options_, out);
+}
+
+void CongestionDetector::BuildFindings(const std::map<Endpoint, Congested>& congested,
+                                       const Topology& topology, const CongestionOptions& options,
+                                       std::vector<Finding>& out) {
+  // Waiting ports grouped by the device they are on, for "the ports of the peer's device".
+  std::map<std::pair<std::string, bool>, std::vector<Endpoint>> waiting_by_device;
+  for (const auto& [endpoint, port] : congested) {
+    if (!port.pauses_peer) {
+      waiting_by_device[{endpoint.node, endpoint.is_switch}].push_back(endpoint);
+    }
+  }
+  // Edges: waiting port → waiting ports of its peer's device (other than the peer port itself).
+  std::map<Endpoint, std::vector<Endpoint>> next;
+  std::map<Endpoint, Endpoint> peer_of;
+  for (const auto& [endpoint, port] : congested) {
+    if (port.pauses_peer) {
+      continue;
+    }
+    std::optional<Endpoint> peer = topology.PeerOf(endpoint);
+    if (!peer.has_value()) {
+      continue;
+    }
+    peer_of[endpoint] = *peer;
+    auto it = waiting_by_device.find({peer->node, peer->is_switch});
+    if (it == waiting_by_device.end()) {
+      continue;
+    }
+    for (const Endpoint& downstream : it->second) {
+      if (!(downstream == *peer)) {
+        next[endpoint].push_back(downstream);
+      }
+    }
+  }
+
+  // Reverse edges, for walking from a root to its victims.
+  std::map<Endpoint, std::vector<Endpoint>> previous;
+  for (const auto& [from, targets] : next) {
+    for (const Endpoint& to : targets) {
+      previous[to].push_back(from);
+    }
+  }
+
+  // Roots: waiting ports with a known peer and no waiting port beyond it.
+  std::set<Endpoint> in_tree;
+  for (const auto& [endpoint, peer] : peer_of) {
+    if (next.count(endpoint) > 0) {
+      continue;
+    }
+    // Reverse search: every port from which `endpoint` is reachable is a victim.
+    std::map<Endpoint, uint32_t> depth;  // hops from the root
+    std::vector<Endpoint> frontier = {endpoint};
+    depth[endpoint] = 0;
+    while (!frontier.empty()) {
+      std::vector<Endpoint> following;
+      for (const Endpoint& current : frontier) {
+        auto upstream = previous.find(current);
+        if (upstream == previous.end()) {
+          continue;
+        }
+        for (const Endpoint& candidate : upstream->second) {
+          if (depth.emplace(candidate, depth[current] + 1).second) {
+            following.push_back(candidate);
+          }
+        }
+      }
+      frontier = std::move(following);
+    }
+    uint32_t max_depth = 0;
+    for (const auto& [victim, hops] : depth) {
+      max_depth = std::max(max_depth, hops);
+    }
+    if (max_depth == 0) {
+      continue;  // a lone waiting port: reported below as plain congestion
+    }
+    Finding finding;
+    finding.kind = "congestion_spreading";
+    finding.severity = Severity::kCritical;
+    finding.subject = endpoint;
+    finding.peer = peer;
+    finding.has_peer = false;  // the key is the root port; the peer is the sink, shown in text
+    finding.depth_hops = max_depth;
+    for (const auto& [victim, hops] : depth) {
+      in_tree.insert(victim);
+      if (!(victim == endpoint)) {
+        finding.victims.push_back(victim);
+      }
+    }
+    const Congested& root = congested.at(endpoint);
+    finding.evidence = root.evidence;
+    finding.summary = absl::StrCat(
+        "congestion spreading from ", endpoint.ToString(), " toward ", peer.ToString(),
+        " (slow receiver or incast target): ", finding.victims.size(),
+        " upstream ports wait on it over ", max_depth, max_depth == 1 ? " hop" : " hops",
+        "; root waits ", Percent(root.fraction), " of the time");
+    out.push_back(std::move(finding));
+  }
+
+  // RoCE with topology: switches are not measured, so walk the switch graph from a source's
+  // (slow receiver's) switch; paused host ports hanging off switches within reach are victims.
+  for (const auto& [source, port] : congested) {
+    if (!port.pauses_peer) {
+      continue;
+    }
+    std::optional<Endpoint> tor = topology.PeerOf(source);
+    if (!tor.has_value() || !tor->is_switch) {
+      continue;
+    }
+    std::map<std::string, uint32_t> switch_hops = {{tor->node, 0}};
+    std::vector<std::string> frontier = {tor->node};
+    while (!frontier.empty()) {
+      std::vector<std::string> following;
+      for (const std::string& sw : frontier) {
+        for (const Endpoint& switch_port : topology.PortsOf(sw, true)) {
+          std::optional<Endpoint> far = topology.PeerOf(switch_port);
+          if (far.has_value() && far->is_switch &&
+              switch_hops.emplace(far->node, switch_hops[sw] + 1).second) {
+            following.push_back(far->node);
+          }
+        }
+      }
+      frontier = std::move(following);
+    }
+    Finding finding;
+    finding.kind = "congestion_spreading";
+    finding.severity = Severity::kCritical;
+    finding.subject = source;
+    finding.peer = *tor;
+    for (const auto& [endpoint, other] : congested) {
+      if (other.pauses_peer || endpoint == source) {
+        continue;
+      }
+      std::optional<Endpoint> victim_switch = topology.PeerOf(endpoint);
+      if (!victim_switch.has_value()) {
+        continue;
+      }
+      auto hops = switch_hops.find(victim_switch->node);
+      if (hops == switch_hops.end()) {
+        continue;
+      }
+      finding.victims.push_back(endpoint);
+      finding.depth_hops = std::max(finding.depth_hops, hops->second + 1);
+      in_tree.insert(endpoint);
+    }
+    if (finding.victims.empty()) {
+      continue;
+    }
+    in_tree.insert(source);
+    finding.evidence = port.evidence;
+    finding.summary = absl::StrCat(
+        source.ToString(), " (behind ", tor->ToString(), ") pauses its switch ",
+        Percent(port.fraction), " of the time; PFC back-pressure has spread to ",
+        finding.victims.size(), " ports up to ", finding.depth_hops, " hops away");
+    out.push_back(std::move(finding));
+  }
+
+  // Without topology: RoCE sources (pausing their peers) and victims (paused) across nodes.
+  std::vector<Endpoint> sources;
+  std::vector<Endpoint> victims;
+  for (const auto& [endpoint, port] : congested) {
+    if (in_tree.count(endpoint) > 0 || peer_of.count(endpoint) > 0) {
+      continue;
+    }
+    (port.pauses_peer ? sources : victims).push_back(endpoint);
+  }
+  std::set<Endpoint> reported;
+  if (!sources.empty() && victims.size() >= options.min_victims_without_topology) {
+    for (const Endpoint& source : sources) {
+      Finding finding;
+      finding.kind = "congestion_spreading";
+      finding.severity = Severity::kCritical;
+      finding.subject = source;
+      finding.victims = victims;
+      finding.evidence = congested.at(source).evidence;
+      finding.summary = absl::StrCat(
+          source.ToString(), " is pausing its switch port (slow receiver) while ", victims.size(),
+          " other ports are being paused: PFC back-pressure is spreading (no topology: hops "
+          "unknown; add a link list to see the tree)");
+      out.push_back(std::move(finding));
+      reported.insert(source);
+    }
+    reported.insert(victims.begin(), victims.end());
+  }
+
+  for (const auto& [endpoint, port] : congested) {
+    if (in_tree.count(endpoint) > 0 || reported.count(endpoint) > 0) {
+      continue;
+    }
+    Finding finding;
+    finding.kind = "congestion";
+    finding.severity = Severity::kWarning;
+    finding.subject = endpoint;
+    auto peer = peer_of.find(endpoint);
+    if (peer != peer_of.end()) {
+      finding.peer = peer->second;
+    }
+    finding.evidence = port.evidence;
+    finding.summary =
+        port.pauses_peer
+            ? absl::StrCat(endpoint.ToString(), " pauses its peer ", Percent(port.fraction),
+                           " of the time: its receive side cannot keep up")
+            : absl::StrCat(endpoint.ToString(), " waits on ",
+                           peer != peer_of.end() ? peer->second.ToString() : "its peer", " ",
+                           Percent(port.fraction), " of the time");
+    out.push_back(std::move(finding));
+  }
+}
+
+}  // namespace fabricmon::detectors

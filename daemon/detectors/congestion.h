@@ -1,0 +1,58 @@
+#pragma once
+
+// Congestion and how it spreads.
+//
+// Per port:
+//   IB: a port whose XmitWait grows has data to send but no credits from its peer: back-pressure.
+//   Tick length is device-specific (FIELD_NOTES §3.8), so we use a unit-free ratio over the last
+//   interval: wait = ΔXmitWait / (ΔXmitWait + ΔXmitData words). A blocked port tends to 1, a busy
+//   healthy one to 0.
+//   RoCE: rate(pause duration) is the fraction of time paused. direction=rx: the peer paused us
+//   (we wait on it); direction=tx: we paused the peer (we are the slow receiver).
+//
+// Spreading (with topology): a waiting port P points at its peer's device; if that device (a
+// switch) has waiting ports of its own, P's wait is caused by theirs. Following these edges ends
+// at a root: a waiting port whose peer is not itself waiting — the port toward the slow receiver
+// or incast target. The ports upstream of a root are its victims; the longest chain is the depth
+// in hops. A tree with depth ≥ 1 is one congestion_spreading finding at its root; waiting ports
+// outside any tree are single congestion findings.
+// Without topology (RoCE): nodes pausing their peers (tx) are sources, nodes being paused (rx) are
+// victims; one source with several victims is reported as spreading, depth unknown (0).
+
+#include <map>
+#include <set>
+
+#include "absl/container/flat_hash_map.h"
+#include "daemon/detectors/detector.h"
+#include "daemon/detectors/series_key.h"
+
+namespace fabricmon::detectors {
+
+struct CongestionOptions {
+  double wait_fraction = 0.05;        // IB XmitWait ratio that counts as congested
+  double pause_fraction = 0.05;       // RoCE fraction of time paused that counts as congested
+  uint32_t min_victims_without_topology = 2;
+};
+
+class CongestionDetector final : public Detector {
+ public:
+  explicit CongestionDetector(CongestionOptions options) : options_(options) {}
+  absl::string_view name() const override { return "congestion"; }
+  void Evaluate(const FabricView& view, std::vector<Finding>& out) override;
+
+  // A port that waits on its peer (IB XmitWait, RoCE rx pause) or pauses it (RoCE tx pause).
+  struct Congested {
+    double fraction = 0;
+    bool pauses_peer = false;  // RoCE tx pause: this port's node is a slow receiver
+    std::vector<Evidence> evidence;
+  };
+  // Builds findings from the congested ports of one tick. Exposed for tests.
+  static void BuildFindings(const std::map<Endpoint, Congested>& congested,
+                            const Topology& topology, const CongestionOptions& options,
+                            std::vector<Finding>& out);
+
+ private:
+  const CongestionOptions options_;
+};
+
+}  // namespace fabricmon::detectors

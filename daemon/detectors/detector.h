@@ -1,0 +1,73 @@
+#pragma once
+
+// The detector contract. A detector reads the series store (through FabricView) and the topology
+// once per tick and reports the findings that hold now. It keeps whatever per-series state it
+// needs between ticks (event times for flap windows, cursors over the sample rings). Detectors
+// never touch gRPC or Prometheus; the engine tracks onset/clear and exports.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "daemon/aggregator/series_store.h"
+#include "daemon/detectors/finding.h"
+#include "daemon/detectors/topology.h"
+#include "fabricmon/v1/config.pb.h"
+
+namespace fabricmon::detectors {
+
+// Read access for one tick. Cheap to build; valid for the tick only.
+class FabricView {
+ public:
+  FabricView(std::vector<std::shared_ptr<aggregator::NodeState>> nodes, const Topology& topology,
+             int64_t now_unix_nanos)
+      : nodes_(std::move(nodes)), topology_(topology), now_(now_unix_nanos) {}
+
+  const Topology& topology() const { return topology_; }
+  int64_t now_unix_nanos() const { return now_; }
+  const std::vector<std::shared_ptr<aggregator::NodeState>>& nodes() const { return nodes_; }
+
+  // Calls `visit(node_name, series)` for every series of `family` on every node, under that
+  // node's lock (do not call back into the store from the visitor).
+  void ForEachSeries(absl::string_view family,
+                     const std::function<void(const std::string&, const aggregator::Series&)>&
+                         visit) const;
+
+ private:
+  std::vector<std::shared_ptr<aggregator::NodeState>> nodes_;
+  const Topology& topology_;
+  const int64_t now_;
+};
+
+class Detector {
+ public:
+  virtual ~Detector() = default;
+  virtual absl::string_view name() const = 0;
+  // Appends the findings that hold at this tick to `out`.
+  virtual void Evaluate(const FabricView& view, std::vector<Finding>& out) = 0;
+};
+
+// Walks the samples of `series` newer than `*cursor` (a timestamp), oldest first, calling
+// `visit(previous, current)` for each consecutive pair, and advances the cursor. Pairs across a
+// reset are skipped (the ring restarts at a reset), so deltas are always within one baseline.
+void ForEachNewPair(const aggregator::Series& series, int64_t* cursor,
+                    const std::function<void(const aggregator::StoredSample& previous,
+                                             const aggregator::StoredSample& current)>& visit);
+
+// Counter increase between two samples in raw units, unwinding a wrap of a wrapping counter; 0
+// when the counter went down otherwise (reset).
+uint64_t RawIncrease(const collectors::SeriesDesc& desc, const aggregator::StoredSample& previous,
+                     const aggregator::StoredSample& current);
+
+// Endpoint of a host port series (labels device, port) on `node`, or of a switch port series
+// (labels switch, port, switch_guid) from the fabric collector.
+Endpoint EndpointOf(const std::string& node, const collectors::SeriesDesc& desc);
+
+// Evidence line for a series.
+Evidence MakeEvidence(const collectors::SeriesDesc& desc, double value, double rate,
+                      std::string note);
+
+}  // namespace fabricmon::detectors

@@ -1,0 +1,366 @@
+#include "daemon/detectors/engine.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/common/logging.h"
+#include "daemon/detectors/congestion.h"
+#include "daemon/detectors/link_degraded.h"
+#include "daemon/detectors/link_flap.h"
+#include "daemon/detectors/nvlink.h"
+#include "daemon/detectors/roce_detectors.h"
+#include "daemon/detectors/tcp_fallback.h"
+#include "prometheus/client_metric.h"
+#include "prometheus/metric_family.h"
+#include "prometheus/metric_type.h"
+
+namespace fabricmon::detectors {
+namespace {
+
+constexpr int64_t kSecond = 1000000000;
+
+// The one explicit list of detectors, configured from the thresholds (defaults where unset).
+std::vector<std::unique_ptr<Detector>> BuildDetectors(const v1::DetectorThresholds& t) {
+  std::vector<std::unique_ptr<Detector>> detectors;
+  LinkFlapOptions flap;
+  if (t.flap_transitions() > 0) flap.transitions = t.flap_transitions();
+  if (t.flap_window_s() > 0) flap.window_nanos = t.flap_window_s() * kSecond;
+  if (t.flap_quiet_s() > 0) flap.quiet_nanos = t.flap_quiet_s() * kSecond;
+  detectors.push_back(std::make_unique<LinkFlapDetector>(flap));
+
+  LinkDegradedOptions degraded;
+  if (t.degraded_errors_in_window() > 0) degraded.errors_in_window = t.degraded_errors_in_window();
+  if (t.degraded_window_s() > 0) degraded.window_nanos = t.degraded_window_s() * kSecond;
+  detectors.push_back(std::make_unique<LinkDegradedDetector>(degraded));
+
+  CongestionOptions congestion;
+  if (t.congestion_fraction() > 0) {
+    congestion.wait_fraction = t.congestion_fraction();
+    congestion.pause_fraction = t.congestion_fraction();
+  }
+  detectors.push_back(std::make_unique<CongestionDetector>(congestion));
+
+  PauseStormOptions storm;
+  if (t.pause_storm_fraction() > 0) storm.fraction = t.pause_storm_fraction();
+  detectors.push_back(std::make_unique<PauseStormDetector>(storm));
+
+  EcnOptions ecn;
+  if (t.congestion_fraction() > 0) ecn.pause_fraction = t.congestion_fraction();
+  detectors.push_back(std::make_unique<EcnMisconfigDetector>(ecn));
+
+  TcpFallbackOptions fallback;
+  if (t.tcp_fallback_min_bytes_per_second() > 0) {
+    fallback.min_kernel_bytes_per_second = t.tcp_fallback_min_bytes_per_second();
+  }
+  if (t.tcp_fallback_rdma_ratio() > 0) fallback.rdma_ratio = t.tcp_fallback_rdma_ratio();
+  detectors.push_back(std::make_unique<TcpFallbackDetector>(fallback));
+
+  NvlinkOptions nvlink;
+  if (t.error_rate_per_second() > 0) nvlink.errors_per_second = t.error_rate_per_second();
+  detectors.push_back(std::make_unique<NvlinkDetector>(nvlink));
+  return detectors;
+}
+
+int KindRank(const std::string& kind) {
+  static const char* kOrder[] = {"link_flapping",   "congestion_spreading", "tcp_fallback",
+                                 "pause_storm",     "nvlink_down",          "link_degraded",
+                                 "congestion",      "nvlink_degraded",      "ecn_misconfigured"};
+  for (int i = 0; i < static_cast<int>(std::size(kOrder)); ++i) {
+    if (kind == kOrder[i]) {
+      return i;
+    }
+  }
+  return 100;
+}
+
+}  // namespace
+
+DetectionEngine::DetectionEngine(const aggregator::SeriesStore& store, const Clock& clock,
+                                 const v1::DetectorThresholds& thresholds, int64_t tick_nanos)
+    : store_(store),
+      clock_(clock),
+      tick_nanos_(tick_nanos > 0 ? tick_nanos : kSecond),
+      detectors_(BuildDetectors(thresholds)) {}
+
+DetectionEngine::~DetectionEngine() { Stop(); }
+
+absl::Status DetectionEngine::SetLinkList(std::string text) {
+  Topology check;
+  absl::Status status = check.AddLinkList(text);
+  if (!status.ok()) {
+    return status;
+  }
+  absl::MutexLock lock(&mu_);
+  link_list_ = std::move(text);
+  return absl::OkStatus();
+}
+
+void DetectionEngine::SetStaticFabric(v1::Inventory fabric) {
+  absl::MutexLock lock(&mu_);
+  static_fabric_ = std::move(fabric);
+}
+
+void DetectionEngine::Tick() {
+  absl::MutexLock tick_lock(&tick_mu_);
+  const int64_t start = clock_.MonotonicNanos();
+  std::vector<std::shared_ptr<aggregator::NodeState>> nodes = store_.Nodes();
+
+  Topology topology;
+  for (const auto& node : nodes) {
+    topology.AddInventory(node->name(), node->GetSummary(/*with_inventory=*/true).inventory);
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    topology.AddInventory("", static_fabric_);
+    // Validated in SetLinkList.
+    (void)topology.AddLinkList(link_list_);
+  }
+  topology.Resolve();
+
+  FabricView view(nodes, topology, clock_.NowUnixNanos());
+  std::vector<Finding> findings;
+  for (const auto& detector : detectors_) {
+    detector->Evaluate(view, findings);
+  }
+  tracker_.Update(std::move(findings), view.now_unix_nanos());
+  absl::MutexLock lock(&mu_);
+  topology_links_ = topology.link_count();
+  last_tick_duration_ = clock_.MonotonicNanos() - start;
+}
+
+void DetectionEngine::Start() {
+  thread_ = std::thread([this] {
+    for (;;) {
+      Tick();
+      absl::MutexLock lock(&mu_);
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Nanoseconds(tick_nanos_));
+      if (stopping_) {
+        return;
+      }
+    }
+  });
+}
+
+void DetectionEngine::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) {
+    thread_.join();
+  }
+}
+
+size_t DetectionEngine::topology_links() const {
+  absl::MutexLock lock(&mu_);
+  return topology_links_;
+}
+
+v1::DiagnoseResponse DetectionEngine::Diagnose(const std::vector<std::string>& nodes) const {
+  v1::DiagnoseResponse response;
+  std::set<std::string> wanted;
+  for (const std::string& node : nodes) {
+    std::shared_ptr<aggregator::NodeState> state = store_.Find(node);
+    if (state == nullptr) {
+      response.add_unknown_nodes(node);
+      continue;
+    }
+    wanted.insert(node);
+    const auto summary = state->GetSummary(false);
+    v1::NodeSummary* out = response.add_nodes();
+    out->set_name(summary.name);
+    out->set_up(summary.connected);
+    out->set_last_seen_unix_nanos(summary.last_seen_unix_nanos);
+    out->set_agent_version(summary.agent_version);
+    out->set_series(summary.series);
+  }
+
+  // The switches these nodes hang off, and the switches one hop beyond (their uplinks): a
+  // finding there is on the nodes' paths.
+  Topology topology;
+  for (const auto& node : store_.Nodes()) {
+    topology.AddInventory(node->name(), node->GetSummary(true).inventory);
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    topology.AddInventory("", static_fabric_);
+    (void)topology.AddLinkList(link_list_);
+  }
+  topology.Resolve();
+  std::set<std::string> near_switches;
+  for (const std::string& node : wanted) {
+    for (const Endpoint& port : topology.PortsOf(node, false)) {
+      if (std::optional<Endpoint> peer = topology.PeerOf(port); peer && peer->is_switch) {
+        near_switches.insert(peer->node);
+        for (const Endpoint& up : topology.PortsOf(peer->node, true)) {
+          if (std::optional<Endpoint> far = topology.PeerOf(up); far && far->is_switch) {
+            near_switches.insert(far->node);
+          }
+        }
+      }
+    }
+  }
+  auto touches = [&](const Endpoint& endpoint) {
+    return endpoint.is_switch ? near_switches.count(endpoint.node) > 0
+                              : wanted.count(endpoint.node) > 0;
+  };
+
+  std::vector<TrackedFinding> relevant;
+  for (const TrackedFinding& tracked : tracker_.Active()) {
+    const Finding& f = tracked.finding;
+    bool hit = touches(f.subject) || (!f.peer.node.empty() && touches(f.peer));
+    for (const Endpoint& victim : f.victims) {
+      hit = hit || touches(victim);
+    }
+    if (hit) {
+      relevant.push_back(tracked);
+    }
+  }
+  std::sort(relevant.begin(), relevant.end(), [](const auto& a, const auto& b) {
+    if (a.finding.severity != b.finding.severity) return a.finding.severity > b.finding.severity;
+    if (KindRank(a.finding.kind) != KindRank(b.finding.kind)) {
+      return KindRank(a.finding.kind) < KindRank(b.finding.kind);
+    }
+    if (a.finding.victims.size() != b.finding.victims.size()) {
+      return a.finding.victims.size() > b.finding.victims.size();
+    }
+    return a.onset_unix_nanos < b.onset_unix_nanos;
+  });
+  for (const TrackedFinding& tracked : relevant) {
+    *response.add_findings() = ToProto(tracked);
+  }
+  if (wanted.empty()) {
+    response.set_verdict("None of these nodes is known to the aggregator.");
+  } else if (relevant.empty()) {
+    response.set_verdict(absl::StrCat(
+        "No active fabric finding touches these ", wanted.size(),
+        " nodes (their ports, their cables, the switches they hang off or those switches' "
+        "uplinks): the network is not the obvious cause."));
+  } else {
+    response.set_verdict(absl::StrCat(relevant.size(), " active finding",
+                                      relevant.size() == 1 ? " touches" : "s touch", " these ",
+                                      wanted.size(), wanted.size() == 1 ? " node. Most severe: " : " nodes. Most severe: ",
+                                      relevant.front().finding.summary));
+  }
+  return response;
+}
+
+std::vector<v1::Finding> DetectionEngine::Findings(bool include_cleared,
+                                                   const std::string& kind) const {
+  std::vector<TrackedFinding> all = tracker_.Active();
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) {
+    if (a.finding.severity != b.finding.severity) return a.finding.severity > b.finding.severity;
+    return a.onset_unix_nanos < b.onset_unix_nanos;
+  });
+  if (include_cleared) {
+    for (TrackedFinding& tracked : tracker_.Recent()) {
+      all.push_back(std::move(tracked));
+    }
+  }
+  std::vector<v1::Finding> out;
+  for (const TrackedFinding& tracked : all) {
+    if (kind.empty() || tracked.finding.kind == kind) {
+      out.push_back(ToProto(tracked));
+    }
+  }
+  return out;
+}
+
+std::vector<v1::Finding> DetectionEngine::FindingsOfNode(const std::string& node) const {
+  std::vector<v1::Finding> out;
+  for (const TrackedFinding& tracked : tracker_.Active()) {
+    const Finding& f = tracked.finding;
+    bool hit = f.subject.node == node || f.peer.node == node;
+    for (const Endpoint& victim : f.victims) {
+      hit = hit || victim.node == node;
+    }
+    if (hit) {
+      out.push_back(ToProto(tracked));
+    }
+  }
+  return out;
+}
+
+std::vector<prometheus::MetricFamily> DetectionEngine::Collect() const {
+  using prometheus::ClientMetric;
+  using prometheus::MetricFamily;
+  using prometheus::MetricType;
+  auto family = [](const char* name, const char* help, MetricType type) {
+    MetricFamily f;
+    f.name = name;
+    f.help = help;
+    f.type = type;
+    return f;
+  };
+  MetricFamily active = family(
+      "fabricmon_finding_active",
+      "1 per active finding. kind: link_flapping, link_degraded, congestion, "
+      "congestion_spreading, pause_storm, ecn_misconfigured, tcp_fallback, nvlink_degraded, "
+      "nvlink_down; subject in node/device/port, the cable's other end in peer.",
+      MetricType::Gauge);
+  MetricFamily victims = family("fabricmon_finding_victims",
+                                "Victim ports of an active congestion_spreading finding.",
+                                MetricType::Gauge);
+  MetricFamily depth = family("fabricmon_finding_depth_hops",
+                              "Depth in hops of an active congestion_spreading tree.",
+                              MetricType::Gauge);
+  for (const TrackedFinding& tracked : tracker_.Active()) {
+    const Finding& f = tracked.finding;
+    ClientMetric metric;
+    metric.label = {{"kind", f.kind},
+                    {"severity", std::string(SeverityName(f.severity))},
+                    {"node", f.subject.node},
+                    {"device", f.subject.gpu >= 0 ? absl::StrCat("gpu", f.subject.gpu)
+                                                  : f.subject.device},
+                    {"port", f.subject.gpu >= 0 ? absl::StrCat(f.subject.link)
+                                                : absl::StrCat(f.subject.port)},
+                    {"peer", f.peer.node.empty() ? "" : f.peer.ToString()}};
+    metric.gauge.value = 1;
+    if (f.kind == "congestion_spreading") {
+      ClientMetric v = metric;
+      v.label.erase(v.label.begin() + 1);  // no severity on the size series
+      v.label.pop_back();
+      ClientMetric d = v;
+      v.gauge.value = static_cast<double>(f.victims.size());
+      d.gauge.value = f.depth_hops;
+      victims.metric.push_back(std::move(v));
+      depth.metric.push_back(std::move(d));
+    }
+    active.metric.push_back(std::move(metric));
+  }
+  MetricFamily totals = family("fabricmon_findings_total",
+                               "Findings raised (or escalated) since the aggregator started.",
+                               MetricType::Counter);
+  for (const auto& [key, count] : tracker_.RaisedTotals()) {
+    ClientMetric metric;
+    metric.label = {{"kind", key.first}, {"severity", std::string(SeverityName(key.second))}};
+    metric.counter.value = static_cast<double>(count);
+    totals.metric.push_back(std::move(metric));
+  }
+  MetricFamily tick = family("fabricmon_detector_tick_seconds",
+                             "Time the last detector evaluation took (all detectors).",
+                             MetricType::Gauge);
+  MetricFamily links = family("fabricmon_topology_links",
+                              "Cables in the fabric graph the detectors use.", MetricType::Gauge);
+  {
+    absl::MutexLock lock(&mu_);
+    ClientMetric t;
+    t.gauge.value = static_cast<double>(last_tick_duration_) / 1e9;
+    tick.metric.push_back(t);
+    ClientMetric l;
+    l.gauge.value = static_cast<double>(topology_links_);
+    links.metric.push_back(l);
+  }
+  std::vector<MetricFamily> out;
+  out.push_back(std::move(tick));
+  out.push_back(std::move(active));
+  out.push_back(std::move(depth));
+  out.push_back(std::move(victims));
+  out.push_back(std::move(totals));
+  out.push_back(std::move(links));
+  return out;
+}
+
+}  // namespace fabricmon::detectors

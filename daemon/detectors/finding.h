@@ -1,0 +1,68 @@
+#pragma once
+
+// What a detector concludes: a fault of some kind at some place, with the evidence that tripped
+// it. Findings are values; the FindingTracker gives them onset, update and cleared times.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "fabricmon/v1/diagnostics.pb.h"
+
+namespace fabricmon::detectors {
+
+enum class Severity : uint8_t { kInfo = 1, kWarning = 2, kCritical = 3 };
+absl::string_view SeverityName(Severity severity);  // "info", "warning", "critical"
+
+// Where: a port of a node's device, a switch port, a node, or a GPU's NVLink.
+struct Endpoint {
+  std::string node;    // node name, or switch name for switch ports
+  std::string device;  // RDMA device, netdev, or "" for node-level subjects
+  uint32_t port = 0;
+  std::string guid;    // node GUID (switches, HCAs) when known
+  bool is_switch = false;
+  int32_t gpu = -1;    // NVLink subjects
+  int32_t link = -1;
+
+  // "node017 mlx5_0/1", "switch leaf03/17", "node017 gpu3 link5", "node017".
+  std::string ToString() const;
+  bool operator==(const Endpoint& other) const;
+  bool operator<(const Endpoint& other) const;
+};
+
+struct Evidence {
+  std::string series;                // metric family
+  std::vector<std::string> labels;   // "name=value"
+  double value = 0;                  // latest value (exported units)
+  double rate_per_second = 0;        // or the derived quantity the detector used
+  std::string note;                  // what it means, in words
+};
+
+struct Finding {
+  std::string kind;  // link_flapping, link_degraded, congestion, congestion_spreading, pause_storm,
+                     // ecn_misconfigured, tcp_fallback, nvlink_degraded, nvlink_down
+  Severity severity = Severity::kWarning;
+  Endpoint subject;
+  Endpoint peer;     // other end of the cable when known (node empty otherwise)
+  bool has_peer = false;
+  std::string summary;
+  std::vector<Evidence> evidence;
+  std::vector<Endpoint> victims;  // congestion spreading
+  uint32_t depth_hops = 0;
+  // Stable identity while the condition lasts: kind + subject (+ peer for links).
+  std::string Key() const;
+};
+
+// A finding with its life cycle, as kept by the tracker and served to the CLI.
+struct TrackedFinding {
+  std::string id;
+  Finding finding;
+  int64_t onset_unix_nanos = 0;
+  int64_t updated_unix_nanos = 0;
+  int64_t cleared_unix_nanos = 0;  // 0 while active
+};
+
+v1::Finding ToProto(const TrackedFinding& tracked);
+
+}  // namespace fabricmon::detectors

@@ -1,0 +1,80 @@
+#include "daemon/detectors/link_degraded.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "daemon/detectors/families.h"
+
+namespace fabricmon::detectors {
+namespace {
+constexpr const char* kErrorCounters[] = {
+    families::kIbSymbolError,      families::kIbRcvErrors,
+    families::kIbLocalLinkIntegrity, families::kIbBufferOverrun,
+    families::kIbRemotePhysical,   families::kIbLinkErrorRecovery,
+    families::kRocePcsSymbolErrors, families::kRoceCrcErrors,
+};
+}  // namespace
+
+void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>& out) {
+  const int64_t now = view.now_unix_nanos();
+  for (const char* family : kErrorCounters) {
+    view.ForEachSeries(family, [&](const std::string& node, const aggregator::Series& series) {
+      const Endpoint endpoint = view.topology().Canonical(EndpointOf(node, series.desc));
+      ForEachNewPair(series, &cursors_[{node, series.desc.fingerprint}],
+                     [&](const aggregator::StoredSample& previous,
+                         const aggregator::StoredSample& current) {
+                       const uint64_t increase = RawIncrease(series.desc, previous, current);
+                       if (increase == 0) {
+                         return;
+                       }
+                       PortErrors& port = ports_[endpoint];
+                       port.events.emplace_back(current.timestamp_unix_nanos, increase);
+                       const double seconds =
+                           static_cast<double>(current.timestamp_unix_nanos -
+                                               previous.timestamp_unix_nanos) / 1e9;
+                       port.evidence[family] = MakeEvidence(
+                           series.desc, static_cast<double>(current.raw),
+                           seconds > 0 ? static_cast<double>(increase) / seconds : 0,
+                           absl::StrCat("+", increase, " in ", seconds, " s"));
+                     });
+    });
+  }
+  for (auto it = ports_.begin(); it != ports_.end();) {
+    PortErrors& port = it->second;
+    while (!port.events.empty() && port.events.front().first < now - options_.window_nanos) {
+      port.events.pop_front();
+    }
+    if (port.events.empty()) {
+      it = ports_.erase(it);
+      continue;
+    }
+    uint64_t errors = 0;
+    for (const auto& [time, count] : port.events) {
+      errors += count;
+    }
+    const bool recovered = port.evidence.count(families::kIbLinkErrorRecovery) > 0;
+    if (errors >= options_.errors_in_window || recovered) {
+      Finding finding;
+      finding.kind = "link_degraded";
+      finding.severity = Severity::kWarning;
+      finding.subject = it->first;
+      if (std::optional<Endpoint> peer = view.topology().PeerOf(it->first)) {
+        finding.peer = *peer;
+        finding.has_peer = true;
+      }
+      std::vector<std::string> kinds;
+      for (const auto& [family, evidence] : port.evidence) {
+        finding.evidence.push_back(evidence);
+        kinds.push_back(family);
+      }
+      finding.summary = absl::StrCat(
+          "link ", it->first.ToString(), finding.has_peer ? " <-> " + finding.peer.ToString() : "",
+          ": ", errors, " link errors in the last ", options_.window_nanos / 1000000000, " s",
+          recovered ? " including link error recoveries (the link retrained itself)" : "",
+          " — check the cable/transceiver before it starts flapping");
+      out.push_back(std::move(finding));
+    }
+    ++it;
+  }
+}
+
+}  // namespace fabricmon::detectors

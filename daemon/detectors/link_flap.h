@@ -1,0 +1,47 @@
+#pragma once
+
+// Link flapping: N link-down events within a window. Events are counted edge-exact from counters
+// (IB LinkDowned, RoCE link_down_events_phy, netdev carrier_down_count, NVLink5 failed
+// recoveries), so a flap shorter than the sampling interval is still seen; observed state
+// transitions (IB port state leaving ACTIVE) add events where no counter saw them (a saturated
+// 8-bit LinkDowned at 255 sees nothing). A flapping link stays reported until it has been quiet
+// for the quiet period; both cable ends make one finding when topology is known.
+
+#include <deque>
+#include <map>
+
+#include "absl/container/flat_hash_map.h"
+#include "daemon/detectors/detector.h"
+#include "daemon/detectors/series_key.h"
+
+namespace fabricmon::detectors {
+
+struct LinkFlapOptions {
+  uint32_t transitions = 2;           // events within the window that make a link flapping
+  int64_t window_nanos = int64_t{300} * 1000000000;
+  int64_t quiet_nanos = int64_t{600} * 1000000000;
+};
+
+class LinkFlapDetector final : public Detector {
+ public:
+  explicit LinkFlapDetector(LinkFlapOptions options) : options_(options) {}
+  absl::string_view name() const override { return "link_flap"; }
+  void Evaluate(const FabricView& view, std::vector<Finding>& out) override;
+
+ private:
+  struct LinkEvents {
+    std::deque<int64_t> events;       // timestamps of link-down events in the window
+    int64_t last_event = 0;
+    uint64_t total = 0;
+    bool flapping = false;
+    bool counter_saturated = false;
+    std::vector<Evidence> evidence;   // latest counters that moved
+  };
+  void Record(const Endpoint& endpoint, int64_t timestamp, uint64_t count, Evidence evidence);
+
+  const LinkFlapOptions options_;
+  absl::flat_hash_map<SeriesKey, int64_t> cursors_;
+  std::map<Endpoint, LinkEvents> links_;
+};
+
+}  // namespace fabricmon::detectors

@@ -1,0 +1,93 @@
+#include "daemon/detectors/nvlink.h"
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "daemon/detectors/families.h"
+
+namespace fabricmon::detectors {
+namespace {
+
+Endpoint LinkEndpoint(const std::string& node, const collectors::SeriesDesc& desc) {
+  Endpoint endpoint;
+  endpoint.node = node;
+  int gpu = -1;
+  int link = -1;
+  (void)absl::SimpleAtoi(collectors::LabelValue(desc, "gpu"), &gpu);
+  (void)absl::SimpleAtoi(collectors::LabelValue(desc, "link"), &link);
+  endpoint.gpu = gpu;
+  endpoint.link = link;
+  return endpoint;
+}
+
+}  // namespace
+
+void NvlinkDetector::Evaluate(const FabricView& view, std::vector<Finding>& out) {
+  std::map<Endpoint, std::pair<double, std::vector<Evidence>>> degraded;
+  for (const char* family : {families::kNvlinkErrors, families::kNvlinkRecoveryEvents}) {
+    view.ForEachSeries(family, [&](const std::string& node, const aggregator::Series& series) {
+      if (family == families::kNvlinkRecoveryEvents &&
+          collectors::LabelValue(series.desc, "outcome") == "all") {
+        return;  // the sum of the other two outcomes
+      }
+      const aggregator::Rate rate = series.CurrentRate();
+      if (rate.kind != aggregator::Rate::Kind::kOk || rate.per_second < options_.errors_per_second) {
+        return;
+      }
+      auto& entry = degraded[LinkEndpoint(node, series.desc)];
+      entry.first += rate.per_second;
+      entry.second.push_back(MakeEvidence(series.desc,
+                                          static_cast<double>(series.Latest()->raw),
+                                          rate.per_second, "NVLink errors rising"));
+    });
+  }
+  for (auto& [endpoint, entry] : degraded) {
+    Finding finding;
+    finding.kind = "nvlink_degraded";
+    finding.severity = Severity::kWarning;
+    finding.subject = endpoint;
+    finding.summary = absl::StrFormat(
+        "%s: %.1f NVLink errors/s (CRC/replay/recovery): the link retries, cutting intra-node "
+        "all-reduce bandwidth",
+        endpoint.ToString(), entry.first);
+    finding.evidence = std::move(entry.second);
+    out.push_back(std::move(finding));
+  }
+
+  // Active links per GPU against the most ever seen for that GPU.
+  std::map<std::pair<std::string, std::string>, std::pair<int, std::vector<Endpoint>>> active;
+  view.ForEachSeries(families::kNvlinkState, [&](const std::string& node,
+                                                 const aggregator::Series& series) {
+    const aggregator::StoredSample* latest = series.Latest();
+    if (latest == nullptr) {
+      return;
+    }
+    auto& entry = active[{node, std::string(collectors::LabelValue(series.desc, "gpu"))}];
+    const Endpoint link = LinkEndpoint(node, series.desc);
+    if (latest->raw == 1) {
+      ++entry.first;
+      ever_active_.insert(link);
+    } else if (ever_active_.count(link) > 0) {
+      entry.second.push_back(link);
+    }
+  });
+  for (auto& [gpu, entry] : active) {
+    int& baseline = baseline_active_[gpu];
+    baseline = std::max(baseline, entry.first);
+    if (entry.first >= baseline) {
+      continue;
+    }
+    for (const Endpoint& link : entry.second) {
+      Finding finding;
+      finding.kind = "nvlink_down";
+      finding.severity = Severity::kCritical;
+      finding.subject = link;
+      finding.summary = absl::StrFormat(
+          "%s is inactive: GPU %s has %d of its %d NVLinks up (intra-node traffic reroutes or "
+          "falls back to PCIe)",
+          link.ToString(), gpu.second, entry.first, baseline);
+      out.push_back(std::move(finding));
+    }
+  }
+}
+
+}  // namespace fabricmon::detectors

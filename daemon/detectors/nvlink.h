@@ -1,0 +1,30 @@
+#pragma once
+
+// NVLink degraded / down: CRC, replay and recovery errors rising on a link (degraded), and a GPU
+// with fewer active links than its own baseline (the most it was seen with) — a link that went
+// inactive (down).
+
+#include <map>
+#include <set>
+
+#include "daemon/detectors/detector.h"
+
+namespace fabricmon::detectors {
+
+struct NvlinkOptions {
+  double errors_per_second = 1.0;  // CRC/replay/recovery error rate on one link
+};
+
+class NvlinkDetector final : public Detector {
+ public:
+  explicit NvlinkDetector(NvlinkOptions options) : options_(options) {}
+  absl::string_view name() const override { return "nvlink"; }
+  void Evaluate(const FabricView& view, std::vector<Finding>& out) override;
+
+ private:
+  const NvlinkOptions options_;
+  std::map<std::pair<std::string, std::string>, int> baseline_active_;  // (node, gpu) → links
+  std::set<Endpoint> ever_active_;  // never-cabled / disabled links are not "down"
+};
+
+}  // namespace fabricmon::detectors

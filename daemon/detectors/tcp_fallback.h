@@ -1,0 +1,36 @@
+#pragma once
+
+// TCP fallback: a node whose inter-node traffic goes through the kernel (netdev bytes on
+// Ethernet or IPoIB) while its RDMA bytes stay near zero — during GPU activity, or while the
+// other nodes move RDMA traffic. That is what a job that silently fell back from NCCL's IB/RoCE
+// transport to sockets looks like from the counters (FIELD_NOTES §5).
+//
+// RDMA bytes: RoCE vport RDMA bytes where the ethtool collector has them, else the HCA port data
+// counters (on RoCE those count RDMA only; on IB they include IPoIB, which is subtracted).
+// Kernel bytes: netdev rx+tx of Ethernet, RDMA-Ethernet and IPoIB netdevs (not loopback/virtual).
+
+#include <map>
+
+#include "daemon/detectors/detector.h"
+
+namespace fabricmon::detectors {
+
+struct TcpFallbackOptions {
+  double min_kernel_bytes_per_second = 100e6;  // sustained kernel traffic worth explaining
+  double rdma_ratio = 0.05;                    // RDMA below this fraction of kernel bytes
+  double gpu_busy = 0.5;                       // GPU utilization that means "training"
+  uint32_t consecutive_ticks = 2;
+};
+
+class TcpFallbackDetector final : public Detector {
+ public:
+  explicit TcpFallbackDetector(TcpFallbackOptions options) : options_(options) {}
+  absl::string_view name() const override { return "tcp_fallback"; }
+  void Evaluate(const FabricView& view, std::vector<Finding>& out) override;
+
+ private:
+  const TcpFallbackOptions options_;
+  std::map<std::string, uint32_t> streak_;
+};
+
+}  // namespace fabricmon::detectors

@@ -1,0 +1,74 @@
+#pragma once
+
+// The fabric graph: which port is cabled to which. Built from the fabric collector's discovery
+// (FabricNode/FabricLink in agents' inventories, GUIDs mapped to hosts through their RDMA
+// devices' node GUIDs), from an ibnetdiscover-format file, and from a link-list file for
+// Ethernet/RoCE fabrics. Nodes and ports without topology still get per-port findings; the graph
+// adds the peer end of a cable and lets congestion be traced across hops.
+//
+// Build order: AddInventory() for every node first (it maps netdevs to RDMA ports and GUIDs to
+// hosts), then AddLinkList()/AddLink(), then Resolve(). Endpoints are stored canonical, so a link
+// list naming a RoCE netdev and a collector naming its RDMA device meet.
+//
+// Not thread-safe: built and read by the detector thread.
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "daemon/detectors/finding.h"
+#include "fabricmon/v1/inventory.pb.h"
+
+namespace fabricmon::detectors {
+
+// Canonical GUID text: 16 lower-case hex digits, from "0x0002c90300a1b2c3" or
+// "0002:c903:00a1:b2c3". Empty if it is neither.
+std::string CanonicalGuid(absl::string_view guid);
+
+class Topology {
+ public:
+  // Adds a cable. Endpoints are canonical: hosts as node + RDMA device (or netdev) + port,
+  // switches as switch name + port with is_switch set.
+  void AddLink(const Endpoint& a, const Endpoint& b);
+
+  // Parses a link-list file:
+  //   # comment
+  //   node017/mlx5_0/1   switch:leaf01/17      host port ↔ switch port
+  //   node017/eth2       switch:leaf01/18      host netdev (port 1) ↔ switch port
+  //   switch:leaf01/49   switch:spine01/3      switch ↔ switch
+  // InvalidArgument with the line number on a malformed line.
+  absl::Status AddLinkList(absl::string_view text);
+
+  // Adds what one agent's inventory says: its RDMA devices' GUIDs (to name hosts in fabric
+  // links) and any fabric links it discovered. Call for every node, then Resolve().
+  void AddInventory(const std::string& node, const v1::Inventory& inventory);
+  // Turns GUID-addressed fabric links into endpoints; hosts known by GUID get their node name.
+  void Resolve();
+
+  std::optional<Endpoint> PeerOf(const Endpoint& endpoint) const;
+  // Every cabled port of a switch or host (by node name and is_switch).
+  std::vector<Endpoint> PortsOf(const std::string& node, bool is_switch) const;
+  // Replaces a host netdev endpoint by its RDMA device/port where the node's inventory maps it.
+  Endpoint Canonical(const Endpoint& endpoint) const;
+  size_t link_count() const { return peers_.size() / 2; }
+  bool empty() const { return peers_.empty(); }
+
+ private:
+  std::map<Endpoint, Endpoint> peers_;
+  std::map<std::pair<std::string, bool>, std::vector<Endpoint>> ports_by_node_;
+  // GUID → host (node, device) from agents' sysfs inventory.
+  std::map<std::string, std::pair<std::string, std::string>> host_by_guid_;
+  // (node, netdev) → (device, port) from agents' inventory.
+  std::map<std::pair<std::string, std::string>, std::pair<std::string, uint32_t>> netdev_map_;
+  struct PendingNode {
+    v1::FabricNode::Type type;
+    std::string description;
+  };
+  std::map<std::string, PendingNode> fabric_nodes_;  // by canonical GUID
+  std::vector<v1::FabricLink> fabric_links_;
+};
+
+}  // namespace fabricmon::detectors
