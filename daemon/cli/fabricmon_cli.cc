@@ -22,11 +22,14 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "fabricmon/v1/diagnostics.grpc.pb.h"
+#include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 
 ABSL_FLAG(std::string, aggregator, "127.0.0.1:7470", "HOST:PORT of the aggregator.");
 ABSL_FLAG(std::string, nodes, "", "Comma-separated node names (diagnose).");
 ABSL_FLAG(int, timeout_s, 10, "RPC deadline in seconds.");
+ABSL_FLAG(bool, json, false, "Print the service's answer as JSON (one object) instead of text.");
+ABSL_FLAG(bool, all, false, "findings: include recently cleared findings.");
 
 namespace fabricmon::cli {
 namespace {
@@ -45,6 +48,21 @@ int Fail(const grpc::Status& status) {
   return 1;
 }
 
+// With --json, prints `message` as JSON and returns true.
+bool PrintJson(const google::protobuf::Message& message) {
+  if (!absl::GetFlag(FLAGS_json)) {
+    return false;
+  }
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(message, &json, options);  // cannot fail for
+                                                                             // our own messages
+  std::printf("%s\n", json.c_str());
+  return true;
+}
+
 void Deadline(grpc::ClientContext& context) {
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(absl::GetFlag(FLAGS_timeout_s)));
@@ -58,6 +76,9 @@ int ListNodes(v1::Diagnostics::Stub& stub) {
   if (!status.ok()) {
     return Fail(status);
   }
+  if (PrintJson(response)) {
+    return 0;
+  }
   std::printf("%-24s %-5s %-8s %-14s %s\n", "NODE", "UP", "SERIES", "LAST SEEN", "AGENT");
   for (const v1::NodeSummary& node : response.nodes()) {
     std::printf("%-24s %-5s %-8llu %-14s %s\n", node.name().c_str(), node.up() ? "yes" : "NO",
@@ -65,6 +86,31 @@ int ListNodes(v1::Diagnostics::Stub& stub) {
                 Age(node.last_seen_unix_nanos()).c_str(), node.agent_version().c_str());
   }
   return 0;
+}
+
+void PrintFinding(const v1::Finding& finding) {
+  static const char* kSeverity[] = {"?", "INFO", "WARNING", "CRITICAL"};
+  const int severity = finding.severity() >= 0 && finding.severity() <= 3 ? finding.severity() : 0;
+  std::printf("%-8s %-22s %s  (since %s%s)\n", kSeverity[severity], finding.kind().c_str(),
+              finding.summary().c_str(), Age(finding.onset_unix_nanos()).c_str(),
+              finding.cleared_unix_nanos() != 0
+                  ? absl::StrCat(", cleared ", Age(finding.cleared_unix_nanos())).c_str()
+                  : "");
+  if (finding.victims_size() > 0) {
+    std::vector<std::string> victims;
+    for (const v1::Subject& victim : finding.victims()) {
+      victims.push_back(victim.port() != 0 ? absl::StrCat(victim.node(), " ", victim.device(), "/",
+                                                          victim.port())
+                                           : absl::StrCat(victim.node(), " ", victim.device()));
+    }
+    std::printf("         victims (%d, depth %u hops): %s\n", finding.victims_size(),
+                finding.depth_hops(), absl::StrJoin(victims, ", ").c_str());
+  }
+  for (const v1::Evidence& evidence : finding.evidence()) {
+    std::printf("         %s{%s} %g/s %s\n", evidence.series().c_str(),
+                absl::StrJoin(evidence.labels(), ",").c_str(), evidence.rate_per_second(),
+                evidence.note().c_str());
+  }
 }
 
 int ShowNode(v1::Diagnostics::Stub& stub, const std::string& name) {
@@ -76,6 +122,9 @@ int ShowNode(v1::Diagnostics::Stub& stub, const std::string& name) {
   grpc::Status status = stub.GetNode(&context, request, &view);
   if (!status.ok()) {
     return Fail(status);
+  }
+  if (PrintJson(view)) {
+    return 0;
   }
   const v1::NodeSummary& summary = view.summary();
   std::printf("node %s: %s, %llu series, last seen %s, agent %s, boot %s\n", summary.name().c_str(),
@@ -107,28 +156,24 @@ int ShowNode(v1::Diagnostics::Stub& stub, const std::string& name) {
     std::printf("  gpu %u %s %s  nvlinks %d/%d active\n", gpu.index(), gpu.name().c_str(),
                 gpu.pci_bus_id().c_str(), active, gpu.nvlinks_size());
   }
-  return 0;
-}
-
-void PrintFinding(const v1::Finding& finding) {
-  static const char* kSeverity[] = {"?", "INFO", "WARNING", "CRITICAL"};
-  const int severity = finding.severity() >= 0 && finding.severity() <= 3 ? finding.severity() : 0;
-  std::printf("%-8s %-22s %s  (since %s)\n", kSeverity[severity], finding.kind().c_str(),
-              finding.summary().c_str(), Age(finding.onset_unix_nanos()).c_str());
-  for (const v1::Evidence& evidence : finding.evidence()) {
-    std::printf("         %s{%s} %g/s %s\n", evidence.series().c_str(),
-                absl::StrJoin(evidence.labels(), ",").c_str(), evidence.rate_per_second(),
-                evidence.note().c_str());
+  for (const v1::Finding& finding : view.findings()) {
+    PrintFinding(finding);
   }
+  return 0;
 }
 
 int ListFindings(v1::Diagnostics::Stub& stub) {
   grpc::ClientContext context;
   Deadline(context);
+  v1::ListFindingsRequest request;
+  request.set_include_cleared(absl::GetFlag(FLAGS_all));
   v1::ListFindingsResponse response;
-  grpc::Status status = stub.ListFindings(&context, v1::ListFindingsRequest(), &response);
+  grpc::Status status = stub.ListFindings(&context, request, &response);
   if (!status.ok()) {
     return Fail(status);
+  }
+  if (PrintJson(response)) {
+    return 0;
   }
   if (response.findings().empty()) {
     std::printf("no active findings\n");
@@ -154,6 +199,9 @@ int Diagnose(v1::Diagnostics::Stub& stub) {
   grpc::Status status = stub.Diagnose(&context, request, &response);
   if (!status.ok()) {
     return Fail(status);
+  }
+  if (PrintJson(response)) {
+    return 0;
   }
   std::printf("%s\n", response.verdict().c_str());
   for (const std::string& unknown : response.unknown_nodes()) {

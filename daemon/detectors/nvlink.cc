@@ -53,29 +53,34 @@ void NvlinkDetector::Evaluate(const FabricView& view, std::vector<Finding>& out)
     out.push_back(std::move(finding));
   }
 
-  // Active links per GPU against the most ever seen for that GPU.
-  std::map<std::pair<std::string, std::string>, std::pair<int, std::vector<Endpoint>>> active;
+  // Active links per GPU against the links ever seen active on it (in any retained sample).
+  std::map<std::pair<std::string, std::string>, std::pair<int, std::vector<Endpoint>>> gpus;
   view.ForEachSeries(families::kNvlinkState, [&](const std::string& node,
                                                  const aggregator::Series& series) {
     const aggregator::StoredSample* latest = series.Latest();
     if (latest == nullptr) {
       return;
     }
-    auto& entry = active[{node, std::string(collectors::LabelValue(series.desc, "gpu"))}];
     const Endpoint link = LinkEndpoint(node, series.desc);
     if (latest->raw == 1) {
-      ++entry.first;
       ever_active_.insert(link);
+    }
+    ForEachNewPair(series, &cursors_[{node, series.desc.fingerprint}],
+                   [&](const aggregator::StoredSample& previous,
+                       const aggregator::StoredSample& current) {
+                     if (previous.raw == 1 || current.raw == 1) {
+                       ever_active_.insert(link);
+                     }
+                   });
+    auto& gpu = gpus[{node, std::string(collectors::LabelValue(series.desc, "gpu"))}];
+    if (latest->raw == 1) {
+      ++gpu.first;
     } else if (ever_active_.count(link) > 0) {
-      entry.second.push_back(link);
+      gpu.second.push_back(link);
     }
   });
-  for (auto& [gpu, entry] : active) {
-    int& baseline = baseline_active_[gpu];
-    baseline = std::max(baseline, entry.first);
-    if (entry.first >= baseline) {
-      continue;
-    }
+  for (auto& [gpu, entry] : gpus) {
+    const int baseline = entry.first + static_cast<int>(entry.second.size());
     for (const Endpoint& link : entry.second) {
       Finding finding;
       finding.kind = "nvlink_down";

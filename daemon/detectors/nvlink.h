@@ -8,6 +8,8 @@
 #include <set>
 
 #include "daemon/detectors/detector.h"
+#include "absl/container/flat_hash_map.h"
+#include "daemon/detectors/series_key.h"
 
 namespace fabricmon::detectors {
 
@@ -23,8 +25,10 @@ class NvlinkDetector final : public Detector {
 
  private:
   const NvlinkOptions options_;
-  std::map<std::pair<std::string, std::string>, int> baseline_active_;  // (node, gpu) → links
-  std::set<Endpoint> ever_active_;  // never-cabled / disabled links are not "down"
+  // Links seen active at least once; the baseline of a GPU is how many of its links that is.
+  // Never-cabled or disabled links are therefore not "down".
+  std::set<Endpoint> ever_active_;
+  absl::flat_hash_map<SeriesKey, int64_t> cursors_;
 };
 
 }  // namespace fabricmon::detectors

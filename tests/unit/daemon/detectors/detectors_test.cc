@@ -1,0 +1,335 @@
+// Detector scenarios on a series store filled exactly as ingest fills it, with a fake clock: each
+// test states the findings that must appear (kind, subject, root) and that nothing else fires.
+
+#include <algorithm>
+
+#include "daemon/detectors/engine.h"
+#include "daemon/detectors/families.h"
+#include "gmock/gmock.h"
+#include "prometheus/metric_family.h"
+#include "gtest/gtest.h"
+#include "tests/unit/daemon/detectors/detector_test_util.h"
+
+namespace fabricmon::detectors {
+namespace {
+
+using testing::FabricFixture;
+using testing::HostCounter;
+using testing::HostGauge;
+using testing::SwitchCounter;
+
+class DetectorsTest : public ::testing::Test {
+ protected:
+  DetectorsTest() { Reset(); }
+  void Reset(v1::DetectorThresholds thresholds = {}) {
+    engine_ = std::make_unique<DetectionEngine>(fabric_.store(), fabric_.clock(), thresholds,
+                                                1000000000);
+  }
+  std::vector<TrackedFinding> Active() {
+    engine_->Tick();
+    return engine_->tracker().Active();
+  }
+  std::vector<std::string> Kinds(const std::vector<TrackedFinding>& findings) {
+    std::vector<std::string> kinds;
+    for (const auto& f : findings) kinds.push_back(f.finding.kind);
+    std::sort(kinds.begin(), kinds.end());
+    return kinds;
+  }
+  FabricFixture fabric_;
+  std::unique_ptr<DetectionEngine> engine_;
+};
+
+TEST_F(DetectorsTest, TwoLinkDownsInTheWindowAreAFlappingLinkThatClearsAfterQuiet) {
+  const auto downed = HostCounter(families::kIbLinkDowned, "mlx5_0", 1, 8);
+  uint64_t value = 3;
+  for (int i = 0; i < 3; ++i) {
+    fabric_.Set("n1", downed, value);
+    fabric_.Step();
+  }
+  EXPECT_TRUE(Active().empty()) << "a stable non-zero counter is history, not a flap";
+  fabric_.Set("n1", downed, ++value);
+  fabric_.Step();
+  EXPECT_TRUE(Active().empty()) << "one flap is not flapping";
+  fabric_.Set("n1", downed, ++value);
+  fabric_.Step();
+  auto active = Active();
+  ASSERT_EQ(active.size(), 1u);
+  EXPECT_EQ(active[0].finding.kind, "link_flapping");
+  EXPECT_EQ(active[0].finding.severity, Severity::kCritical);
+  EXPECT_EQ(active[0].finding.subject.ToString(), "n1 mlx5_0/1");
+  // Quiet for less than the quiet period: still reported; then it clears.
+  for (int i = 0; i < 5; ++i) {
+    fabric_.Set("n1", downed, value);
+    fabric_.Step(60000);
+  }
+  EXPECT_EQ(Active().size(), 1u);
+  for (int i = 0; i < 6; ++i) {
+    fabric_.Set("n1", downed, value);
+    fabric_.Step(60000);
+  }
+  EXPECT_TRUE(Active().empty());
+  ASSERT_FALSE(engine_->tracker().Recent().empty());
+  EXPECT_NE(engine_->tracker().Recent()[0].cleared_unix_nanos, 0);
+}
+
+TEST_F(DetectorsTest, SubIntervalFlapsAreCountedFromTheCounterAlone) {
+  const auto downed = HostCounter(families::kIbLinkDowned, "mlx5_0", 1, 8);
+  const auto state = HostGauge(families::kIbPortState, "mlx5_0", 1);
+  fabric_.Set("n1", downed, 0);
+  fabric_.Set("n1", state, 4);
+  fabric_.Step();
+  // Two flaps between samples: the state is ACTIVE at every sample.
+  fabric_.Set("n1", downed, 2);
+  fabric_.Set("n1", state, 4);
+  fabric_.Step();
+  EXPECT_EQ(Kinds(Active()), std::vector<std::string>{"link_flapping"});
+}
+
+TEST_F(DetectorsTest, SaturatedLinkDownedFallsBackToStateTransitions) {
+  const auto downed = HostCounter(families::kIbLinkDowned, "mlx5_0", 1, 8);
+  const auto state = HostGauge(families::kIbPortState, "mlx5_0", 1);
+  const int states[] = {4, 1, 4, 1, 4};
+  for (int s : states) {
+    fabric_.Set("n1", downed, 255);  // pinned: increments are invisible
+    fabric_.Set("n1", state, s);
+    fabric_.Step();
+  }
+  auto active = Active();
+  ASSERT_EQ(active.size(), 1u);
+  EXPECT_EQ(active[0].finding.kind, "link_flapping");
+  EXPECT_NE(active[0].finding.summary.find("saturated"), std::string::npos);
+}
+
+TEST_F(DetectorsTest, StateDropCountedByTheCounterIsNotCountedTwice) {
+  const auto downed = HostCounter(families::kIbLinkDowned, "mlx5_0", 1, 8);
+  const auto state = HostGauge(families::kIbPortState, "mlx5_0", 1);
+  fabric_.Set("n1", downed, 0);
+  fabric_.Set("n1", state, 4);
+  fabric_.Step();
+  fabric_.Set("n1", downed, 1);  // one flap, seen by both
+  fabric_.Set("n1", state, 1);
+  fabric_.Step();
+  fabric_.Set("n1", downed, 1);
+  fabric_.Set("n1", state, 4);
+  fabric_.Step();
+  EXPECT_TRUE(Active().empty());
+}
+
+TEST_F(DetectorsTest, ACounterResetIsNotAFlap) {
+  const auto downed = HostCounter(families::kIbLinkDowned, "mlx5_0", 1, 8);
+  for (uint64_t v : {7u, 7u, 0u, 0u}) {  // perfquery -R or driver reload
+    fabric_.Set("n1", downed, v);
+    fabric_.Step();
+  }
+  EXPECT_TRUE(Active().empty());
+}
+
+TEST_F(DetectorsTest, BothCableEndsMakeOneFindingWithThePeer) {
+  FABRICMON_ASSERT_OK(engine_->SetLinkList("n1/mlx5_0/1 switch:leaf1/7\n"));
+  const auto host = HostCounter(families::kIbLinkDowned, "mlx5_0", 1, 8);
+  const auto sw = SwitchCounter(families::kIbLinkDowned, "leaf1", 7, 8);
+  for (uint64_t v : {0u, 1u, 2u}) {
+    fabric_.Set("n1", host, v);
+    fabric_.Set("sweeper", sw, v);
+    fabric_.Step();
+  }
+  auto active = Active();
+  ASSERT_EQ(active.size(), 1u);
+  EXPECT_TRUE(active[0].finding.has_peer);
+  const std::string ends = active[0].finding.subject.ToString() + " " +
+                           active[0].finding.peer.ToString();
+  EXPECT_NE(ends.find("n1 mlx5_0/1"), std::string::npos) << ends;
+  EXPECT_NE(ends.find("switch leaf1/7"), std::string::npos) << ends;
+}
+
+TEST_F(DetectorsTest, RisingSymbolErrorsAreADegradedLink) {
+  const auto symbols = HostCounter(families::kIbSymbolError, "mlx5_0", 1, 16);
+  const auto healthy = HostCounter(families::kIbSymbolError, "mlx5_1", 1, 16);
+  for (uint64_t v : {100u, 104u, 109u, 115u}) {
+    fabric_.Set("n1", symbols, v);
+    fabric_.Set("n1", healthy, 100);
+    fabric_.Step();
+  }
+  auto active = Active();
+  ASSERT_EQ(active.size(), 1u);
+  EXPECT_EQ(active[0].finding.kind, "link_degraded");
+  EXPECT_EQ(active[0].finding.subject.device, "mlx5_0");
+}
+
+// A two-tier IB fabric: h1..h3 on leaf1, h5 on leaf2, leaf1 ↔ spine1 ↔ leaf2. h5 is a slow
+// receiver: leaf2's port to h5 waits, the spine's port toward leaf2 waits, leaf1's uplink waits
+// and so do the senders' HCAs. One spreading tree rooted at leaf2/1, 3 hops deep.
+TEST_F(DetectorsTest, CongestionSpreadingTreeHasTheSlowReceiverAtItsRoot) {
+  FABRICMON_ASSERT_OK(engine_->SetLinkList(
+      "h1/mlx5_0/1 switch:leaf1/1\n"
+      "h2/mlx5_0/1 switch:leaf1/2\n"
+      "h3/mlx5_0/1 switch:leaf1/3\n"
+      "h5/mlx5_0/1 switch:leaf2/1\n"
+      "h6/mlx5_0/1 switch:leaf2/2\n"
+      "switch:leaf1/49 switch:spine1/1\n"
+      "switch:leaf2/49 switch:spine1/2\n"));
+  struct Port {
+    std::string node;
+    collectors::SeriesDesc wait;
+    collectors::SeriesDesc data;
+    bool waiting;
+  };
+  auto host = [](const std::string& node, bool waiting) {
+    return Port{node, HostCounter(families::kIbXmitWait, "mlx5_0", 1, 32),
+                HostCounter(families::kIbXmitData, "mlx5_0", 1, 64), waiting};
+  };
+  auto sw = [](const std::string& name, int port, bool waiting) {
+    return Port{"sweeper", SwitchCounter(families::kIbXmitWait, name, port, 32),
+                SwitchCounter(families::kIbXmitData, name, port, 64), waiting};
+  };
+  std::vector<Port> ports = {host("h1", true),        host("h2", true),       host("h3", true),
+                             host("h5", false),       host("h6", false),      sw("leaf1", 49, true),
+                             sw("spine1", 2, true),   sw("leaf2", 1, true),   sw("leaf2", 2, false),
+                             sw("spine1", 1, false),  sw("leaf1", 1, false)};
+  for (int step = 0; step < 3; ++step) {
+    for (const Port& port : ports) {
+      fabric_.Set(port.node, port.wait, port.waiting ? step * 600000u : 0u);
+      fabric_.Set(port.node, port.data, step * 400000u);
+    }
+    fabric_.Step();
+  }
+  auto active = Active();
+  ASSERT_EQ(Kinds(active), std::vector<std::string>{"congestion_spreading"});
+  const Finding& tree = active[0].finding;
+  EXPECT_EQ(tree.subject.ToString(), "switch leaf2/1");
+  EXPECT_EQ(tree.peer.ToString(), "h5 mlx5_0/1");
+  EXPECT_EQ(tree.depth_hops, 3u);
+  std::vector<std::string> victims;
+  for (const Endpoint& victim : tree.victims) victims.push_back(victim.ToString());
+  EXPECT_THAT(victims, ::testing::UnorderedElementsAre("switch spine1/2", "switch leaf1/49",
+                                                       "h1 mlx5_0/1", "h2 mlx5_0/1",
+                                                       "h3 mlx5_0/1"));
+  // Diagnose for h2 finds the tree (h2 is a victim); for h6 nothing touches it directly but its
+  // switch (leaf2) carries the root.
+  v1::DiagnoseResponse h2 = engine_->Diagnose({"h2"});
+  ASSERT_EQ(h2.findings_size(), 1);
+  EXPECT_EQ(h2.findings(0).kind(), "congestion_spreading");
+  v1::DiagnoseResponse unknown = engine_->Diagnose({"nope"});
+  EXPECT_EQ(unknown.unknown_nodes_size(), 1);
+}
+
+TEST_F(DetectorsTest, BusyHealthyTrafficRaisesNothing) {
+  const auto wait = HostCounter(families::kIbXmitWait, "mlx5_0", 1, 32);
+  const auto data = HostCounter(families::kIbXmitData, "mlx5_0", 1, 64);
+  for (int step = 0; step < 4; ++step) {
+    fabric_.Set("n1", wait, step * 100u);  // a trickle of waits under heavy traffic
+    fabric_.Set("n1", data, step * 10000000u);
+    fabric_.Step();
+  }
+  EXPECT_TRUE(Active().empty());
+}
+
+collectors::SeriesDesc Pause(const std::string& netdev, const std::string& direction) {
+  return collectors::CounterSeries("ethtool", families::kRocePauseDuration, "",
+                                   collectors::Unit::kSeconds, 64, collectors::Overflow::kWraps,
+                                   1e-6,
+                                   {{"netdev", netdev}, {"direction", direction},
+                                    {"priority", "3"}});
+}
+
+TEST_F(DetectorsTest, RocePauseSourcesAndVictimsWithoutTopology) {
+  for (int step = 0; step < 3; ++step) {
+    fabric_.Set("src", Pause("eth2", "tx"), step * 500000u);  // pauses its switch 50 %
+    fabric_.Set("v1", Pause("eth2", "rx"), step * 300000u);   // paused 30 %
+    fabric_.Set("v2", Pause("eth2", "rx"), step * 200000u);
+    fabric_.Set("ok", Pause("eth2", "rx"), step * 1000u);
+    fabric_.Step();
+  }
+  auto active = Active();
+  ASSERT_EQ(Kinds(active), std::vector<std::string>{"congestion_spreading"});
+  EXPECT_EQ(active[0].finding.subject.node, "src");
+  EXPECT_EQ(active[0].finding.victims.size(), 2u);
+}
+
+TEST_F(DetectorsTest, ContinuousPauseIsAPauseStorm) {
+  for (int step = 0; step < 5; ++step) {
+    fabric_.Set("n1", Pause("eth2", "rx"), step * 990000u);
+    fabric_.Step();
+  }
+  auto kinds = Kinds(Active());
+  EXPECT_TRUE(std::count(kinds.begin(), kinds.end(), "pause_storm") == 1) << kinds.size();
+}
+
+collectors::SeriesDesc NetdevBytes(const std::string& family, const std::string& netdev) {
+  return collectors::CounterSeries("netdev", family, "", collectors::Unit::kBytes, 64,
+                                   collectors::Overflow::kWraps, 1.0, {{"netdev", netdev}});
+}
+
+collectors::SeriesDesc NetdevInfo(const std::string& netdev, const std::string& kind) {
+  return collectors::InfoSeries("netdev", families::kNetdevInfo, "",
+                                {{"netdev", netdev}, {"kind", kind}});
+}
+
+TEST_F(DetectorsTest, OneNodeOnTcpWhileItsPeersUseRdmaIsAFallback) {
+  for (int step = 0; step < 4; ++step) {
+    for (const char* node : {"n1", "n2", "n3", "n4"}) {
+      const bool fallen_back = std::string(node) == "n3";
+      fabric_.Set(node, NetdevInfo("eth0", "ethernet"), 1);
+      fabric_.Set(node, NetdevBytes(families::kNetdevTxBytes, "eth0"),
+                  step * (fallen_back ? 800000000ull : 1000000ull));
+      fabric_.Set(node, HostCounter(families::kIbXmitData, "mlx5_0", 1, 64,
+                                    collectors::Overflow::kSaturates, 4.0),
+                  step * (fallen_back ? 0ull : 500000000ull));
+    }
+    fabric_.Step();
+    engine_->Tick();  // the detector wants it on consecutive evaluations
+  }
+  auto active = Active();
+  ASSERT_EQ(Kinds(active), std::vector<std::string>{"tcp_fallback"});
+  EXPECT_EQ(active[0].finding.subject.node, "n3");
+}
+
+TEST_F(DetectorsTest, NvlinkGoingInactiveIsDownAndErrorsAreDegraded) {
+  auto state = [](int link) {
+    return collectors::GaugeSeries("nvml", families::kNvlinkState, "", collectors::Unit::kState,
+                                   1.0, {{"gpu", "0"}, {"link", std::to_string(link)}});
+  };
+  const auto crc = collectors::CounterSeries(
+      "nvml", families::kNvlinkErrors, "", collectors::Unit::kNone, 64,
+      collectors::Overflow::kWraps, 1.0, {{"gpu", "1"}, {"link", "2"}, {"type", "crc_flit"}});
+  for (int step = 0; step < 3; ++step) {
+    fabric_.Set("n1", state(0), 1);
+    fabric_.Set("n1", state(1), step < 2 ? 1 : 0);  // goes down at step 2
+    fabric_.Set("n1", state(2), 0);                 // never up: not "down"
+    fabric_.Set("n1", crc, step * 50u);
+    fabric_.Step();
+  }
+  auto active = Active();
+  ASSERT_EQ(Kinds(active), (std::vector<std::string>{"nvlink_degraded", "nvlink_down"}));
+  for (const auto& tracked : active) {
+    if (tracked.finding.kind == "nvlink_down") {
+      EXPECT_EQ(tracked.finding.subject.ToString(), "n1 gpu0 link1");
+    } else {
+      EXPECT_EQ(tracked.finding.subject.ToString(), "n1 gpu1 link2");
+    }
+  }
+}
+
+TEST_F(DetectorsTest, FindingsAreExportedAsMetrics) {
+  const auto downed = HostCounter(families::kIbLinkDowned, "mlx5_0", 1, 8);
+  for (uint64_t v : {0u, 1u, 2u}) {
+    fabric_.Set("n1", downed, v);
+    fabric_.Step();
+  }
+  engine_->Tick();
+  bool found = false;
+  for (const auto& family : engine_->Collect()) {
+    if (family.name == "fabricmon_finding_active") {
+      ASSERT_EQ(family.metric.size(), 1u);
+      found = true;
+    }
+    if (family.name == "fabricmon_findings_total") {
+      ASSERT_EQ(family.metric.size(), 1u);
+      EXPECT_EQ(family.metric[0].counter.value, 1);
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+}  // namespace
+}  // namespace fabricmon::detectors
