@@ -9,12 +9,16 @@ PACKAGES=(
   # libraries fabricmon links
   libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   prometheus-cpp-dev libsystemd-dev
-  libibverbs-dev libibumad-dev libibmad-dev libibnetdisc-dev
+  libibverbs-dev libibumad-dev libibmad-dev libibnetdisc-dev libre2-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev
   infiniband-diags ibsim-utils opensm
   prometheus prometheus-node-exporter
   iproute2 ethtool iperf3 procps python3
+  # deploy tests: systemd-analyze/systemd-sysusers, dpkg-shlibdeps (CPack DEB), YAML parsing
+  systemd dpkg-dev python3-yaml
+  # sanitizers and fuzzing
+  clang libclang-rt-14-dev
 )
 
 missing=()

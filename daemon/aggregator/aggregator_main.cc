@@ -5,6 +5,10 @@
 
 #include <signal.h>
 
+#ifdef FABRICMON_HAVE_SYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
 #include <iostream>
 #include <memory>
 #include <string>
@@ -135,8 +139,17 @@ int Run(const v1::AggregatorConfig& config) {
                       << (exposer->GetListeningPorts().empty() ? 0 : exposer->GetListeningPorts()[0])
                       << ")";
 
+#ifdef FABRICMON_HAVE_SYSTEMD
+  // systemd Type=notify (deploy/systemd/fabricmon-aggregator.service): both listeners are bound.
+  // Best effort; a no-op outside systemd (NOTIFY_SOCKET unset).
+  (void)sd_notifyf(0, "READY=1\nSTATUS=agents and CLI on port %d, /metrics on port %d", bound_port,
+                   exposer->GetListeningPorts().empty() ? 0 : exposer->GetListeningPorts()[0]);
+#endif
   int signal = 0;
   sigwait(&stop_signals, &signal);
+#ifdef FABRICMON_HAVE_SYSTEMD
+  (void)sd_notify(0, "STOPPING=1");
+#endif
   FABRICMON_LOG(Info) << "stopping";
   exposer->RemoveCollectable(exporter);
   exposer->RemoveCollectable(engine);
