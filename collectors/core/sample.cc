@@ -6,7 +6,14 @@
 
 namespace fabricmon::collectors {
 
-void SeriesDesc::Finalize() { fingerprint = absl::Hash<std::pair<std::string, Labels>>()({name, labels}); }
+void SeriesDesc::Finalize() {
+  // Semantics are part of the identity on the agent: a series whose width or scale changes (a
+  // counter proven wider than first inferred) is a new series there and is declared again.
+  fingerprint = absl::HashOf(name, labels, static_cast<int>(type), width_bits,
+                             static_cast<int>(overflow), static_cast<int>(unit), scale);
+}
+
+uint64_t SeriesIdentity(const SeriesDesc& desc) { return absl::HashOf(desc.name, desc.labels); }
 
 uint64_t SeriesDesc::MaxRaw() const {
   if (width_bits == 0 || width_bits >= 64) {

@@ -54,10 +54,11 @@ struct SeriesDesc {
   Overflow overflow = Overflow::kNotApplicable;
   double scale = 1.0;
   Labels labels;  // in a fixed order chosen by the collector
-  // Hash of name and labels, set by Finalize(). Identifies the series within a process.
+  // Hash of name, labels and semantics (type, width, overflow, unit, scale), set by Finalize().
+  // Identifies the series and its meaning within a process.
   uint64_t fingerprint = 0;
 
-  // Computes `fingerprint`. Call after the fields above are set.
+  // Computes `fingerprint`. Call after the fields above are set, and again after changing any.
   void Finalize();
   // Largest raw value the counter can hold: 2^width_bits - 1 (UINT64_MAX for 64 or 0).
   uint64_t MaxRaw() const;
@@ -66,6 +67,10 @@ struct SeriesDesc {
     return type == MetricType::kCounter && overflow == Overflow::kSaturates && raw == MaxRaw();
   }
 };
+
+// Hash of name and labels only: what a series *is*, whatever its declared semantics (the
+// aggregator keys node series by it, so a re-declared width restarts the same series).
+uint64_t SeriesIdentity(const SeriesDesc& desc);
 
 // Helpers that build a finalized SeriesDesc.
 SeriesDesc CounterSeries(absl::string_view collector, std::string name, std::string help, Unit unit,

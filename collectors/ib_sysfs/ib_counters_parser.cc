@@ -1,5 +1,6 @@
 #include "collectors/ib_sysfs/ib_counters_parser.h"
 
+#include <cmath>
 #include <cstdlib>
 
 #include "absl/strings/ascii.h"
@@ -212,7 +213,13 @@ uint64_t ParseRateBitsPerSecond(absl::string_view content) {
   } else {
     return 0;
   }
-  return static_cast<uint64_t>(value * multiplier + 0.5);
+  // SimpleAtod accepts "nan", "inf" and exponents: converting a non-finite or ≥ 2^64 double to
+  // an integer is undefined behaviour, so junk like "inf Gb/sec" must stop here.
+  const double bits = value * multiplier + 0.5;
+  if (!std::isfinite(bits) || bits >= 18446744073709551616.0) {
+    return 0;
+  }
+  return static_cast<uint64_t>(bits);
 }
 
 uint32_t ParseLid(absl::string_view content) {

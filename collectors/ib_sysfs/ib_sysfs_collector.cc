@@ -1,6 +1,7 @@
 #include "collectors/ib_sysfs/ib_sysfs_collector.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 
 #include "absl/strings/numbers.h"
@@ -37,6 +38,39 @@ struct Candidate {
   std::string path;
   CounterSpec spec;
 };
+
+// The width of counters/ data and packet counters is inferred from the file set (unicast_* ⇒
+// PortCountersExtended). The kernel's pma_group_noietf (ClassPortInfo EXT_WIDTH_NOIETF, e.g.
+// hfi1) has 64-bit data and packet counters without the unicast/multicast files, so a value above
+// 2^32 - 1 proves the inference wrong: widen rather than export a raw value the series declares
+// impossible (FIELD_NOTES §3.4). Only the PMA traffic counters have this ambiguity.
+bool IsLegacyTraffic(const SeriesDesc& series) {
+  return series.width_bits == 32 && series.overflow == Overflow::kSaturates &&
+         (series.unit == Unit::kBytes || series.unit == Unit::kPackets);
+}
+
+// Returns true if `series` was widened.
+bool WidenIfExceeded(SeriesDesc& series, uint64_t value) {
+  if (value > UINT32_MAX && IsLegacyTraffic(series)) {
+    series.width_bits = 64;
+    series.Finalize();  // a new fingerprint: the agent declares the wider series again
+    return true;
+  }
+  return false;
+}
+
+// The traffic counters of a port come from one PMA group: once one has proved to be 64-bit, so
+// are the others. Finalize() gives them new fingerprints, so sinks see new series and the agent
+// re-declares them (the aggregator restarts the same series with the new width).
+template <typename CounterFiles>
+void WidenPortTraffic(CounterFiles& counters) {
+  for (auto& counter : counters) {
+    if (IsLegacyTraffic(counter.series)) {
+      counter.series.width_bits = 64;
+      counter.series.Finalize();
+    }
+  }
+}
 
 }  // namespace
 
@@ -252,6 +286,8 @@ void IbSysfsCollector::AddCounterFile(Port& port, const std::string& path, Serie
         tally.no_pma = true;
         return;
       }
+    } else {
+      WidenIfExceeded(series, parsed.value);
     }
   }
   tally.supported = true;
@@ -325,7 +361,10 @@ absl::StatusOr<IbSysfsCollector::Port> IbSysfsCollector::DiscoverPort(
       Unit::kNone, 1.0, labels);
 
   // Gather candidates from the three groups; when two files map to one metric (counters/ 32-bit
-  // port_xmit_data vs counters_ext/ port_xmit_data_64), the wider one wins.
+  // port_xmit_data vs counters_ext/ port_xmit_data_64), the wider one wins, and counters_ext/
+  // wins a tie: it is 64-bit by definition, while the width of counters/ is only inferred from
+  // the presence of unicast_xmit_packets (trees with both groups claiming 64 bits exist, e.g.
+  // node_exporter's mlx4_0 fixture, where the two disagree).
   std::vector<Candidate> candidates;
   std::map<std::string, size_t> by_metric;
   auto gather = [&](const char* subdir, CounterGroup group) {
@@ -347,7 +386,9 @@ absl::StatusOr<IbSysfsCollector::Port> IbSysfsCollector::DiscoverPort(
       auto [it, inserted] = by_metric.emplace(spec.metric, candidates.size());
       if (inserted) {
         candidates.push_back({JoinPath(dir, file), std::move(spec)});
-      } else if (spec.width_bits > candidates[it->second].spec.width_bits) {
+      } else if (spec.width_bits > candidates[it->second].spec.width_bits ||
+                 (group == CounterGroup::kCountersExt &&
+                  spec.width_bits == candidates[it->second].spec.width_bits)) {
         candidates[it->second] = {JoinPath(dir, file), std::move(spec)};
       }
     }
@@ -362,12 +403,20 @@ absl::StatusOr<IbSysfsCollector::Port> IbSysfsCollector::DiscoverPort(
                               Unit::kSeconds, 1e-3, labels);
 
   ProbeTally tally;
+  bool traffic_widened = false;
   for (Candidate& candidate : candidates) {
     SeriesDesc series =
         CounterSeries(kIbSysfsCollectorName, candidate.spec.metric, candidate.spec.help,
                       candidate.spec.unit, candidate.spec.width_bits, candidate.spec.overflow,
                       candidate.spec.scale, labels);
+    const size_t kept = port.counters.size();
     AddCounterFile(port, candidate.path, std::move(series), tally);
+    traffic_widened = traffic_widened || (port.counters.size() > kept &&
+                                          port.counters.back().series.width_bits !=
+                                              candidate.spec.width_bits);
+  }
+  if (traffic_widened) {
+    WidenPortTraffic(port.counters);
   }
   // Restricted means the firmware refuses (EINVAL); "N/A (no PMA)" is a driver without a PMA.
   *all_unsupported = tally.einval && !tally.supported;
@@ -426,6 +475,9 @@ absl::Status IbSysfsCollector::Collect(SampleSink& sink) {
         if (!parsed.ok) {
           errors_.Record(parsed.error);
           continue;
+        }
+        if (WidenIfExceeded(counter.series, parsed.value)) {
+          WidenPortTraffic(port.counters);
         }
         sink.Add(counter.series, parsed.value);
       }

@@ -58,7 +58,8 @@ NodeState::NodeState(std::string name, size_t samples_per_series, size_t max_ser
 
 absl::StatusOr<uint32_t> NodeState::Declare(const collectors::SeriesDesc& desc) {
   absl::MutexLock lock(&mu_);
-  auto it = by_fingerprint_.find(desc.fingerprint);
+  const uint64_t identity = collectors::SeriesIdentity(desc);
+  auto it = by_fingerprint_.find(identity);
   if (it != by_fingerprint_.end()) {
     Series& existing = series_[it->second];
     if (existing.desc.type != desc.type || existing.desc.width_bits != desc.width_bits ||
@@ -78,7 +79,7 @@ absl::StatusOr<uint32_t> NodeState::Declare(const collectors::SeriesDesc& desc) 
   series.ring.resize(samples_per_series_);
   series_.push_back(std::move(series));
   const auto index = static_cast<uint32_t>(series_.size() - 1);
-  by_fingerprint_.emplace(desc.fingerprint, index);
+  by_fingerprint_.emplace(identity, index);
   by_family_[desc.name].push_back(index);
   return index;
 }
