@@ -64,6 +64,7 @@ class StreamDecoder {
   absl::Status Declare(uint32_t id);
   bool IsDeclared(uint32_t id) const { return id < declared_.size() && declared_[id]; }
   absl::Status AddLayout(const v1::Layout& layout);
+  bool HasLayout(uint32_t id) const { return layouts_.contains(id); }
   absl::Status Decode(const v1::SampleBatch& batch, DecodedBatch* out);
   size_t declared_count() const { return declared_count_; }
 
