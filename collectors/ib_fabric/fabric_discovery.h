@@ -1,0 +1,38 @@
+#pragma once
+
+// Live subnet discovery with libibnetdisc (ibnd_discover_fabric: directed-route SMPs from the
+// local port, as ibnetdiscover does), converted into a Topology. The ibnd_fabric_t lives only
+// inside DiscoverFabric (RAII; ibnd_destroy_fabric).
+//
+// libibnetdisc opens and closes its own umad port for the walk. Under ibsim's umad2sim, replies
+// of a management class go to the last umad fd that registered it, so callers close their own
+// MadPort before discovering and reopen it afterwards (the collector does).
+//
+// Blocking; call from one thread at a time.
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "collectors/ib_fabric/topology.h"
+
+namespace fabricmon::collectors::ib_fabric {
+
+struct DiscoveryOptions {
+  std::string ca;        // "" = libibumad's default
+  uint32_t ca_port = 0;  // 0 = default
+  uint32_t timeout_ms = 200;
+  uint32_t retries = 2;
+  uint32_t max_hops = 0;  // 0 = libibnetdisc's default
+  uint32_t max_smps = 4;  // SMPs in flight during the walk
+};
+
+struct DiscoveryStats {
+  uint64_t mads = 0;      // SMPs libibnetdisc reported using
+  uint32_t max_hops = 0;  // hops of the farthest node
+};
+
+// Unavailable when the walk fails (libibnetdisc gives no reason beyond its stderr warnings).
+absl::StatusOr<Topology> DiscoverFabric(const DiscoveryOptions& options, DiscoveryStats* stats);
+
+}  // namespace fabricmon::collectors::ib_fabric
