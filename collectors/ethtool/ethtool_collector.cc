@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "collectors/ethtool/capture_dir_ethtool_api.h"
 #include "collectors/ethtool/ethtool_text.h"
 #include "collectors/ethtool/mlx5_stat_specs.h"
 #include "collectors/ethtool/netdev_discovery.h"
@@ -355,8 +356,11 @@ void RegisterEthtoolCollector(CollectorRegistry& registry) {
   registry.Register(
       kEthtoolCollectorName, /*enabled_by_default=*/true,
       [](const CollectorContext& context) -> absl::StatusOr<std::unique_ptr<Collector>> {
-        auto collector =
-            EthtoolCollector::Create(context.config.ethtool(), CreateIoctlEthtoolApi());
+        const v1::EthtoolCollectorConfig& config = context.config.ethtool();
+        // stats_dir: `ethtool -S` text files instead of the ioctl (simulation, offline replay).
+        auto collector = EthtoolCollector::Create(
+            config, config.stats_dir().empty() ? CreateIoctlEthtoolApi()
+                                               : CreateCaptureDirEthtoolApi(config.stats_dir()));
         if (!collector.ok()) {
           return collector.status();
         }

@@ -124,7 +124,8 @@ class EthtoolCollector final : public Collector {
 };
 
 // Registers "ethtool" (enabled by default; NotFound when the node has no RoCE netdev) with the
-// SIOCETHTOOL api.
+// SIOCETHTOOL api, or with the capture-directory api (capture_dir_ethtool_api.h) when
+// `stats_dir` is set.
 void RegisterEthtoolCollector(CollectorRegistry& registry);
 
 }  // namespace fabricmon::collectors
