@@ -170,24 +170,32 @@ int RunDaemon(const v1::AgentConfig& config) {
   const std::string boot_id = agent::ReadBootId();
   std::unique_ptr<agent::StreamClient> stream;
   if (!config.aggregator().empty()) {
-    grpc::ChannelArguments args;
-    // Detect a dead aggregator or a silent partition within ~30 s even with no RPC traffic.
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
-    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
     agent::StreamClientOptions stream_options;
-    stream_options.channel =
-        grpc::CreateCustomChannel(config.aggregator(), MakeCredentials(config.tls()), args);
-    stream_options.node_name = config.node_name();
-    stream_options.boot_id = boot_id;
-    stream_options.agent_version = FABRICMON_VERSION;
-    stream_options.agent_instance_id = instance_id;
     if (config.reconnect_initial_backoff_ms() > 0) {
       stream_options.initial_backoff = absl::Milliseconds(config.reconnect_initial_backoff_ms());
     }
     if (config.reconnect_max_backoff_ms() > 0) {
       stream_options.max_backoff = absl::Milliseconds(config.reconnect_max_backoff_ms());
     }
+    grpc::ChannelArguments args;
+    // Detect a dead aggregator or a silent partition within ~30 s even with no RPC traffic.
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+    // The channel has its own connection backoff (gRPC default: 1 s growing ×1.6 to 120 s) and
+    // fails every stream attempt at once while it waits, so after a long aggregator outage the
+    // agent would stay away up to 120 s whatever reconnect_max_backoff_ms says. Bound it by the
+    // same policy; StreamClient's jittered backoff keeps restarts from stampeding.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+                static_cast<int>(absl::ToInt64Milliseconds(stream_options.initial_backoff)));
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+                static_cast<int>(absl::ToInt64Milliseconds(stream_options.max_backoff)));
+    stream_options.channel =
+        grpc::CreateCustomChannel(config.aggregator(), MakeCredentials(config.tls()), args);
+    stream_options.node_name = config.node_name();
+    stream_options.boot_id = boot_id;
+    stream_options.agent_version = FABRICMON_VERSION;
+    stream_options.agent_instance_id = instance_id;
     stream = std::make_unique<agent::StreamClient>(
         stream_options, agent.buffer(), agent.series(),
         [&agent, boot_id, instance_id] {

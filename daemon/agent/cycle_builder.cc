@@ -1,5 +1,6 @@
 #include "daemon/agent/cycle_builder.h"
 
+#include <algorithm>
 
 namespace fabricmon::agent {
 
@@ -16,10 +17,17 @@ Cycle CycleBuilder::Finish(int64_t timestamp_unix_nanos, uint32_t collect_durati
   Cycle cycle;
   cycle.timestamp_unix_nanos = timestamp_unix_nanos;
   cycle.collect_duration_us = collect_duration_us;
-  if (last_layout_ == nullptr || *last_layout_ != series_ids_) {
-    last_layout_ = std::make_shared<const Layout>(series_ids_);
+  auto same = std::find_if(recent_layouts_.begin(), recent_layouts_.end(),
+                           [&](const auto& layout) { return *layout == series_ids_; });
+  if (same == recent_layouts_.end()) {
+    if (recent_layouts_.size() == kRecentLayouts) {
+      recent_layouts_.pop_back();
+    }
+    recent_layouts_.push_front(std::make_shared<const Layout>(series_ids_));
+  } else if (same != recent_layouts_.begin()) {
+    std::rotate(recent_layouts_.begin(), same, same + 1);
   }
-  cycle.layout = last_layout_;
+  cycle.layout = recent_layouts_.front();
   cycle.values = std::move(values_);
   values_.clear();
   values_.reserve(cycle.values.size());

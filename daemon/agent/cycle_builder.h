@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 
 #include "absl/container/flat_hash_map.h"
@@ -27,7 +28,11 @@ class CycleBuilder final : public collectors::SampleSink {
   absl::flat_hash_map<uint64_t, uint32_t> ids_;
   std::vector<uint32_t> series_ids_;
   std::vector<uint64_t> values_;
-  std::shared_ptr<const Layout> last_layout_;
+  // Layouts of recent cycles, most recent first. A series set that flips between a few shapes
+  // (a counter file that fails now and then) reuses their objects: the stream declares a layout
+  // per object and keeps each one, and the aggregator ends a stream beyond 4096 layouts.
+  static constexpr size_t kRecentLayouts = 8;
+  std::deque<std::shared_ptr<const Layout>> recent_layouts_;
 };
 
 }  // namespace fabricmon::agent

@@ -36,13 +36,17 @@ absl::string_view RejectReasonName(RejectReason reason) {
 
 AgentStream::AgentStream(grpc::CallbackServerContext* context, SeriesStore& store,
                          IngestStats& stats, const StreamOptions& options, Clock& clock)
-    : context_(context),
+    : cancel_(std::make_shared<CancelHandle>()),
       store_(store),
       stats_(stats),
       options_(options),
       clock_(clock),
       token_(g_next_token.fetch_add(1)),
       peer_(context->peer()) {
+  {
+    absl::MutexLock lock(&cancel_->mu);
+    cancel_->context = context;
+  }
   ++stats_.streams_opened;
   ++stats_.streams_active;
   StartRead(&incoming_);
@@ -110,9 +114,16 @@ std::optional<AgentStream::Error> AgentStream::HandleHello(const v1::Hello& hell
                    "node name may contain only letters, digits, '-', '_', '.', ':'"};
     }
   }
-  grpc::CallbackServerContext* context = context_;
+  std::shared_ptr<CancelHandle> cancel = cancel_;
   absl::StatusOr<SeriesStore::Attachment> attached = store_.Attach(
-      hello, token_, [context] { context->TryCancel(); }, clock_.NowUnixNanos());
+      hello, token_,
+      [cancel] {
+        absl::MutexLock lock(&cancel->mu);
+        if (cancel->context != nullptr) {
+          cancel->context->TryCancel();
+        }
+      },
+      clock_.NowUnixNanos());
   if (!attached.ok()) {
     return Error{RejectReason::kDuplicateNode, v1::Reject::REASON_DUPLICATE_NODE,
                  grpc::StatusCode::ALREADY_EXISTS, std::string(attached.status().message())};
@@ -270,6 +281,10 @@ void AgentStream::OnWriteDone(bool ok) {
 }
 
 void AgentStream::OnDone() {
+  {
+    absl::MutexLock lock(&cancel_->mu);
+    cancel_->context = nullptr;  // gRPC frees the context once this returns
+  }
   if (node_ != nullptr) {
     store_.Detach(*node_, token_, clock_.NowUnixNanos());
     FABRICMON_LOG(Info) << "node " << node_->name() << " disconnected";

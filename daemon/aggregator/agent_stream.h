@@ -53,7 +53,15 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::A
   void SendAck(uint64_t sequence) ABSL_LOCKS_EXCLUDED(mu_);
   void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  grpc::CallbackServerContext* const context_;
+  // What the store calls to end this stream when another takes the node over. The store may
+  // call it after this stream ended on its own (a takeover racing the stream's end), so it goes
+  // through a handle that OnDone() disarms instead of the context gRPC frees after OnDone().
+  struct CancelHandle {
+    absl::Mutex mu;
+    grpc::CallbackServerContext* context ABSL_GUARDED_BY(mu) = nullptr;
+  };
+
+  const std::shared_ptr<CancelHandle> cancel_;
   SeriesStore& store_;
   IngestStats& stats_;
   const StreamOptions options_;

@@ -1,8 +1,10 @@
 #include "daemon/aggregator/metrics_exporter.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "daemon/exposition/text_exposition.h"
 
 namespace fabricmon::aggregator {
@@ -31,12 +33,11 @@ void AddValue(prometheus::MetricFamily& family, std::vector<prometheus::ClientMe
 
 }  // namespace
 
-std::vector<prometheus::MetricFamily> MetricsExporter::Collect() const {
-  const int64_t start = clock_.MonotonicNanos();
+std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
+    std::vector<std::shared_ptr<NodeState>>* up_nodes) const {
   const int64_t now = clock_.NowUnixNanos();
   using prometheus::MetricType;
 
-  std::vector<prometheus::MetricFamily> families;
   auto up = Family("fabricmon_node_up",
                    "1 if the node's agent is connected and sent data within the stale interval.",
                    MetricType::Gauge);
@@ -79,18 +80,7 @@ std::vector<prometheus::MetricFamily> MetricsExporter::Collect() const {
       continue;  // a down node's values are not current: export nothing rather than stale data
     }
     ++nodes_up;
-    node->WithSeries([&](const std::vector<Series>& all) {
-      std::vector<exposition::SampleRef> samples;
-      samples.reserve(all.size());
-      for (const Series& series : all) {
-        if (const StoredSample* latest = series.Latest()) {
-          samples.push_back({&series.desc, latest->raw});
-        }
-      }
-      // Families copy names and labels, so they outlive the lock.
-      exposition::MergeFamilies(exposition::BuildFamilies(samples, {{"node", summary.name}}),
-                                &families);
-    });
+    up_nodes->push_back(node);
   }
 
   auto nodes = Family("fabricmon_aggregator_nodes", "Known nodes by state (up, down).",
@@ -141,9 +131,105 @@ std::vector<prometheus::MetricFamily> MetricsExporter::Collect() const {
               stats_.timestamps_backwards.load()),
   };
   std::sort(own.begin(), own.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  return own;
+}
+
+std::vector<prometheus::MetricFamily> MetricsExporter::Collect() const {
+  const int64_t start = clock_.MonotonicNanos();
+  std::vector<std::shared_ptr<NodeState>> up_nodes;
+  std::vector<prometheus::MetricFamily> own = OwnFamilies(&up_nodes);
+  std::vector<prometheus::MetricFamily> families;
+  for (const std::shared_ptr<NodeState>& node : up_nodes) {
+    node->WithSeries([&](const std::vector<Series>& all) {
+      std::vector<exposition::SampleRef> samples;
+      samples.reserve(all.size());
+      for (const Series& series : all) {
+        if (const StoredSample* latest = series.Latest()) {
+          samples.push_back({&series.desc, latest->raw});
+        }
+      }
+      // Families copy names and labels, so they outlive the lock.
+      exposition::MergeFamilies(exposition::BuildFamilies(samples, {{"node", node->name()}}),
+                                &families);
+    });
+  }
   exposition::MergeFamilies(std::move(own), &families);
   last_scrape_nanos_ = clock_.MonotonicNanos() - start;
   return families;
+}
+
+void MetricsExporter::AppendText(std::string* out) const {
+  const int64_t start = clock_.MonotonicNanos();
+  std::vector<std::shared_ptr<NodeState>> up_nodes;
+  std::vector<prometheus::MetricFamily> own = OwnFamilies(&up_nodes);
+
+  // One text body per family, filled node by node: the order of Collect() + MergeFamilies
+  // (families by name; in a family, nodes in order, then each node's series in order) without a
+  // MetricFamily per series. The first series of a family sets its help and type, as there.
+  struct Body {
+    std::string name;
+    std::string help;
+    prometheus::MetricType type;
+    std::string text;
+  };
+  std::vector<Body> bodies;
+  absl::flat_hash_map<std::string, size_t> index;
+  auto body_for = [&](const std::string& name, const std::string& help,
+                      prometheus::MetricType type) -> Body& {
+    auto [it, inserted] = index.try_emplace(name, bodies.size());
+    if (inserted) {
+      bodies.push_back({name, help, type, {}});
+    }
+    return bodies[it->second];
+  };
+  std::string saturated;  // one node's fabricmon_series_saturated lines
+  for (const std::shared_ptr<NodeState>& node : up_nodes) {
+    const collectors::Labels node_label = {{"node", node->name()}};
+    saturated.clear();
+    node->WithSeries([&](const std::vector<Series>& all) {
+      for (const Series& series : all) {
+        const StoredSample* latest = series.Latest();
+        if (latest == nullptr) {
+          continue;
+        }
+        const collectors::SeriesDesc& desc = series.desc;
+        Body& body = body_for(desc.name, desc.help,
+                              desc.type == collectors::MetricType::kCounter
+                                  ? prometheus::MetricType::Counter
+                                  : prometheus::MetricType::Gauge);
+        exposition::AppendSampleLine(desc.name, node_label, desc.labels,
+                                     collectors::ExportedValue(desc, latest->raw), &body.text);
+        if (desc.IsSaturated(latest->raw)) {
+          // As exposition::BuildFamilies flags it: node, metric, then the series' labels.
+          collectors::Labels flag_labels = node_label;
+          flag_labels.emplace_back("metric", desc.name);
+          exposition::AppendSampleLine(exposition::kSaturatedFamily, flag_labels, desc.labels, 1,
+                                       &saturated);
+        }
+      }
+    });
+    if (!saturated.empty()) {
+      body_for(exposition::kSaturatedFamily, exposition::kSaturatedFamilyHelp,
+               prometheus::MetricType::Gauge)
+          .text.append(saturated);
+    }
+  }
+  for (const prometheus::MetricFamily& family : own) {
+    exposition::AppendMetricLines(family, &body_for(family.name, family.help, family.type).text);
+  }
+
+  std::sort(bodies.begin(), bodies.end(),
+            [](const Body& a, const Body& b) { return a.name < b.name; });
+  size_t size = 0;
+  for (const Body& body : bodies) {
+    size += body.text.size() + 2 * body.name.size() + body.help.size() + 32;
+  }
+  out->reserve(out->size() + size);
+  for (const Body& body : bodies) {
+    exposition::AppendFamilyHeader(body.name, body.help, body.type, out);
+    out->append(body.text);
+  }
+  last_scrape_nanos_ = clock_.MonotonicNanos() - start;
 }
 
 }  // namespace fabricmon::aggregator

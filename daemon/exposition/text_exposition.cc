@@ -1,18 +1,19 @@
 #include "daemon/exposition/text_exposition.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
 #include <map>
-#include <sstream>
+#include <string>
 
-#include "prometheus/text_serializer.h"
+#include "absl/strings/numbers.h"
 
 namespace fabricmon::exposition {
 namespace {
 
 using collectors::MetricType;
 using collectors::RecordedSample;
-
-constexpr char kSaturatedFamily[] = "fabricmon_series_saturated";
 
 prometheus::ClientMetric MakeMetric(const collectors::Labels& extra, const collectors::Labels& own) {
   prometheus::ClientMetric metric;
@@ -59,9 +60,7 @@ std::vector<prometheus::MetricFamily> BuildFamilies(const std::vector<SampleRef>
   std::map<std::string, prometheus::MetricFamily> by_name;
   prometheus::MetricFamily saturated;
   saturated.name = kSaturatedFamily;
-  saturated.help =
-      "1 for each saturating counter pinned at its maximum (its rate reads 0 but is unknown; "
-      "clear the counter to resume): metric names the counter.";
+  saturated.help = kSaturatedFamilyHelp;
   saturated.type = prometheus::MetricType::Gauge;
 
   for (const SampleRef& sample : samples) {
@@ -105,10 +104,270 @@ std::vector<prometheus::MetricFamily> BuildFamilies(const std::vector<SampleRef>
   return families;
 }
 
+// The text writer mirrors prometheus-cpp 1.0.1 core/src/text_serializer.cc, into a string.
+
+// WriteValue(double): "Nan", "+Inf"/"-Inf", else printf("%.16g") (max_digits10 - 1 digits).
+void AppendValue(double value, std::string* out) {
+  if (std::isnan(value)) {
+    out->append("Nan");
+    return;
+  }
+  if (std::isinf(value)) {
+    out->append(value < 0 ? "-Inf" : "+Inf");
+    return;
+  }
+  // Integral values below 1e16 print as plain integers under "%.16g" (the exponent stays below
+  // the precision), so they take the integer path; -0.0 prints "-0".
+  if (value > -1e16 && value < 1e16 && value == std::trunc(value) &&
+      !(value == 0 && std::signbit(value))) {
+    char buffer[absl::numbers_internal::kFastToBufferSize];
+    char* end = absl::numbers_internal::FastIntToBuffer(static_cast<int64_t>(value), buffer);
+    out->append(buffer, static_cast<size_t>(end - buffer));
+    return;
+  }
+  char buffer[64];
+  const int n = std::snprintf(buffer, sizeof(buffer), "%.*g",
+                              std::numeric_limits<double>::max_digits10 - 1, value);
+  if (n > 0 && static_cast<size_t>(n) < sizeof(buffer)) {
+    out->append(buffer, static_cast<size_t>(n));
+  }
+}
+
+// WriteValue(std::string): \n, \\ and \" escaped.
+void AppendLabelValue(absl::string_view value, std::string* out) {
+  size_t start = 0;
+  for (size_t i = 0; i < value.size(); ++i) {
+    const char c = value[i];
+    if (c == '\\' || c == '"' || c == '\n') {
+      out->append(value.data() + start, i - start);
+      out->push_back('\\');
+      out->push_back(c == '\n' ? 'n' : c);
+      start = i + 1;
+    }
+  }
+  out->append(value.data() + start, value.size() - start);
+}
+
+void AppendFamilyHeader(absl::string_view name, absl::string_view help, prometheus::MetricType type,
+                        std::string* out) {
+  if (!help.empty()) {
+    out->append("# HELP ");
+    out->append(name.data(), name.size());
+    out->push_back(' ');
+    out->append(help.data(), help.size());
+    out->push_back('\n');
+  }
+  const char* type_name = nullptr;
+  switch (type) {
+    case prometheus::MetricType::Counter:
+      type_name = "counter";
+      break;
+    case prometheus::MetricType::Gauge:
+      type_name = "gauge";
+      break;
+    case prometheus::MetricType::Summary:
+      type_name = "summary";
+      break;
+    case prometheus::MetricType::Untyped:
+      type_name = "untyped";
+      break;
+    case prometheus::MetricType::Histogram:
+      type_name = "histogram";
+      break;
+  }
+  if (type_name != nullptr) {
+    out->append("# TYPE ");
+    out->append(name.data(), name.size());
+    out->push_back(' ');
+    out->append(type_name);
+    out->push_back('\n');
+  }
+}
+
+void AppendSampleLine(absl::string_view name, const collectors::Labels& extra_labels,
+                      const collectors::Labels& labels, double value, std::string* out) {
+  out->append(name.data(), name.size());
+  if (!extra_labels.empty() || !labels.empty()) {
+    out->push_back('{');
+    bool first = true;
+    for (const collectors::Labels* list : {&extra_labels, &labels}) {
+      for (const auto& [label_name, label_value] : *list) {
+        if (!first) {
+          out->push_back(',');
+        }
+        first = false;
+        out->append(label_name);
+        out->append("=\"");
+        AppendLabelValue(label_value, out);
+        out->push_back('"');
+      }
+    }
+    out->push_back('}');
+  }
+  out->push_back(' ');
+  AppendValue(value, out);
+  out->push_back('\n');
+}
+
+namespace {
+
+void AppendUint(uint64_t value, std::string* out) {
+  char buffer[absl::numbers_internal::kFastToBufferSize];
+  char* end = absl::numbers_internal::FastIntToBuffer(value, buffer);
+  out->append(buffer, static_cast<size_t>(end - buffer));
+}
+
+// WriteHead: name, suffix, {labels[,extra]}, then a space. The extra label's value is a double
+// (summary quantile, histogram le) or a literal ("+Inf").
+void AppendHead(const prometheus::MetricFamily& family, const prometheus::ClientMetric& metric,
+                absl::string_view suffix, absl::string_view extra_name, const double* extra_double,
+                absl::string_view extra_literal, std::string* out) {
+  out->append(family.name);
+  out->append(suffix.data(), suffix.size());
+  if (!metric.label.empty() || !extra_name.empty()) {
+    out->push_back('{');
+    bool first = true;
+    for (const prometheus::ClientMetric::Label& label : metric.label) {
+      if (!first) {
+        out->push_back(',');
+      }
+      first = false;
+      out->append(label.name);
+      out->append("=\"");
+      AppendLabelValue(label.value, out);
+      out->push_back('"');
+    }
+    if (!extra_name.empty()) {
+      if (!first) {
+        out->push_back(',');
+      }
+      out->append(extra_name.data(), extra_name.size());
+      out->append("=\"");
+      if (extra_double != nullptr) {
+        AppendValue(*extra_double, out);
+      } else {
+        out->append(extra_literal.data(), extra_literal.size());
+      }
+      out->push_back('"');
+    }
+    out->push_back('}');
+  }
+  out->push_back(' ');
+}
+
+void AppendHead(const prometheus::MetricFamily& family, const prometheus::ClientMetric& metric,
+                std::string* out) {
+  AppendHead(family, metric, "", "", nullptr, "", out);
+}
+
+// WriteTail: " <timestamp_ms>" when set, then a newline.
+void AppendTail(const prometheus::ClientMetric& metric, std::string* out) {
+  if (metric.timestamp_ms != 0) {
+    out->push_back(' ');
+    char buffer[absl::numbers_internal::kFastToBufferSize];
+    char* end = absl::numbers_internal::FastIntToBuffer(metric.timestamp_ms, buffer);
+    out->append(buffer, static_cast<size_t>(end - buffer));
+  }
+  out->push_back('\n');
+}
+
+// An upper estimate of the text size, so a scrape's (tens of MB) output is allocated once
+// instead of being copied through every doubling of the string.
+size_t EstimateTextSize(const std::vector<prometheus::MetricFamily>& families) {
+  constexpr size_t kValueAndPunctuation = 32;  // " <value>\n", "{}", timestamp
+  size_t size = 0;
+  for (const prometheus::MetricFamily& family : families) {
+    size += 2 * family.name.size() + family.help.size() + 32;
+    for (const prometheus::ClientMetric& metric : family.metric) {
+      size_t line = family.name.size() + kValueAndPunctuation;
+      for (const prometheus::ClientMetric::Label& label : metric.label) {
+        line += label.name.size() + label.value.size() + 4;
+      }
+      // Summaries and histograms repeat the head per quantile or bucket, plus _count and _sum.
+      size += line * (1 + (metric.summary.quantile.size() + metric.histogram.bucket.size() +
+                           (family.type == prometheus::MetricType::Summary ||
+                                    family.type == prometheus::MetricType::Histogram
+                                ? 3
+                                : 0)));
+    }
+  }
+  return size;
+}
+
+}  // namespace
+
+void AppendText(const std::vector<prometheus::MetricFamily>& families, std::string* out) {
+  out->reserve(out->size() + EstimateTextSize(families));
+  for (const prometheus::MetricFamily& family : families) {
+    AppendFamilyHeader(family.name, family.help, family.type, out);
+    AppendMetricLines(family, out);
+  }
+}
+
+void AppendMetricLines(const prometheus::MetricFamily& family, std::string* out) {
+  using prometheus::MetricType;
+  for (const prometheus::ClientMetric& metric : family.metric) {
+    switch (family.type) {
+      case MetricType::Counter:
+        AppendHead(family, metric, out);
+        AppendValue(metric.counter.value, out);
+        AppendTail(metric, out);
+        break;
+      case MetricType::Gauge:
+        AppendHead(family, metric, out);
+        AppendValue(metric.gauge.value, out);
+        AppendTail(metric, out);
+        break;
+      case MetricType::Untyped:
+        AppendHead(family, metric, out);
+        AppendValue(metric.untyped.value, out);
+        AppendTail(metric, out);
+        break;
+      case MetricType::Summary: {
+        const auto& summary = metric.summary;
+        AppendHead(family, metric, "_count", "", nullptr, "", out);
+        AppendUint(summary.sample_count, out);
+        AppendTail(metric, out);
+        AppendHead(family, metric, "_sum", "", nullptr, "", out);
+        AppendValue(summary.sample_sum, out);
+        AppendTail(metric, out);
+        for (const auto& quantile : summary.quantile) {
+          AppendHead(family, metric, "", "quantile", &quantile.quantile, "", out);
+          AppendValue(quantile.value, out);
+          AppendTail(metric, out);
+        }
+        break;
+      }
+      case MetricType::Histogram: {
+        const auto& histogram = metric.histogram;
+        AppendHead(family, metric, "_count", "", nullptr, "", out);
+        AppendUint(histogram.sample_count, out);
+        AppendTail(metric, out);
+        AppendHead(family, metric, "_sum", "", nullptr, "", out);
+        AppendValue(histogram.sample_sum, out);
+        AppendTail(metric, out);
+        double last = -std::numeric_limits<double>::infinity();
+        for (const auto& bucket : histogram.bucket) {
+          AppendHead(family, metric, "_bucket", "le", &bucket.upper_bound, "", out);
+          last = bucket.upper_bound;
+          AppendUint(bucket.cumulative_count, out);
+          AppendTail(metric, out);
+        }
+        if (last != std::numeric_limits<double>::infinity()) {
+          AppendHead(family, metric, "_bucket", "le", nullptr, "+Inf", out);
+          AppendUint(histogram.sample_count, out);
+          AppendTail(metric, out);
+        }
+        break;
+      }
+    }
+  }
+}
+
 std::string SerializeText(const std::vector<prometheus::MetricFamily>& families) {
-  std::ostringstream out;
-  prometheus::TextSerializer().Serialize(out, families);
-  return out.str();
+  std::string out;
+  AppendText(families, &out);
+  return out;
 }
 
 }  // namespace fabricmon::exposition

@@ -23,25 +23,45 @@ bool IsNameChar(char c, bool first, bool allow_colon) {
   return !first && c >= '0' && c <= '9';
 }
 
-// Minimal UTF-8 well-formedness check (Prometheus label values must be valid UTF-8).
+// Well-formed UTF-8 (Unicode 15 table 3-7): no overlong forms, no surrogates, nothing above
+// U+10FFFF. Prometheus checks label values with Go's utf8.Valid, which refuses all of those, and
+// one bad value fails the whole scrape of the aggregator, every node included.
 bool IsValidUtf8(absl::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t extra;
     if (c < 0x80) {
-      extra = 0;
-    } else if ((c >> 5) == 0x6) {
+      ++i;
+      continue;
+    }
+    size_t extra;
+    unsigned char low = 0x80;  // range of the second byte; later bytes are always 80..BF
+    unsigned char high = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
       extra = 1;
-    } else if ((c >> 4) == 0xE) {
+    } else if (c >= 0xE0 && c <= 0xEF) {
       extra = 2;
-    } else if ((c >> 3) == 0x1E) {
+      if (c == 0xE0) {
+        low = 0xA0;  // overlong below U+0800
+      } else if (c == 0xED) {
+        high = 0x9F;  // surrogates D800..DFFF
+      }
+    } else if (c >= 0xF0 && c <= 0xF4) {
       extra = 3;
+      if (c == 0xF0) {
+        low = 0x90;  // overlong below U+10000
+      } else if (c == 0xF4) {
+        high = 0x8F;  // above U+10FFFF
+      }
     } else {
+      return false;  // continuation byte, C0/C1 (overlong ASCII) or F5..FF
+    }
+    if (s.size() - i <= extra) {
       return false;
     }
     for (size_t k = 1; k <= extra; ++k) {
-      if (i + k >= s.size() || (static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) {
+      const unsigned char b = static_cast<unsigned char>(s[i + k]);
+      if (b < (k == 1 ? low : 0x80) || b > (k == 1 ? high : 0xBF)) {
         return false;
       }
     }

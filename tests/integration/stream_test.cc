@@ -1,0 +1,596 @@
+// The streaming slice end to end: a real agent (agent::Agent with the ib_sysfs collector on a copy
+// of a captured 8×H100 sysfs tree whose counters keep moving, and the StreamClient) streams over
+// real gRPC to a real aggregator (TelemetryService, DiagnosticsService, MetricsExporter behind a
+// prometheus Exposer that the tests scrape over HTTP). Every test runs twice, over an in-process
+// channel and over loopback TCP (gRPC's own pattern, see STYLE.md (d)).
+//
+// No test asserts a duration: they wait (bounded) for states, so a loaded machine makes them
+// slower, not flaky.
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/aggregator/metrics_exporter.h"
+#include "daemon/common/clock.h"
+#include "daemon/common/file_reader.h"
+#include "daemon/common/logging.h"
+#include "daemon/exposition/text_exposition.h"
+#include "fabricmon/v1/diagnostics.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "tests/integration/metrics_text.h"
+#include "tests/integration/stream_harness.h"
+#include "tests/testing/fixture_path.h"
+#include "tests/testing/temp_tree.h"
+
+namespace fabricmon::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::SizeIs;
+
+constexpr char kNode[] = "gpu-node-1";
+constexpr char kRawNode[] = "raw-node";
+// Small enough for a raw stream to exceed, large enough for the real agent's ~500 series.
+constexpr size_t kMaxSeriesPerNode = 1000;
+constexpr uint32_t kMaxMessageBytes = 1 << 20;
+
+// Every fabricmon_ib_* sample of an exposition, keyed without the node label.
+std::map<std::string, std::string> IbSamples(const std::string& text, const std::string& node) {
+  absl::StatusOr<std::vector<TextSample>> samples = ParseText(text);
+  if (!samples.ok()) {
+    ADD_FAILURE() << samples.status();
+    return {};
+  }
+  std::vector<std::pair<std::string, std::string>> having;
+  if (!node.empty()) {
+    having.emplace_back("node", node);
+  }
+  return SelectSamples(*samples, "fabricmon_ib_", having, {"node"});
+}
+
+std::vector<TextSample> Parse(const std::string& text) {
+  absl::StatusOr<std::vector<TextSample>> samples = ParseText(text);
+  EXPECT_TRUE(samples.ok()) << samples.status();
+  return samples.ok() ? *samples : std::vector<TextSample>();
+}
+
+// Runs `fabricmon-agent --once` on `sysfs_root`; its stdout, or "" (with a test failure).
+std::string RunAgentOnce(const std::string& sysfs_root) {
+  const std::string binary = BuildPath("daemon/agent/fabricmon-agent");
+  if (access(binary.c_str(), X_OK) != 0) {
+    ADD_FAILURE() << "not built: " << binary;
+    return "";
+  }
+  const std::string command =
+      absl::StrCat(binary, " --once --log_level=error --sysfs_root='", sysfs_root, "'");
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    ADD_FAILURE() << "popen failed";
+    return "";
+  }
+  std::string out;
+  char buffer[65536];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) {
+    out.append(buffer, n);
+  }
+  const int status = pclose(pipe);
+  EXPECT_EQ(status, 0) << command;
+  return out;
+}
+
+class StreamTest : public ::testing::TestWithParam<Transport> {
+ protected:
+  static void SetUpTestSuite() {
+    SetMinLogLevel(LogLevel::kWarning);
+    PreferMemoryForTempTrees();
+    // One copy for the suite (when the binary runs all cases): the tests only ever make
+    // counters grow, which every test tolerates.
+    tree_ = new TempTree();
+    tree_->CopyTree(SharedFixture("sysfs/gpud-h100/sys"), "sys");
+  }
+  static void TearDownTestSuite() {
+    delete tree_;
+    tree_ = nullptr;
+  }
+
+  void SetUp() override { sysfs_root_ = tree_->root() + "/sys"; }
+
+  void TearDown() override {
+    // Agent first: its stream must not outlive the server it talks to.
+    if (mutator_ != nullptr) {
+      mutator_->Stop();
+    }
+    agent_.reset();
+    aggregator_.reset();
+    exposer_.reset();
+  }
+
+  // With `http`, /metrics is served by a real Exposer on 127.0.0.1:0 and scraped over HTTP;
+  // otherwise scrapes take the exporter's text directly (civetweb needs ~2 s to shut down).
+  void StartAggregator(bool http = false, AggregatorOptions options = DefaultOptions()) {
+    if (http) {
+      exposer_ = MakeExposer();
+      ASSERT_NE(exposer_, nullptr);
+    }
+    aggregator_ = std::make_unique<AggregatorHarness>(GetParam(), options, exposer_.get());
+    ASSERT_TRUE(aggregator_->Start());
+  }
+
+  static AggregatorOptions DefaultOptions() {
+    AggregatorOptions options;
+    options.store.max_series_per_node = kMaxSeriesPerNode;
+    options.stream.max_message_bytes = kMaxMessageBytes;
+    return options;
+  }
+
+  // Starts the agent and the counter mutator, and waits until `batches` batches are stored.
+  void StartAgent(AgentHarnessOptions options = {}, uint64_t batches = 3) {
+    mutator_ = std::make_unique<CounterMutator>(sysfs_root_);
+    mutator_->Start();
+    agent_ = std::make_unique<AgentHarness>(sysfs_root_, aggregator_->channel(), options);
+    ASSERT_TRUE(agent_->Start());
+    ASSERT_TRUE(WaitForStored(batches)) << "the agent's batches did not arrive";
+  }
+
+  // Waits until the aggregator has stored at least `batches` batches of kNode in total.
+  bool WaitForStored(uint64_t batches) {
+    return WaitFor([&] { return Batches() >= batches; });
+  }
+  uint64_t Batches() {
+    std::optional<aggregator::NodeState::Summary> node = aggregator_->Node(kNode);
+    return node.has_value() ? node->counters.batches : 0;
+  }
+
+  // The well-behaved agent is untouched by whatever happened on another stream: still on its
+  // first stream, never rejected, and its batches keep being stored.
+  void ExpectAgentUnaffected() {
+    const uint64_t before = Batches();
+    EXPECT_TRUE(WaitForStored(before + 3)) << "the agent's batches stopped being stored";
+    const agent::StreamClientStats stats = agent_->stream().stats();
+    EXPECT_EQ(stats.connects, 1u);
+    EXPECT_EQ(stats.rejects, 0u);
+    EXPECT_TRUE(stats.connected);
+  }
+
+  // Sends `messages` on a fresh raw stream and expects a Reject with `reason` whose text contains
+  // `text`, then the end of the stream with `code`; and the rejection counted under
+  // `metric_reason` (only there) in fabricmon_aggregator_rejected_messages_total.
+  void ExpectRejected(const std::vector<v1::AgentMessage>& messages, v1::Reject::Reason reason,
+                      grpc::StatusCode code, absl::string_view text,
+                      absl::string_view metric_reason) {
+    RawStream raw(aggregator_->channel());
+    for (const v1::AgentMessage& message : messages) {
+      if (!raw.Write(message)) {
+        break;  // the server already finished the stream; the reads below say why
+      }
+    }
+    const RawStream::End end = raw.Finish();
+    ASSERT_FALSE(end.messages.empty()) << "no Reject; status " << end.status.error_code() << " "
+                                       << end.status.error_message();
+    const v1::AggregatorMessage& last = end.messages.back();
+    ASSERT_TRUE(last.has_reject()) << last.ShortDebugString();
+    EXPECT_EQ(last.reject().reason(), reason) << last.reject().message();
+    EXPECT_THAT(last.reject().message(), HasSubstr(std::string(text)));
+    EXPECT_EQ(end.status.error_code(), code) << end.status.error_message();
+    EXPECT_EQ(end.status.error_message(), last.reject().message());
+    ExpectRejectCounted(metric_reason);
+  }
+
+  void ExpectRejectCounted(absl::string_view metric_reason) {
+    const std::vector<TextSample> samples = Parse(aggregator_->Scrape());
+    double total = 0;
+    for (const TextSample& sample : samples) {
+      if (sample.name == "fabricmon_aggregator_rejected_messages_total") {
+        double value = 0;
+        ASSERT_TRUE(absl::SimpleAtod(sample.value, &value));
+        total += value;
+      }
+    }
+    EXPECT_EQ(SampleValue(samples, "fabricmon_aggregator_rejected_messages_total",
+                          {{"reason", std::string(metric_reason)}}),
+              1.0)
+        << metric_reason;
+    EXPECT_EQ(total, 1.0) << "counted under another reason too";
+  }
+
+  static TempTree* tree_;
+  std::string sysfs_root_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<AggregatorHarness> aggregator_;
+  std::unique_ptr<CounterMutator> mutator_;
+  std::unique_ptr<AgentHarness> agent_;
+};
+
+TempTree* StreamTest::tree_ = nullptr;
+
+INSTANTIATE_TEST_SUITE_P(Transports, StreamTest,
+                         ::testing::Values(Transport::kInProcess, Transport::kTcp),
+                         [](const ::testing::TestParamInfo<Transport>& info) {
+                           return info.param == Transport::kInProcess ? "InProcess" : "Tcp";
+                         });
+
+// (a) What the aggregator exports for the node is exactly what `fabricmon-agent --once` prints
+// for the same tree, plus node="...": names, labels, scaled values, every fabricmon_ib_* sample.
+TEST_P(StreamTest, ValuesMatchAgentOnceOutput) {
+  StartAggregator(/*http=*/true);
+  StartAgent();
+  // Let the counters move for a while, then freeze them so both sides read the same tree.
+  ASSERT_TRUE(WaitFor([&] { return mutator_->rounds() >= 5; }));
+  mutator_->Stop();
+  const std::map<std::string, std::string> expected = IbSamples(RunAgentOnce(sysfs_root_), "");
+  ASSERT_GT(expected.size(), 400u) << "the tree has 9 devices of ~50 series each";
+  // The fixture's value moved: the comparison is not of untouched files.
+  absl::StatusOr<std::string> xmit =
+      ReadTrimmed(sysfs_root_ + "/class/infiniband/mlx5_0/ports/1/counters/port_xmit_data");
+  ASSERT_TRUE(xmit.ok());
+  EXPECT_NE(*xmit, "230442669431839");
+
+  // The agent reads the frozen tree within a cycle; poll the scrape until it shows it.
+  std::string difference;
+  const bool equal = WaitFor([&] {
+    difference = DescribeDifference(expected, IbSamples(aggregator_->Scrape(), kNode));
+    return difference.empty();
+  });
+  EXPECT_TRUE(equal) << difference;
+}
+
+// (b) The aggregator loses all its state mid-stream; the agent buffers, reconnects to the new
+// one and replays exactly what was not acknowledged: no gap, no duplicate, nothing dropped.
+TEST_P(StreamTest, ReplaysAfterAggregatorRestart) {
+  StartAggregator(/*http=*/true);
+  StartAgent({}, /*batches=*/5);
+  agent::ReplayBuffer& buffer = agent_->agent().buffer();
+
+  aggregator_->StopServing();
+  ASSERT_TRUE(WaitFor([&] { return !agent_->stream().stats().connected; }));
+  // No ack can arrive any more: this is what the dead aggregator confirmed.
+  const uint64_t acked_at_stop = buffer.acked_sequence();
+  const uint64_t pushed_at_stop = buffer.last_sequence();
+  const aggregator::NodeState::Summary old = *aggregator_->Node(kNode);
+  EXPECT_EQ(old.counters.sequence_gaps, 0u);
+  EXPECT_EQ(old.counters.duplicate_batches, 0u);
+  EXPECT_EQ(old.counters.batches, old.last_stored_sequence) << "stored 1..n contiguously";
+  EXPECT_GE(old.last_stored_sequence, acked_at_stop);
+
+  // The agent keeps collecting into its buffer while nobody listens.
+  ASSERT_TRUE(WaitFor([&] { return buffer.last_sequence() >= pushed_at_stop + 5; }));
+  ASSERT_TRUE(aggregator_->Start());
+  ASSERT_TRUE(WaitFor([&] {
+    return agent_->stream().stats().connects >= 2 && buffer.acked_sequence() >= pushed_at_stop + 5;
+  })) << "no replay to the new aggregator";
+  // Quiesce: stop producing, wait until everything is acknowledged.
+  agent_->StopCollecting();
+  const uint64_t pushed = buffer.last_sequence();
+  ASSERT_TRUE(WaitFor([&] { return buffer.acked_sequence() == pushed; }));
+
+  const aggregator::NodeState::Summary now = *aggregator_->Node(kNode);
+  EXPECT_EQ(now.counters.sequence_gaps, 0u);
+  EXPECT_EQ(now.counters.agent_dropped_batches, 0u);
+  EXPECT_EQ(now.counters.duplicate_batches, 0u);
+  // The new aggregator stored every sequence after the last acknowledged one, exactly once.
+  EXPECT_EQ(now.last_stored_sequence, pushed);
+  EXPECT_EQ(now.counters.batches, pushed - acked_at_stop);
+  EXPECT_EQ(buffer.dropped_cycles(), 0u);
+  // What was sent but never acknowledged went again.
+  EXPECT_GE(agent_->stream().stats().replayed_batches, old.last_stored_sequence - acked_at_stop);
+
+  const std::vector<TextSample> samples = Parse(aggregator_->Scrape());
+  const std::vector<std::pair<std::string, std::string>> node = {{"node", kNode}};
+  EXPECT_EQ(SampleValue(samples, "fabricmon_node_sequence_gaps_total", node), 0.0);
+  EXPECT_EQ(SampleValue(samples, "fabricmon_node_agent_dropped_batches_total", node), 0.0);
+  EXPECT_EQ(SampleValue(samples, "fabricmon_node_duplicate_batches_total", node), 0.0);
+  EXPECT_EQ(SampleValue(samples, "fabricmon_node_up", node), 1.0);
+  EXPECT_EQ(SampleValue(samples, "fabricmon_aggregator_batches_total"),
+            static_cast<double>(pushed - acked_at_stop));
+}
+
+// (b) With a replay buffer of a few cycles, an outage loses the oldest cycles, and the loss is
+// counted exactly on both sides: what the agent dropped is what the aggregator was told, and
+// stored + dropped accounts for every sequence the agent produced.
+TEST_P(StreamTest, CountsLossExactlyWhenReplayBufferOverflows) {
+  StartAggregator();
+  AgentHarnessOptions options;
+  // Five ib_sysfs cycles (the agent's own 1 s health cycle is much smaller).
+  options.replay_buffer_bytes = 5 * IbSysfsCycleBytes(sysfs_root_);
+  StartAgent(options);
+  agent::ReplayBuffer& buffer = agent_->agent().buffer();
+
+  aggregator_->StopServing();
+  ASSERT_TRUE(WaitFor([&] { return !agent_->stream().stats().connected; }));
+  const uint64_t acked_at_stop = buffer.acked_sequence();
+  const aggregator::NodeState::Summary old = *aggregator_->Node(kNode);
+  // The outage outlasts the buffer.
+  const uint64_t dropped_at_stop = buffer.dropped_cycles();
+  ASSERT_TRUE(WaitFor([&] { return buffer.dropped_cycles() >= dropped_at_stop + 5; }));
+
+  ASSERT_TRUE(aggregator_->Start());
+  ASSERT_TRUE(WaitFor([&] {
+    return agent_->stream().stats().connects >= 2 && Batches() >= 3;
+  })) << "no replay to the new aggregator";
+  agent_->StopCollecting();
+  const uint64_t pushed = buffer.last_sequence();
+  ASSERT_TRUE(WaitFor([&] { return buffer.acked_sequence() == pushed; }));
+
+  const aggregator::NodeState::Summary now = *aggregator_->Node(kNode);
+  const uint64_t dropped = buffer.dropped_cycles();
+  EXPECT_GE(dropped, 5u);
+  // Every cycle the agent dropped was announced to an aggregator, once.
+  EXPECT_EQ(dropped, old.counters.agent_dropped_batches + now.counters.agent_dropped_batches);
+  // Before the outage: 1..n stored or announced as dropped.
+  EXPECT_EQ(old.counters.batches + old.counters.agent_dropped_batches, old.last_stored_sequence);
+  // After it: every sequence after the last acknowledged one is stored or announced as dropped.
+  EXPECT_EQ(acked_at_stop + now.counters.batches + now.counters.agent_dropped_batches, pushed);
+  EXPECT_EQ(now.last_stored_sequence, pushed);
+  EXPECT_EQ(now.counters.duplicate_batches, 0u);
+
+  const std::vector<TextSample> samples = Parse(aggregator_->Scrape());
+  EXPECT_EQ(SampleValue(samples, "fabricmon_node_agent_dropped_batches_total", {{"node", kNode}}),
+            static_cast<double>(now.counters.agent_dropped_batches));
+  EXPECT_EQ(SampleValue(samples, "fabricmon_aggregator_agent_dropped_batches_total"),
+            static_cast<double>(now.counters.agent_dropped_batches));
+}
+
+// (c) Bad input, each on its own raw stream while the real agent streams alongside.
+
+TEST_P(StreamTest, RejectsBatchBeforeHello) {
+  StartAggregator();
+  StartAgent();
+  ExpectRejected({BatchMessage(1, 1, 1, {1})}, v1::Reject::REASON_PROTOCOL,
+                 grpc::StatusCode::FAILED_PRECONDITION, "first message must be a hello",
+                 "before_hello");
+  ExpectAgentUnaffected();
+}
+
+TEST_P(StreamTest, RejectsHelloWithInvalidNodeName) {
+  StartAggregator();
+  StartAgent();
+  // The name becomes the node="..." label value of every series of the node.
+  ExpectRejected({HelloMessage("gpu node 1\"}", "boot-r", 7)}, v1::Reject::REASON_MALFORMED,
+                 grpc::StatusCode::INVALID_ARGUMENT, "node name may contain only", "malformed");
+  ExpectAgentUnaffected();
+}
+
+TEST_P(StreamTest, RejectsLayoutWithUndeclaredSeries) {
+  StartAggregator();
+  StartAgent();
+  ExpectRejected({HelloMessage(kRawNode, "boot-r", 7), CounterDeclarations(1, 2),
+                  LayoutMessage(1, {1, 2, 5})},
+                 v1::Reject::REASON_PROTOCOL, grpc::StatusCode::INVALID_ARGUMENT,
+                 "layout 1 uses undeclared series id 5", "unknown_series");
+  ExpectAgentUnaffected();
+}
+
+TEST_P(StreamTest, RejectsBatchWithUnknownLayout) {
+  StartAggregator();
+  StartAgent();
+  ExpectRejected({HelloMessage(kRawNode, "boot-r", 7), CounterDeclarations(1, 2),
+                  LayoutMessage(1, {1, 2}), BatchMessage(1, 1, 9, {1, 1})},
+                 v1::Reject::REASON_PROTOCOL, grpc::StatusCode::INVALID_ARGUMENT,
+                 "uses unknown layout 9", "unknown_layout");
+  ExpectAgentUnaffected();
+}
+
+TEST_P(StreamTest, RejectsBatchWithWrongValueCount) {
+  StartAggregator();
+  StartAgent();
+  ExpectRejected({HelloMessage(kRawNode, "boot-r", 7), CounterDeclarations(1, 2),
+                  LayoutMessage(1, {1, 2}), BatchMessage(1, 1, 1, {1})},
+                 v1::Reject::REASON_MALFORMED, grpc::StatusCode::INVALID_ARGUMENT,
+                 "1 values for 2 present series", "malformed");
+  ExpectAgentUnaffected();
+}
+
+TEST_P(StreamTest, RejectsDeclarationWithReservedNodeLabel) {
+  StartAggregator();
+  StartAgent();
+  v1::AgentMessage declarations = CounterDeclarations(1, 1);
+  v1::Label* label = declarations.mutable_declarations()->mutable_series(0)->add_labels();
+  label->set_name("node");
+  label->set_value("someone-else");
+  ExpectRejected({HelloMessage(kRawNode, "boot-r", 7), declarations}, v1::Reject::REASON_MALFORMED,
+                 grpc::StatusCode::INVALID_ARGUMENT, "label 'node' is reserved",
+                 "invalid_declaration");
+  ExpectAgentUnaffected();
+}
+
+TEST_P(StreamTest, RejectsSeriesBeyondNodeCap) {
+  StartAggregator();
+  StartAgent();
+  ASSERT_LT(aggregator_->Node(kNode)->series, kMaxSeriesPerNode);
+  ExpectRejected({HelloMessage(kRawNode, "boot-r", 7),
+                  CounterDeclarations(1, static_cast<int>(kMaxSeriesPerNode) + 1)},
+                 v1::Reject::REASON_LIMIT, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                 absl::StrCat("exceeds its cap of ", kMaxSeriesPerNode, " series"), "series_limit");
+  ExpectAgentUnaffected();
+}
+
+// A second agent claiming the node (another process on the same boot, e.g. a duplicated
+// --node_name) is refused; the agent that holds the name keeps it.
+TEST_P(StreamTest, RejectsDuplicateNodeFromAnotherInstance) {
+  StartAggregator();
+  StartAgent();
+  const AgentHarnessOptions& real = agent_->options();
+  ExpectRejected({HelloMessage(real.node_name, real.boot_id, real.instance_id + 1)},
+                 v1::Reject::REASON_DUPLICATE_NODE, grpc::StatusCode::ALREADY_EXISTS,
+                 "already streaming from another agent", "duplicate_node");
+  ExpectAgentUnaffected();
+  EXPECT_EQ(aggregator_->Node(kNode)->agent_instance_id, real.instance_id);
+}
+
+// gRPC refuses a message above the server's receive limit before the service sees it, so the
+// aggregator cannot send a Reject: the stream ends with RESOURCE_EXHAUSTED from gRPC itself.
+TEST_P(StreamTest, RejectsOversizedMessage) {
+  StartAggregator();
+  StartAgent();
+  RawStream raw(aggregator_->channel());
+  ASSERT_TRUE(raw.Write(HelloMessage(kRawNode, "boot-r", 7)));
+  std::optional<v1::AggregatorMessage> hello_ack = raw.Read();
+  ASSERT_TRUE(hello_ack.has_value() && hello_ack->has_hello_ack());
+  EXPECT_EQ(hello_ack->hello_ack().max_message_bytes(), kMaxMessageBytes);
+  v1::AgentMessage huge;
+  huge.mutable_inventory()->mutable_inventory()->add_rdma_devices()->set_board_id(
+      std::string(2 * kMaxMessageBytes, 'x'));
+  (void)raw.Write(huge);  // may or may not report the failure; the status does
+  const RawStream::End end = raw.Finish();
+  EXPECT_EQ(end.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << end.status.error_message();
+  for (const v1::AggregatorMessage& message : end.messages) {
+    EXPECT_FALSE(message.has_ack()) << "nothing of the huge message may be taken";
+  }
+  // The raw node's stream is gone, and its inventory untouched.
+  EXPECT_TRUE(WaitFor([&] { return !aggregator_->Node(kRawNode)->connected; }));
+  EXPECT_EQ(aggregator_->Node(kRawNode)->inventory.rdma_devices_size(), 0);
+  ExpectAgentUnaffected();
+}
+
+// Samples older than their series' latest are refused and counted; the stream stays up and
+// later samples are stored.
+TEST_P(StreamTest, RefusesSamplesWithTimestampsGoingBackwards) {
+  StartAggregator();
+  StartAgent();
+  const int64_t t0 = RealClock::Get().NowUnixNanos();
+  RawStream raw(aggregator_->channel());
+  ASSERT_TRUE(raw.Write(HelloMessage(kRawNode, "boot-r", 7)));
+  ASSERT_TRUE(raw.Write(CounterDeclarations(1, 3)));
+  ASSERT_TRUE(raw.Write(LayoutMessage(1, {1, 2, 3})));
+  ASSERT_TRUE(raw.Write(BatchMessage(1, t0, 1, {100, 200, 300})));
+  ASSERT_TRUE(raw.Write(BatchMessage(2, t0 - 1'000'000'000, 1, {1, 1, 1})));  // a second older
+  ASSERT_TRUE(raw.Write(BatchMessage(3, t0 + 1'000'000'000, 1, {1, 1, 1})));
+  // Acks are cumulative: reading up to 3 proves all three batches were taken in order.
+  uint64_t acked = 0;
+  while (acked < 3) {
+    std::optional<v1::AggregatorMessage> message = raw.Read();
+    ASSERT_TRUE(message.has_value()) << "stream ended before the ack of batch 3";
+    ASSERT_FALSE(message->has_reject()) << message->reject().message();
+    if (message->has_ack()) {
+      acked = message->ack().sequence();
+    }
+  }
+  const aggregator::NodeState::Summary raw_node = *aggregator_->Node(kRawNode);
+  EXPECT_EQ(raw_node.counters.timestamps_backwards, 3u);
+  EXPECT_EQ(raw_node.counters.batches, 3u);
+  EXPECT_EQ(raw_node.counters.samples, 6u);
+  EXPECT_TRUE(raw_node.connected);
+
+  const std::vector<TextSample> samples = Parse(aggregator_->Scrape());
+  EXPECT_EQ(SampleValue(samples, "fabricmon_aggregator_timestamps_backwards_total"), 3.0);
+  // Batch 2's deltas still count towards the values (they are cumulative on the stream), but
+  // its samples were not stored: the series jump from 100 straight to 102.
+  EXPECT_EQ(SampleValue(samples, "fabricmon_raw_0_total", {{"node", kRawNode}}), 102.0);
+  for (const TextSample& sample : samples) {
+    if (sample.name == "fabricmon_aggregator_rejected_messages_total") {
+      EXPECT_EQ(sample.value, "0") << SampleKey(sample);
+    }
+  }
+  const RawStream::End end = raw.Finish();
+  EXPECT_TRUE(end.status.ok()) << end.status.error_message();
+  ExpectAgentUnaffected();
+}
+
+// (d) The Diagnostics service shows the node with what its agent discovered.
+TEST_P(StreamTest, DiagnosticsListsNodeWithInventory) {
+  StartAggregator();
+  StartAgent();
+  std::unique_ptr<v1::Diagnostics::Stub> stub = v1::Diagnostics::NewStub(aggregator_->channel());
+
+  grpc::ClientContext list_context;
+  v1::ListNodesResponse nodes;
+  ASSERT_TRUE(stub->ListNodes(&list_context, v1::ListNodesRequest(), &nodes).ok());
+  ASSERT_THAT(nodes.nodes(), SizeIs(1));
+  const v1::NodeSummary& summary = nodes.nodes(0);
+  EXPECT_EQ(summary.name(), kNode);
+  EXPECT_TRUE(summary.up());
+  EXPECT_EQ(summary.boot_id(), agent_->options().boot_id);
+  EXPECT_EQ(summary.agent_version(), "test");
+  EXPECT_GT(summary.series(), 400u);
+
+  grpc::ClientContext get_context;
+  v1::GetNodeRequest request;
+  request.set_name(kNode);
+  v1::NodeView view;
+  ASSERT_TRUE(stub->GetNode(&get_context, request, &view).ok());
+  EXPECT_EQ(view.summary().name(), kNode);
+  // Exactly the agent's discovered inventory...
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(view.inventory(),
+                                                                 agent_->agent().inventory()))
+      << view.inventory().ShortDebugString();
+  // ...which is the fixture's devices.
+  std::vector<std::string> names;
+  for (const v1::RdmaDevice& device : view.inventory().rdma_devices()) {
+    names.push_back(device.name());
+    ASSERT_THAT(device.ports(), SizeIs(1)) << device.name();
+    EXPECT_EQ(device.ports(0).state_name(), "ACTIVE") << device.name();
+    if (device.name() == "mlx5_bond_0") {
+      EXPECT_EQ(device.ports(0).link_layer(), "Ethernet");
+    } else {
+      EXPECT_EQ(device.ports(0).link_layer(), "InfiniBand") << device.name();
+      EXPECT_EQ(device.ports(0).rate(), "400 Gb/sec (4X NDR)") << device.name();
+      EXPECT_EQ(device.fw_ver(), "28.41.1000") << device.name();
+    }
+  }
+  EXPECT_THAT(names, ::testing::UnorderedElementsAre("mlx5_0", "mlx5_1", "mlx5_4", "mlx5_5",
+                                                     "mlx5_6", "mlx5_7", "mlx5_8", "mlx5_9",
+                                                     "mlx5_bond_0"));
+
+  grpc::ClientContext missing_context;
+  request.set_name("no-such-node");
+  const grpc::Status missing = stub->GetNode(&missing_context, request, &view);
+  EXPECT_EQ(missing.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(missing.error_message(), HasSubstr("no-such-node"));
+}
+
+// (e) A node whose agent stops sending goes down after the stale interval and its series leave
+// the export; a node whose stream ends goes down at once.
+TEST_P(StreamTest, NodeGoesDownWhenAgentStops) {
+  StartAggregator(/*http=*/true);
+  StartAgent();
+  // A second exporter over the same store, with a short stale interval: an agent sending every
+  // 100 ms stays well inside it.
+  AggregatorState& state = aggregator_->state();
+  aggregator::MetricsExporter quick(state.store, state.stats, RealClock::Get(),
+                                    aggregator::ExporterOptions{300 * 1000000});
+  auto quick_samples = [&] { return Parse(exposition::SerializeText(quick.Collect())); };
+  const std::vector<std::pair<std::string, std::string>> node = {{"node", kNode}};
+  ASSERT_TRUE(WaitFor([&] {
+    return SampleValue(quick_samples(), "fabricmon_node_up", node) == 1.0;
+  }));
+  EXPECT_GT(IbSamples(exposition::SerializeText(quick.Collect()), kNode).size(), 400u);
+
+  // Collection stops; the stream stays connected but carries nothing more.
+  agent_->StopCollecting();
+  EXPECT_TRUE(WaitFor([&] { return SampleValue(quick_samples(), "fabricmon_node_up", node) == 0.0; },
+                      absl::Seconds(2)))
+      << "still up 2 s after the last batch with a 300 ms stale interval";
+  std::vector<TextSample> samples = quick_samples();
+  EXPECT_THAT(IbSamples(exposition::SerializeText(quick.Collect()), kNode), SizeIs(0));
+  EXPECT_EQ(SampleValue(samples, "fabricmon_aggregator_nodes", {{"state", "down"}}), 1.0);
+  EXPECT_GT(SampleValue(samples, "fabricmon_node_last_seen_age_seconds", node).value_or(0), 0.3);
+  // The default exporter (30 s) still counts it up: the stream is there, the data recent.
+  samples = Parse(aggregator_->Scrape());
+  EXPECT_EQ(SampleValue(samples, "fabricmon_node_up", node), 1.0);
+  EXPECT_TRUE(agent_->stream().stats().connected);
+
+  // The stream ends: down at once, whatever the stale interval.
+  agent_->Stop();
+  EXPECT_TRUE(WaitFor([&] {
+    return SampleValue(Parse(aggregator_->Scrape()), "fabricmon_node_up", node) == 0.0;
+  }));
+  const std::string text = aggregator_->Scrape();
+  EXPECT_THAT(IbSamples(text, kNode), SizeIs(0));
+  samples = Parse(text);
+  EXPECT_EQ(SampleValue(samples, "fabricmon_aggregator_streams"), 0.0);
+  // The node stays known (its counters too), only its raw series are gone.
+  EXPECT_TRUE(SampleValue(samples, "fabricmon_node_sequence_gaps_total", node).has_value());
+}
+
+}  // namespace
+}  // namespace fabricmon::testing

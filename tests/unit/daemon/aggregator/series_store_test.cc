@@ -1,0 +1,449 @@
+#include "daemon/aggregator/series_store.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/status_matchers.h"
+
+namespace fabricmon::aggregator {
+namespace {
+
+using collectors::CounterSeries;
+using collectors::GaugeSeries;
+using collectors::Overflow;
+using collectors::SeriesDesc;
+using collectors::Unit;
+using ::fabricmon::testing::IsOk;
+using ::fabricmon::testing::StatusIs;
+using ::testing::HasSubstr;
+
+constexpr int64_t kSecond = 1'000'000'000;
+constexpr int64_t kT0 = 1'700'000'000 * kSecond;
+
+SeriesDesc Counter(uint8_t width, Overflow overflow, double scale = 1.0,
+                   std::string name = "fabricmon_test_total") {
+  return CounterSeries("test", std::move(name), "h", Unit::kNone, width, overflow, scale,
+                       {{"device", "mlx5_0"}});
+}
+
+// --- CounterRate: the arithmetic every rate and detector relies on.
+
+TEST(CounterRateTest, PlainIncreaseIsScaledPerSecond) {
+  const SeriesDesc desc = Counter(64, Overflow::kSaturates, /*scale=*/4.0);
+  const Rate rate = CounterRate(desc, {kT0, 1000}, {kT0 + 2 * kSecond, 1500});
+  EXPECT_EQ(rate.kind, Rate::Kind::kOk);
+  EXPECT_DOUBLE_EQ(rate.per_second, 500 * 4.0 / 2);
+}
+
+TEST(CounterRateTest, UnwindsTheWrapOfA32BitWrappingCounter) {
+  const SeriesDesc desc = Counter(32, Overflow::kWraps);
+  // 0xFFFFFFF0 → 0x10 is +32 modulo 2^32, not a reset.
+  const Rate rate = CounterRate(desc, {kT0, 0xFFFFFFF0u}, {kT0 + kSecond, 0x10u});
+  EXPECT_EQ(rate.kind, Rate::Kind::kOk);
+  EXPECT_DOUBLE_EQ(rate.per_second, 32);
+  // Landing exactly on zero after the maximum is +1.
+  const Rate to_zero = CounterRate(desc, {kT0, 0xFFFFFFFFu}, {kT0 + kSecond, 0});
+  EXPECT_EQ(to_zero.kind, Rate::Kind::kOk);
+  EXPECT_DOUBLE_EQ(to_zero.per_second, 1);
+}
+
+TEST(CounterRateTest, NarrowWrappingCountersUnwindAtTheirWidth) {
+  const SeriesDesc desc = Counter(16, Overflow::kWraps);
+  const Rate rate = CounterRate(desc, {kT0, 0xFFFEu}, {kT0 + kSecond, 3});
+  EXPECT_EQ(rate.kind, Rate::Kind::kOk);
+  EXPECT_DOUBLE_EQ(rate.per_second, 5);
+}
+
+TEST(CounterRateTest, DropOfAWrappingCounterFromItsLowerHalfIsAReset) {
+  // A wrap needs the counter to have been near the top; from the lower half it was cleared.
+  const SeriesDesc desc = Counter(32, Overflow::kWraps);
+  EXPECT_EQ(CounterRate(desc, {kT0, 1000}, {kT0 + kSecond, 10}).kind, Rate::Kind::kReset);
+}
+
+TEST(CounterRateTest, A64BitCounterGoingDownIsAReset) {
+  for (Overflow overflow : {Overflow::kWraps, Overflow::kSaturates}) {
+    const SeriesDesc desc = Counter(64, overflow);
+    const Rate rate =
+        CounterRate(desc, {kT0, std::numeric_limits<uint64_t>::max() - 5}, {kT0 + kSecond, 10});
+    EXPECT_EQ(rate.kind, Rate::Kind::kReset);
+    EXPECT_EQ(rate.per_second, 0);
+  }
+}
+
+TEST(CounterRateTest, SaturatedCounterAtItsMaximumIsFlaggedNotReadAsZero) {
+  const SeriesDesc desc = Counter(32, Overflow::kSaturates);
+  // Pinned at all ones: the true increase is unknown.
+  EXPECT_EQ(CounterRate(desc, {kT0, 0xFFFFFFFFu}, {kT0 + kSecond, 0xFFFFFFFFu}).kind,
+            Rate::Kind::kSaturated);
+  // Reaching the maximum in this interval is saturated too (the increase may be larger).
+  EXPECT_EQ(CounterRate(desc, {kT0, 100}, {kT0 + kSecond, 0xFFFFFFFFu}).kind,
+            Rate::Kind::kSaturated);
+  // One below the maximum is an ordinary value.
+  EXPECT_EQ(CounterRate(desc, {kT0, 100}, {kT0 + kSecond, 0xFFFFFFFEu}).kind, Rate::Kind::kOk);
+  // A saturating counter going down was cleared (perfquery -R): a reset, never a wrap.
+  EXPECT_EQ(CounterRate(desc, {kT0, 0xFFFFFFFFu}, {kT0 + kSecond, 3}).kind, Rate::Kind::kReset);
+  const SeriesDesc narrow = Counter(8, Overflow::kSaturates);
+  EXPECT_EQ(CounterRate(narrow, {kT0, 7}, {kT0 + kSecond, 255}).kind, Rate::Kind::kSaturated);
+}
+
+TEST(CounterRateTest, NeedsTimeToPassAndACounter) {
+  const SeriesDesc desc = Counter(64, Overflow::kWraps);
+  EXPECT_EQ(CounterRate(desc, {kT0, 1}, {kT0, 2}).kind, Rate::Kind::kInsufficient);
+  EXPECT_EQ(CounterRate(desc, {kT0, 1}, {kT0 - kSecond, 2}).kind, Rate::Kind::kInsufficient);
+  const SeriesDesc gauge = GaugeSeries("test", "fabricmon_test", "h", Unit::kNone, 1.0, {});
+  EXPECT_EQ(CounterRate(gauge, {kT0, 1}, {kT0 + kSecond, 2}).kind, Rate::Kind::kNotCounter);
+}
+
+TEST(CounterRateTest, IsNeverNegativeOrNonFinite) {
+  std::mt19937_64 rng(7);
+  const SeriesDesc descs[] = {Counter(32, Overflow::kWraps), Counter(64, Overflow::kWraps),
+                              Counter(32, Overflow::kSaturates), Counter(16, Overflow::kSaturates),
+                              Counter(4, Overflow::kWraps, 1e-6)};
+  for (const SeriesDesc& desc : descs) {
+    std::uniform_int_distribution<uint64_t> value(0, desc.MaxRaw());
+    std::uniform_int_distribution<int64_t> dt(-kSecond, 10 * kSecond);
+    for (int i = 0; i < 20000; ++i) {
+      const StoredSample previous{kT0, value(rng)};
+      const StoredSample latest{kT0 + dt(rng), i % 3 == 0 ? previous.raw : value(rng)};
+      const Rate rate = CounterRate(desc, previous, latest);
+      ASSERT_GE(rate.per_second, 0) << previous.raw << " → " << latest.raw;
+      ASSERT_TRUE(std::isfinite(rate.per_second));
+      if (rate.kind != Rate::Kind::kOk) {
+        ASSERT_EQ(rate.per_second, 0);
+      }
+    }
+  }
+}
+
+// --- NodeState: batches, sequences, timestamps.
+
+class NodeStateTest : public ::testing::Test {
+ protected:
+  NodeStateTest() : node_("node-1", /*samples_per_series=*/4, /*max_series=*/100) {}
+
+  void SetUp() override {
+    for (const SeriesDesc& desc : {Counter(32, Overflow::kWraps, 1.0, "fabricmon_a_total"),
+                                   Counter(64, Overflow::kWraps, 1.0, "fabricmon_b_total"),
+                                   Counter(32, Overflow::kSaturates, 1.0, "fabricmon_c_total")}) {
+      absl::StatusOr<uint32_t> index = node_.Declare(desc);
+      ASSERT_THAT(index, IsOk());
+      indices_.push_back(*index);
+    }
+  }
+
+  NodeState::AppendResult Append(uint64_t sequence, int64_t timestamp,
+                                 std::vector<uint64_t> values, uint64_t dropped_before = 0,
+                                 std::vector<uint32_t> indices = {}) {
+    if (indices.empty()) {
+      indices = indices_;
+    }
+    return node_.AppendBatch(sequence, dropped_before, timestamp, indices, values,
+                             std::vector<bool>(values.size(), true), timestamp);
+  }
+
+  NodeCounters Counters() const { return node_.GetSummary(false).counters; }
+
+  // Latest raw value and sample count of series `index`.
+  std::pair<uint64_t, uint32_t> Latest(uint32_t index) const {
+    std::pair<uint64_t, uint32_t> out{0, 0};
+    node_.WithSeries([&](const std::vector<Series>& all) {
+      if (const StoredSample* latest = all[index].Latest()) {
+        out = {latest->raw, all[index].count};
+      }
+    });
+    return out;
+  }
+
+  Rate RateOf(uint32_t index) const {
+    Rate rate;
+    node_.WithSeries([&](const std::vector<Series>& all) { rate = all[index].CurrentRate(); });
+    return rate;
+  }
+
+  NodeState node_;
+  std::vector<uint32_t> indices_;
+};
+
+TEST_F(NodeStateTest, StoresBatchesAndComputesRates) {
+  EXPECT_TRUE(Append(1, kT0, {10, 100, 1000}).stored);
+  EXPECT_EQ(RateOf(indices_[0]).kind, Rate::Kind::kInsufficient);
+  const NodeState::AppendResult result = Append(2, kT0 + kSecond, {20, 300, 1000});
+  EXPECT_TRUE(result.stored);
+  EXPECT_EQ(result.samples, 3u);
+  EXPECT_DOUBLE_EQ(RateOf(indices_[0]).per_second, 10);
+  EXPECT_DOUBLE_EQ(RateOf(indices_[1]).per_second, 200);
+  EXPECT_DOUBLE_EQ(RateOf(indices_[2]).per_second, 0);
+  const NodeCounters counters = Counters();
+  EXPECT_EQ(counters.batches, 2u);
+  EXPECT_EQ(counters.samples, 6u);
+  EXPECT_EQ(node_.GetSummary(false).last_stored_sequence, 2u);
+}
+
+TEST_F(NodeStateTest, DuplicateSequencesAreCountedAndNotStoredAgain) {
+  Append(1, kT0, {10, 100, 1000});
+  Append(2, kT0 + kSecond, {20, 200, 2000});
+  // A replay of stored batches, with different values to prove they are not applied.
+  EXPECT_FALSE(Append(2, kT0 + 2 * kSecond, {99, 99, 99}).stored);
+  EXPECT_FALSE(Append(1, kT0 + 3 * kSecond, {99, 99, 99}).stored);
+  const NodeCounters counters = Counters();
+  EXPECT_EQ(counters.duplicate_batches, 2u);
+  EXPECT_EQ(counters.batches, 2u);
+  EXPECT_EQ(counters.samples, 6u);
+  EXPECT_EQ(Latest(indices_[0]).first, 20u);
+  EXPECT_EQ(node_.GetSummary(false).last_stored_sequence, 2u);
+}
+
+TEST_F(NodeStateTest, GapsAreCountedAndAnnouncedDropsKeptApart) {
+  Append(1, kT0, {1, 1, 1});
+  // Sequences 2..4 never arrived; the agent says it dropped 2 of them from its buffer.
+  EXPECT_TRUE(Append(5, kT0 + kSecond, {2, 2, 2}, /*dropped_before=*/2).stored);
+  NodeCounters counters = Counters();
+  EXPECT_EQ(counters.sequence_gaps, 3u);
+  EXPECT_EQ(counters.agent_dropped_batches, 2u);
+  // The first batch of a new agent instance starts anywhere without a gap.
+  NodeState fresh("node-2", 4, 100);
+  ASSERT_THAT(fresh.Declare(Counter(64, Overflow::kWraps)), IsOk());
+  fresh.AppendBatch(40, 0, kT0, {0}, {1}, {true}, kT0);
+  EXPECT_EQ(fresh.GetSummary(false).counters.sequence_gaps, 0u);
+}
+
+TEST_F(NodeStateTest, TimestampsGoingBackwardsAreRefusedPerSeriesAndCounted) {
+  Append(1, kT0 + 10 * kSecond, {10, 100, 1000});
+  // Older than every series' latest sample: each value is refused, the batch still counts as
+  // received (its sequence is not asked for again).
+  const NodeState::AppendResult result = Append(2, kT0 + 5 * kSecond, {11, 101, 1001});
+  EXPECT_TRUE(result.stored);
+  EXPECT_EQ(result.samples, 0u);
+  EXPECT_EQ(result.timestamps_backwards, 3u);
+  EXPECT_EQ(Counters().timestamps_backwards, 3u);
+  EXPECT_EQ(Latest(indices_[0]), std::make_pair(uint64_t{10}, uint32_t{1}));
+
+  // Per series: series b has no sample yet after a layout without it, so an older batch is
+  // refused only for the series that already have newer samples.
+  NodeState node("node-3", 4, 100);
+  const uint32_t a = *node.Declare(Counter(64, Overflow::kWraps, 1.0, "fabricmon_a_total"));
+  const uint32_t b = *node.Declare(Counter(64, Overflow::kWraps, 1.0, "fabricmon_b_total"));
+  node.AppendBatch(1, 0, kT0 + 10 * kSecond, {a}, {5}, {true}, kT0);
+  const NodeState::AppendResult mixed =
+      node.AppendBatch(2, 0, kT0 + 5 * kSecond, {a, b}, {6, 7}, {true, true}, kT0);
+  EXPECT_EQ(mixed.timestamps_backwards, 1u);
+  EXPECT_EQ(mixed.samples, 1u);
+  node.WithSeries([&](const std::vector<Series>& all) {
+    EXPECT_EQ(all[a].Latest()->raw, 5u);
+    ASSERT_NE(all[b].Latest(), nullptr);
+    EXPECT_EQ(all[b].Latest()->raw, 7u);
+  });
+  // Equal timestamps are not "backwards".
+  const NodeState::AppendResult same =
+      node.AppendBatch(3, 0, kT0 + 10 * kSecond, {a}, {8}, {true}, kT0);
+  EXPECT_EQ(same.timestamps_backwards, 0u);
+}
+
+TEST_F(NodeStateTest, ResetStartsANewBaselineAndIsCountedButAWrapIsNot) {
+  Append(1, kT0, {0xFFFFFFF0u, 1000, 5});
+  Append(2, kT0 + kSecond, {0x10u, 10, 6});  // a wraps, b (64-bit) was reset
+  const NodeCounters counters = Counters();
+  EXPECT_EQ(counters.resets, 1u);
+  const Rate wrapped = RateOf(indices_[0]);
+  EXPECT_EQ(wrapped.kind, Rate::Kind::kOk);
+  EXPECT_DOUBLE_EQ(wrapped.per_second, 32);
+  // The reset series restarted from one sample: no rate until the next one, never negative.
+  EXPECT_EQ(Latest(indices_[1]), std::make_pair(uint64_t{10}, uint32_t{1}));
+  EXPECT_EQ(RateOf(indices_[1]).kind, Rate::Kind::kInsufficient);
+  Append(3, kT0 + 2 * kSecond, {0x20u, 30, 7});
+  EXPECT_DOUBLE_EQ(RateOf(indices_[1]).per_second, 20);
+  node_.ForEachSeries([&](const Series& series) {
+    EXPECT_EQ(series.resets, series.desc.name == "fabricmon_b_total" ? 1u : 0u);
+  });
+}
+
+TEST_F(NodeStateTest, FlagsSaturatedCounters) {
+  Append(1, kT0, {1, 1, 0xFFFFFFFEu});
+  node_.WithSeries([&](const std::vector<Series>& all) { EXPECT_FALSE(all[indices_[2]].saturated); });
+  Append(2, kT0 + kSecond, {1, 1, 0xFFFFFFFFu});
+  node_.WithSeries([&](const std::vector<Series>& all) { EXPECT_TRUE(all[indices_[2]].saturated); });
+  EXPECT_EQ(RateOf(indices_[2]).kind, Rate::Kind::kSaturated);
+  EXPECT_EQ(Counters().resets, 0u);
+}
+
+TEST_F(NodeStateTest, AbsentValuesAreSkipped) {
+  node_.AppendBatch(1, 0, kT0, indices_, {1, 2, 3}, {true, false, true}, kT0);
+  EXPECT_EQ(Latest(indices_[1]).second, 0u);
+  EXPECT_EQ(Counters().samples, 2u);
+}
+
+TEST_F(NodeStateTest, RingKeepsTheNewestSamples) {
+  for (uint64_t i = 1; i <= 10; ++i) {
+    Append(i, kT0 + static_cast<int64_t>(i) * kSecond, {i, i, i});
+  }
+  EXPECT_EQ(Latest(indices_[0]), std::make_pair(uint64_t{10}, uint32_t{4}));
+  EXPECT_DOUBLE_EQ(RateOf(indices_[0]).per_second, 1);
+}
+
+TEST(NodeStateDeclareTest, IsIdempotentCapsSeriesAndRestartsChangedSemantics) {
+  NodeState node("node-1", 4, /*max_series=*/2);
+  const SeriesDesc a = Counter(32, Overflow::kWraps, 1.0, "fabricmon_a_total");
+  absl::StatusOr<uint32_t> first = node.Declare(a);
+  ASSERT_THAT(first, IsOk());
+  absl::StatusOr<uint32_t> again = node.Declare(a);
+  ASSERT_THAT(again, IsOk());
+  EXPECT_EQ(*first, *again);
+  ASSERT_THAT(node.Declare(Counter(32, Overflow::kWraps, 1.0, "fabricmon_b_total")), IsOk());
+  absl::StatusOr<uint32_t> over = node.Declare(Counter(32, Overflow::kWraps, 1.0, "fabricmon_c"));
+  EXPECT_THAT(over, StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(over.status().message(), HasSubstr("cap of 2 series"));
+  // Re-declaring a known series is fine at the cap.
+  EXPECT_THAT(node.Declare(a), IsOk());
+
+  // Same name and labels with a new width (an agent upgrade): the old samples are dropped so no
+  // rate is computed across the two meanings.
+  node.AppendBatch(1, 0, kT0, {*first}, {5}, {true}, kT0);
+  ASSERT_THAT(node.Declare(Counter(64, Overflow::kWraps, 1.0, "fabricmon_a_total")), IsOk());
+  node.WithSeries([&](const std::vector<Series>& all) {
+    EXPECT_EQ(all[*first].count, 0u);
+    EXPECT_EQ(all[*first].desc.width_bits, 64);
+  });
+  EXPECT_EQ(node.GetSummary(false).series, 2u);
+}
+
+// --- SeriesStore::Attach: who may speak for a node.
+
+v1::Hello MakeHello(std::string node, std::string boot, uint64_t instance) {
+  v1::Hello hello;
+  hello.set_node_name(std::move(node));
+  hello.set_boot_id(std::move(boot));
+  hello.set_agent_instance_id(instance);
+  hello.set_agent_version("test");
+  hello.mutable_inventory()->add_rdma_devices()->set_name("mlx5_0");
+  return hello;
+}
+
+class AttachTest : public ::testing::Test {
+ protected:
+  // A cancel callback that counts its calls, as the stream's TryCancel would be called.
+  std::function<void()> CancelCounter(int* calls) {
+    return [calls] { ++*calls; };
+  }
+
+  SeriesStore store_{StoreOptions{}};
+};
+
+TEST_F(AttachTest, FirstStreamGetsANewNodeWithNothingStored) {
+  int cancels = 0;
+  absl::StatusOr<SeriesStore::Attachment> attached =
+      store_.Attach(MakeHello("node-1", "boot-a", 11), 1, CancelCounter(&cancels), kT0);
+  ASSERT_THAT(attached, IsOk());
+  EXPECT_EQ(attached->last_stored_sequence, 0u);
+  ASSERT_NE(attached->node, nullptr);
+  EXPECT_EQ(store_.Find("node-1"), attached->node);
+  const NodeState::Summary summary = attached->node->GetSummary(true);
+  EXPECT_TRUE(summary.connected);
+  EXPECT_EQ(summary.boot_id, "boot-a");
+  EXPECT_EQ(summary.agent_instance_id, 11u);
+  EXPECT_EQ(summary.inventory.rdma_devices(0).name(), "mlx5_0");
+  EXPECT_EQ(summary.counters.streams, 1u);
+  EXPECT_EQ(cancels, 0);
+  EXPECT_EQ(store_.Find("node-2"), nullptr);
+}
+
+TEST_F(AttachTest, AnotherInstanceOnTheSameBootIsADuplicateNode) {
+  int first_cancels = 0;
+  int second_cancels = 0;
+  ASSERT_THAT(store_.Attach(MakeHello("node-1", "boot-a", 11), 1, CancelCounter(&first_cancels), kT0),
+              IsOk());
+  absl::StatusOr<SeriesStore::Attachment> duplicate =
+      store_.Attach(MakeHello("node-1", "boot-a", 22), 2, CancelCounter(&second_cancels), kT0);
+  EXPECT_THAT(duplicate, StatusIs(absl::StatusCode::kAlreadyExists));
+  EXPECT_THAT(duplicate.status().message(), HasSubstr("node-1"));
+  // The legitimate stream is untouched and still owns the node.
+  EXPECT_EQ(first_cancels, 0);
+  EXPECT_EQ(second_cancels, 0);
+  const NodeState::Summary summary = store_.Find("node-1")->GetSummary(false);
+  EXPECT_EQ(summary.agent_instance_id, 11u);
+  EXPECT_TRUE(summary.connected);
+  // Its later detach is still honoured (the refused stream never took the token).
+  store_.Detach(*store_.Find("node-1"), 1, kT0 + kSecond);
+  EXPECT_FALSE(store_.Find("node-1")->GetSummary(false).connected);
+}
+
+TEST_F(AttachTest, SameInstanceReconnectTakesOverAndKeepsItsSequence) {
+  int old_cancels = 0;
+  absl::StatusOr<SeriesStore::Attachment> first =
+      store_.Attach(MakeHello("node-1", "boot-a", 11), 1, CancelCounter(&old_cancels), kT0);
+  ASSERT_THAT(first, IsOk());
+  ASSERT_THAT(first->node->Declare(Counter(64, Overflow::kWraps)), IsOk());
+  first->node->AppendBatch(1, 0, kT0, {0}, {1}, {true}, kT0);
+  first->node->AppendBatch(2, 0, kT0 + 1, {0}, {2}, {true}, kT0);
+
+  // The old stream is half-open (network blip): the reconnect replaces it.
+  int new_cancels = 0;
+  absl::StatusOr<SeriesStore::Attachment> second =
+      store_.Attach(MakeHello("node-1", "boot-a", 11), 2, CancelCounter(&new_cancels), kT0);
+  ASSERT_THAT(second, IsOk());
+  EXPECT_EQ(old_cancels, 1);
+  EXPECT_EQ(new_cancels, 0);
+  EXPECT_EQ(second->last_stored_sequence, 2u);
+  EXPECT_EQ(second->node, first->node);
+  // The old stream's late detach must not mark the node disconnected.
+  store_.Detach(*first->node, 1, kT0);
+  EXPECT_TRUE(first->node->GetSummary(false).connected);
+  store_.Detach(*first->node, 2, kT0);
+  EXPECT_FALSE(first->node->GetSummary(false).connected);
+  EXPECT_EQ(first->node->GetSummary(false).counters.streams, 2u);
+}
+
+TEST_F(AttachTest, NewBootTakesOverAndStartsANewSequenceSpace) {
+  int old_cancels = 0;
+  absl::StatusOr<SeriesStore::Attachment> first =
+      store_.Attach(MakeHello("node-1", "boot-a", 11), 1, CancelCounter(&old_cancels), kT0);
+  ASSERT_THAT(first, IsOk());
+  ASSERT_THAT(first->node->Declare(Counter(64, Overflow::kWraps)), IsOk());
+  first->node->AppendBatch(7, 0, kT0, {0}, {1}, {true}, kT0);
+
+  // The node rebooted while the old stream looked alive: the new boot's agent wins.
+  absl::StatusOr<SeriesStore::Attachment> second =
+      store_.Attach(MakeHello("node-1", "boot-b", 22), 2, nullptr, kT0);
+  ASSERT_THAT(second, IsOk());
+  EXPECT_EQ(old_cancels, 1);
+  EXPECT_EQ(second->last_stored_sequence, 0u);
+  const NodeState::Summary summary = second->node->GetSummary(false);
+  EXPECT_EQ(summary.boot_id, "boot-b");
+  EXPECT_EQ(summary.agent_instance_id, 22u);
+}
+
+TEST_F(AttachTest, RestartedAgentAfterDisconnectStartsFromZero) {
+  absl::StatusOr<SeriesStore::Attachment> first =
+      store_.Attach(MakeHello("node-1", "boot-a", 11), 1, nullptr, kT0);
+  ASSERT_THAT(first, IsOk());
+  ASSERT_THAT(first->node->Declare(Counter(64, Overflow::kWraps)), IsOk());
+  first->node->AppendBatch(9, 0, kT0, {0}, {1}, {true}, kT0);
+  store_.Detach(*first->node, 1, kT0);
+  // Same boot, new process: not a duplicate, since the old one is gone.
+  absl::StatusOr<SeriesStore::Attachment> second =
+      store_.Attach(MakeHello("node-1", "boot-a", 33), 2, nullptr, kT0);
+  ASSERT_THAT(second, IsOk());
+  EXPECT_EQ(second->last_stored_sequence, 0u);
+  // Its sequence 1 is stored, not taken for a duplicate of the old instance's 9.
+  EXPECT_TRUE(second->node->AppendBatch(1, 0, kT0 + 1, {0}, {2}, {true}, kT0).stored);
+}
+
+TEST_F(AttachTest, NodesAreListedByName) {
+  ASSERT_THAT(store_.Attach(MakeHello("node-b", "x", 1), 1, nullptr, kT0), IsOk());
+  ASSERT_THAT(store_.Attach(MakeHello("node-a", "y", 2), 2, nullptr, kT0), IsOk());
+  std::vector<std::string> names;
+  for (const auto& node : store_.Nodes()) {
+    names.push_back(node->name());
+  }
+  EXPECT_THAT(names, ::testing::ElementsAre("node-a", "node-b"));
+}
+
+}  // namespace
+}  // namespace fabricmon::aggregator
