@@ -1,0 +1,7 @@
+"""fabric_sim: a simulated GPU cluster for fabricmon's scenario tests and demo.
+
+Modules: cluster (topology and generated files), files (how files are written while agents read
+them), traffic (the counter model advanced every tick), scenarios (faults and what must be found),
+ibsim (the InfiniBand fabric simulator and opensm), runner (processes, playback, checks). Run
+`python3 -m fabric_sim --help` from tests/sim. Python 3 standard library only.
+"""

@@ -1,0 +1,96 @@
+"""Command line of the fabric simulator (run from tests/sim: `python3 -m fabric_sim ...`).
+
+  list                                      the scenarios and what each must find
+  generate --out DIR [--nodes N] [--fabric ib|roce] [--topology fat-tree|rail] [--ticks K]
+                                            write a cluster's files (and advance K ticks)
+  run --build-dir B [--scenario NAME ...] [--mode auto|sysfs|ibsim] [--keep] [--report F]
+                                            play scenarios against the real daemons, print tables
+  demo --build-dir B [--nodes N] [--interactive|--no-interactive] [--no-ibsim]
+                                            the README's demo (deploy/run-demo.sh calls this)
+  selftest [--scenario-list "a b c"]        checks of the generated files (no daemons)
+
+Exit status of run: 0 all passed, 1 a scenario failed, 77 (ctest skip) when a single scenario
+was asked for in ibsim mode and ibsim or the ib_fabric collector is not available.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+from . import cluster as cluster_mod
+from . import runner
+from . import scenarios
+from . import traffic
+
+
+def cmd_list(args):
+    for s in scenarios.ALL:
+        print("%-20s %-4s %s" % (s.name, s.fabric, "(prefers ibsim)" if s.prefers_ibsim else ""))
+        print("    %s" % s.summary)
+    return 0
+
+
+def cmd_generate(args):
+    c = cluster_mod.Cluster.build(args.nodes, fabric=args.fabric, topology=args.topology,
+                                  spines=args.spines, rails=args.rails)
+    initial = c.generate(args.out, seed=args.seed)
+    sim = traffic.Simulation(c, args.out, initial, seed=args.seed)
+    sim.tick(time.time())
+    for _ in range(args.ticks):
+        time.sleep(0.2)
+        sim.tick(time.time())
+    sim.close()
+    print("%s: %s" % (args.out, c.describe()))
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="fabric_sim", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list")
+    g = sub.add_parser("generate")
+    g.add_argument("--out", required=True)
+    g.add_argument("--nodes", type=int, default=16)
+    g.add_argument("--fabric", choices=["ib", "roce"], default="ib")
+    g.add_argument("--topology", choices=["fat-tree", "rail"], default="fat-tree")
+    g.add_argument("--spines", type=int, default=2)
+    g.add_argument("--rails", type=int, default=4)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--ticks", type=int, default=0)
+    r = sub.add_parser("run")
+    r.add_argument("--build-dir", required=True)
+    r.add_argument("--scenario", action="append")
+    r.add_argument("--mode", choices=["auto", "sysfs", "ibsim"], default="auto")
+    r.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    r.add_argument("--report", help="write the (last) scenario's result as JSON")
+    d = sub.add_parser("demo")
+    d.add_argument("--build-dir", required=True)
+    d.add_argument("--nodes", type=int, default=16)
+    d.add_argument("--interactive", dest="interactive", action="store_true", default=None)
+    d.add_argument("--no-interactive", dest="interactive", action="store_false")
+    d.add_argument("--no-ibsim", action="store_true")
+    d.add_argument("--no-prometheus", action="store_true")
+    d.add_argument("--state-file", help="append 'dir PATH' / 'pgid N' lines for a wrapper's "
+                   "cleanup (deploy/run-demo.sh)")
+    t = sub.add_parser("selftest")
+    t.add_argument("--scenario-list", help="scenario names registered in CMake (checked)")
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        return cmd_list(args)
+    if args.command == "generate":
+        return cmd_generate(args)
+    if args.command == "run":
+        return runner.main_run(args)
+    if args.command == "selftest":
+        from . import selftest
+        return selftest.main(args)
+    if args.command == "demo":
+        from . import demo
+        return demo.main(args)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.exit(main())
