@@ -17,8 +17,8 @@ PACKAGES=(
   iproute2 ethtool iperf3 procps python3
   # deploy tests: systemd-analyze/systemd-sysusers, dpkg-shlibdeps (CPack DEB), YAML parsing
   systemd dpkg-dev python3-yaml
-  # sanitizers and fuzzing
-  clang libclang-rt-14-dev
+  # sanitizers and fuzzing; openssl makes the test CA and certificates (tests/security)
+  clang libclang-rt-14-dev openssl
 )
 
 missing=()

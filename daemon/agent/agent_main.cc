@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,7 @@
 #include "daemon/common/config_loader.h"
 #include "daemon/common/file_reader.h"
 #include "daemon/common/logging.h"
+#include "daemon/common/tls.h"
 #include "daemon/exposition/text_exposition.h"
 #include "fabricmon/v1/config.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -47,6 +49,9 @@ ABSL_FLAG(std::string, node_name, "", "Node name (overrides config; default: hos
 ABSL_FLAG(std::string, listen_metrics, "",
           "HOST:PORT to serve this node's own /metrics (overrides config; empty: off).");
 ABSL_FLAG(std::string, log_level, "warning", "debug, info, warning or error.");
+ABSL_FLAG(bool, insecure_plaintext, false,
+          "Stream to the aggregator WITHOUT TLS (same as tls { insecure_plaintext: true }). "
+          "Without TLS files and without this the agent refuses to stream.");
 
 #ifndef FABRICMON_VERSION
 #define FABRICMON_VERSION "0.1.0"
@@ -74,6 +79,9 @@ void ApplyOverrides(v1::AgentConfig& config) {
   }
   if (!absl::GetFlag(FLAGS_listen_metrics).empty()) {
     config.set_listen_metrics(absl::GetFlag(FLAGS_listen_metrics));
+  }
+  if (absl::GetFlag(FLAGS_insecure_plaintext)) {
+    config.mutable_tls()->set_insecure_plaintext(true);
   }
   if (config.node_name().empty()) {
     char host[256] = {0};
@@ -121,30 +129,31 @@ class LocalMetrics final : public prometheus::Collectable {
   const agent::Agent& agent_;
 };
 
-std::shared_ptr<grpc::ChannelCredentials> MakeCredentials(const v1::TlsConfig& tls) {
-  if (tls.cert_file().empty() && tls.ca_file().empty()) {
-    if (!tls.insecure_plaintext()) {
-      FABRICMON_LOG(Warning) << "no TLS configured: telemetry goes to the aggregator in PLAINTEXT "
-                                "(set tls { ... } or tls { insecure_plaintext: true })";
-    }
-    return grpc::InsecureChannelCredentials();
-  }
-  grpc::SslCredentialsOptions options;
-  auto read = [](const std::string& path) {
-    absl::StatusOr<std::string> content = ReadSmallFile(path, 1 << 20);
-    return content.ok() ? *content : std::string();
-  };
-  options.pem_root_certs = read(tls.ca_file());
-  options.pem_cert_chain = read(tls.cert_file());
-  options.pem_private_key = read(tls.key_file());
-  return grpc::SslCredentials(options);
-}
-
 int RunDaemon(const v1::AgentConfig& config) {
   if (config.aggregator().empty() && config.listen_metrics().empty()) {
     std::cerr << "fabricmon-agent: nothing to do: give --aggregator and/or --listen_metrics "
                  "(or --once)\n";
     return 2;
+  }
+  // Streaming needs mutual TLS or the explicit plaintext opt-in; a named file that cannot be read
+  // stops the start (exit 2) instead of becoming an empty certificate.
+  std::optional<TransportSecurity> security;
+  if (!config.aggregator().empty()) {
+    absl::StatusOr<TransportSecurity> loaded = LoadTransportSecurity(config.tls(), TlsRole::kAgent);
+    if (!loaded.ok()) {
+      std::cerr << "fabricmon-agent: " << loaded.status() << "\n";
+      return 2;
+    }
+    security = *std::move(loaded);
+    for (const std::string& warning : security->warnings) {
+      FABRICMON_LOG(Warning) << warning;
+    }
+    if (security->plaintext) {
+      FABRICMON_LOG(Warning) << DescribeTransport(config.tls(), *security);
+    } else {
+      FABRICMON_LOG(Info) << "aggregator " << config.aggregator() << ": "
+                          << DescribeTransport(config.tls(), *security);
+    }
   }
   // Block the stop signals in every thread; the main thread waits for them below.
   sigset_t stop_signals;
@@ -191,7 +200,7 @@ int RunDaemon(const v1::AgentConfig& config) {
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
                 static_cast<int>(absl::ToInt64Milliseconds(stream_options.max_backoff)));
     stream_options.channel =
-        grpc::CreateCustomChannel(config.aggregator(), MakeCredentials(config.tls()), args);
+        grpc::CreateCustomChannel(config.aggregator(), MakeChannelCredentials(*security), args);
     stream_options.node_name = config.node_name();
     stream_options.boot_id = boot_id;
     stream_options.agent_version = FABRICMON_VERSION;
@@ -265,7 +274,7 @@ int main(int argc, char** argv) {
       "fabricmon node agent.\n"
       "  fabricmon-agent --once [--sysfs_root=DIR] [--config=FILE]\n"
       "  fabricmon-agent --aggregator=HOST:PORT [--node_name=NAME] [--listen_metrics=HOST:PORT] "
-      "[--config=FILE]");
+      "[--config=FILE] [--insecure_plaintext]");
   absl::ParseCommandLine(argc, argv);
 
   fabricmon::LogLevel level;

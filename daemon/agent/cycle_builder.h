@@ -21,11 +21,16 @@ class CycleBuilder final : public collectors::SampleSink {
   void Add(const collectors::SeriesDesc& desc, uint64_t raw_value) override;
   // Completes the cycle (sequence is assigned by the replay buffer) and resets the builder.
   Cycle Finish(int64_t timestamp_unix_nanos, uint32_t collect_duration_us);
+  // Distinct series left out because the aggregator would refuse their declaration
+  // (wire::FromDeclaration: a name or label value too long, not UTF-8, a bad label name).
+  // One such declaration would end the node's whole stream, again on every reconnect.
+  size_t invalid_series() const { return invalid_series_; }
 
  private:
   SeriesTable& table_;
-  // fingerprint → id cache, avoiding the table's lock on the hot path.
+  // fingerprint → id cache, avoiding the table's lock on the hot path; 0: left out (invalid).
   absl::flat_hash_map<uint64_t, uint32_t> ids_;
+  size_t invalid_series_ = 0;
   std::vector<uint32_t> series_ids_;
   std::vector<uint64_t> values_;
   // Layouts of recent cycles, most recent first. A series set that flips between a few shapes

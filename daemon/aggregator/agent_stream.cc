@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/aggregator/peer_identity.h"
 #include "daemon/common/logging.h"
 #include "daemon/wire/series_codec.h"
 
@@ -27,6 +28,8 @@ absl::string_view RejectReasonName(RejectReason reason) {
       return "series_limit";
     case RejectReason::kInvalidDeclaration:
       return "invalid_declaration";
+    case RejectReason::kIdentityMismatch:
+      return "identity_mismatch";
     case RejectReason::kProtocol:
     case RejectReason::kCount:
       break;
@@ -42,7 +45,8 @@ AgentStream::AgentStream(grpc::CallbackServerContext* context, SeriesStore& stor
       options_(options),
       clock_(clock),
       token_(g_next_token.fetch_add(1)),
-      peer_(context->peer()) {
+      peer_(context->peer()),
+      identity_(PeerIdentityFromAuthContext(context->auth_context())) {
   {
     absl::MutexLock lock(&cancel_->mu);
     cancel_->context = context;
@@ -114,6 +118,15 @@ std::optional<AgentStream::Error> AgentStream::HandleHello(const v1::Hello& hell
                    "node name may contain only letters, digits, '-', '_', '.', ':'"};
     }
   }
+  // Bind the claimed name to the certificate before the store sees it, so that a peer using
+  // another node's name can neither store series for it nor take its stream over.
+  if (options_.require_peer_identity || identity_.authenticated) {
+    absl::Status bound = CheckNodeIdentity(identity_, hello.node_name());
+    if (!bound.ok()) {
+      return Error{RejectReason::kIdentityMismatch, v1::Reject::REASON_IDENTITY_MISMATCH,
+                   grpc::StatusCode::PERMISSION_DENIED, std::string(bound.message())};
+    }
+  }
   std::shared_ptr<CancelHandle> cancel = cancel_;
   absl::StatusOr<SeriesStore::Attachment> attached = store_.Attach(
       hello, token_,
@@ -168,6 +181,10 @@ std::optional<AgentStream::Error> AgentStream::HandleDeclarations(
 std::optional<AgentStream::Error> AgentStream::HandleLayouts(const v1::Layouts& layouts) {
   for (const v1::Layout& layout : layouts.layouts()) {
     absl::Status added = decoder_.AddLayout(layout);
+    if (added.code() == absl::StatusCode::kResourceExhausted) {
+      return Error{RejectReason::kSeriesLimit, v1::Reject::REASON_LIMIT,
+                   grpc::StatusCode::RESOURCE_EXHAUSTED, std::string(added.message())};
+    }
     if (!added.ok()) {
       return Error{RejectReason::kUnknownSeries, v1::Reject::REASON_PROTOCOL,
                    grpc::StatusCode::INVALID_ARGUMENT, std::string(added.message())};

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/aggregator/ingest_stats.h"
+#include "daemon/aggregator/peer_identity.h"
 #include "daemon/aggregator/series_store.h"
 #include "daemon/common/clock.h"
 #include "daemon/wire/batch_codec.h"
@@ -23,6 +24,10 @@ namespace fabricmon::aggregator {
 
 struct StreamOptions {
   uint32_t max_message_bytes = 4 << 20;
+  // Mutual TLS: a hello's node name must be one of the client certificate's names (DNS SANs or
+  // CN; peer_identity.h), else the stream is rejected with REASON_IDENTITY_MISMATCH and
+  // PERMISSION_DENIED. An authenticated peer is always bound, whatever this says.
+  bool require_peer_identity = false;
 };
 
 class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::AggregatorMessage> {
@@ -68,6 +73,7 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::A
   Clock& clock_;
   const uint64_t token_;
   std::string peer_;
+  const PeerIdentity identity_;  // from the TLS handshake, read once at construction
 
   // Read side: touched only from OnReadDone (one read outstanding at a time).
   v1::AgentMessage incoming_;

@@ -24,6 +24,7 @@
 #include "daemon/common/config_loader.h"
 #include "daemon/common/file_reader.h"
 #include "daemon/common/logging.h"
+#include "daemon/common/tls.h"
 #include "daemon/detectors/engine.h"
 #include "fabricmon/v1/config.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -36,31 +37,32 @@ ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error.");
 ABSL_FLAG(std::string, link_list, "", "Link-list topology file (overrides config link_list_file).");
 ABSL_FLAG(std::string, port_file, "",
           "Write the bound gRPC port to this file once listening (for --grpc_listen=...:0).");
+ABSL_FLAG(bool, insecure_plaintext, false,
+          "Serve agents and the CLI WITHOUT TLS (same as tls { insecure_plaintext: true }). "
+          "Without TLS files and without this the aggregator refuses to start.");
 
 namespace fabricmon {
 namespace {
 
-std::shared_ptr<grpc::ServerCredentials> MakeServerCredentials(const v1::TlsConfig& tls) {
-  if (tls.cert_file().empty()) {
-    if (!tls.insecure_plaintext()) {
-      FABRICMON_LOG(Warning) << "no TLS configured: agents connect in PLAINTEXT (set tls { ... } "
-                                "or tls { insecure_plaintext: true })";
-    }
-    return grpc::InsecureServerCredentials();
-  }
-  auto read = [](const std::string& path) {
-    absl::StatusOr<std::string> content = ReadSmallFile(path, 1 << 20);
-    return content.ok() ? *content : std::string();
-  };
-  grpc::SslServerCredentialsOptions options(
-      tls.ca_file().empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-                            : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  options.pem_root_certs = read(tls.ca_file());
-  options.pem_key_cert_pairs.push_back({read(tls.key_file()), read(tls.cert_file())});
-  return grpc::SslServerCredentials(options);
-}
-
 int Run(const v1::AggregatorConfig& config) {
+  // Mutual TLS unless plaintext was asked for explicitly; a named file that cannot be read stops
+  // the start (exit 2) instead of becoming an empty certificate.
+  absl::StatusOr<TransportSecurity> security =
+      LoadTransportSecurity(config.tls(), TlsRole::kAggregator);
+  if (!security.ok()) {
+    std::cerr << "fabricmon-aggregator: " << security.status() << "\n";
+    return 2;
+  }
+  for (const std::string& warning : security->warnings) {
+    FABRICMON_LOG(Warning) << warning;
+  }
+  if (security->plaintext) {
+    FABRICMON_LOG(Warning) << DescribeTransport(config.tls(), *security);
+  } else {
+    FABRICMON_LOG(Info) << "agents and the CLI: " << DescribeTransport(config.tls(), *security)
+                        << "; node names bound to client certificates";
+  }
+
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
@@ -81,6 +83,7 @@ int Run(const v1::AggregatorConfig& config) {
   if (config.max_message_bytes() > 0) {
     stream_options.max_message_bytes = config.max_message_bytes();
   }
+  stream_options.require_peer_identity = !security->plaintext;
   const int64_t stale_after =
       int64_t{config.node_stale_after_ms() > 0 ? config.node_stale_after_ms() : 30000} * 1000000;
 
@@ -100,7 +103,7 @@ int Run(const v1::AggregatorConfig& config) {
   const std::string grpc_listen = config.grpc_listen().empty() ? "127.0.0.1:7470" : config.grpc_listen();
   int bound_port = 0;
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(grpc_listen, MakeServerCredentials(config.tls()), &bound_port);
+  builder.AddListeningPort(grpc_listen, MakeServerCredentials(*security), &bound_port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(stream_options.max_message_bytes));
   builder.RegisterService(&telemetry);
   builder.RegisterService(&diagnostics);
@@ -142,7 +145,8 @@ int Run(const v1::AggregatorConfig& config) {
 #ifdef FABRICMON_HAVE_SYSTEMD
   // systemd Type=notify (deploy/systemd/fabricmon-aggregator.service): both listeners are bound.
   // Best effort; a no-op outside systemd (NOTIFY_SOCKET unset).
-  (void)sd_notifyf(0, "READY=1\nSTATUS=agents and CLI on port %d, /metrics on port %d", bound_port,
+  (void)sd_notifyf(0, "READY=1\nSTATUS=agents and CLI on port %d (%s), /metrics on port %d",
+                   bound_port, security->plaintext ? "INSECURE plaintext" : "mutual TLS",
                    exposer->GetListeningPorts().empty() ? 0 : exposer->GetListeningPorts()[0]);
 #endif
   int signal = 0;
@@ -164,7 +168,7 @@ int Run(const v1::AggregatorConfig& config) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "fabricmon aggregator.\n  fabricmon-aggregator --grpc_listen=HOST:PORT "
-      "--metrics_listen=HOST:PORT [--config=FILE]");
+      "--metrics_listen=HOST:PORT [--config=FILE] [--insecure_plaintext]");
   absl::ParseCommandLine(argc, argv);
   fabricmon::LogLevel level;
   if (!fabricmon::ParseLogLevel(absl::GetFlag(FLAGS_log_level), &level)) {
@@ -185,6 +189,9 @@ int main(int argc, char** argv) {
   }
   if (!absl::GetFlag(FLAGS_link_list).empty()) {
     config.set_link_list_file(absl::GetFlag(FLAGS_link_list));
+  }
+  if (absl::GetFlag(FLAGS_insecure_plaintext)) {
+    config.mutable_tls()->set_insecure_plaintext(true);
   }
   if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
     config.set_metrics_listen(absl::GetFlag(FLAGS_metrics_listen));

@@ -19,6 +19,7 @@ enum class RejectReason : uint8_t {
   kDuplicateNode,
   kSeriesLimit,
   kInvalidDeclaration,
+  kIdentityMismatch,  // hello's node name is not the client certificate's (mutual TLS)
   kProtocol,
   kCount,
 };

@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "daemon/common/tls.h"
 #include "fabricmon/v1/diagnostics.grpc.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
@@ -30,6 +31,14 @@ ABSL_FLAG(std::string, nodes, "", "Comma-separated node names (diagnose).");
 ABSL_FLAG(int, timeout_s, 10, "RPC deadline in seconds.");
 ABSL_FLAG(bool, json, false, "Print the service's answer as JSON (one object) instead of text.");
 ABSL_FLAG(bool, all, false, "findings: include recently cleared findings.");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA file: connect with TLS and verify the aggregator's certificate against it.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM client certificate (with --tls_key): an aggregator in mutual TLS requires one.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "Name to verify the aggregator's certificate against instead of the host in "
+          "--aggregator (e.g. when dialling an IP address or a tunnel).");
 
 namespace fabricmon::cli {
 namespace {
@@ -219,15 +228,31 @@ int Diagnose(v1::Diagnostics::Stub& stub) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "fabricmon command-line client.\n"
-      "  fabricmon [--aggregator=HOST:PORT] nodes | node NAME | findings | diagnose --nodes=a,b");
+      "  fabricmon [--aggregator=HOST:PORT] nodes | node NAME | findings | diagnose --nodes=a,b\n"
+      "  TLS: --tls_ca=CA.pem [--tls_cert=CERT.pem --tls_key=KEY.pem] [--tls_server_name=NAME]");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() < 2) {
     std::cerr << "usage: fabricmon [--aggregator=HOST:PORT] nodes | node NAME | findings | "
                  "diagnose --nodes=a,b\n";
     return 2;
   }
-  auto channel =
-      grpc::CreateChannel(absl::GetFlag(FLAGS_aggregator), grpc::InsecureChannelCredentials());
+  fabricmon::v1::TlsConfig tls;
+  tls.set_ca_file(absl::GetFlag(FLAGS_tls_ca));
+  tls.set_cert_file(absl::GetFlag(FLAGS_tls_cert));
+  tls.set_key_file(absl::GetFlag(FLAGS_tls_key));
+  absl::StatusOr<fabricmon::TransportSecurity> security =
+      fabricmon::LoadTransportSecurity(tls, fabricmon::TlsRole::kCli);
+  if (!security.ok()) {
+    std::cerr << "fabricmon: " << security.status() << "\n";
+    return 2;
+  }
+  grpc::ChannelArguments channel_args;
+  if (!absl::GetFlag(FLAGS_tls_server_name).empty()) {
+    channel_args.SetSslTargetNameOverride(absl::GetFlag(FLAGS_tls_server_name));
+  }
+  auto channel = grpc::CreateCustomChannel(absl::GetFlag(FLAGS_aggregator),
+                                           fabricmon::MakeChannelCredentials(*security),
+                                           channel_args);
   auto stub = fabricmon::v1::Diagnostics::NewStub(channel);
   const std::string command = args[1];
   if (command == "nodes") {

@@ -1,5 +1,7 @@
 #include "daemon/detectors/topology.h"
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -29,12 +31,30 @@ std::string CanonicalGuid(absl::string_view guid) {
   return std::string(16 - hex.size(), '0') + hex;
 }
 
-void Topology::AddLink(const Endpoint& raw_a, const Endpoint& raw_b) {
+bool Topology::AddLink(const Endpoint& raw_a, const Endpoint& raw_b) {
   const Endpoint a = Canonical(raw_a);
   const Endpoint b = Canonical(raw_b);
   if (a == b) {
-    return;
+    return true;
   }
+  bool consistent = true;
+  // Unplugs `end` from a peer other than `keep`, so that no port keeps pointing at an end that
+  // now points elsewhere (PeerOf(PeerOf(x)) == x for every cabled x).
+  auto unplug = [this, &consistent](const Endpoint& end, const Endpoint& keep) {
+    auto it = peers_.find(end);
+    if (it == peers_.end() || it->second == keep) {
+      return;
+    }
+    consistent = false;
+    const Endpoint old_peer = it->second;
+    for (const Endpoint& gone : {end, old_peer}) {
+      peers_.erase(gone);
+      std::vector<Endpoint>& ports = ports_by_node_[{gone.node, gone.is_switch}];
+      ports.erase(std::remove(ports.begin(), ports.end(), gone), ports.end());
+    }
+  };
+  unplug(a, b);
+  unplug(b, a);
   auto add = [this](const Endpoint& from, const Endpoint& to) {
     auto [it, inserted] = peers_.insert_or_assign(from, to);
     (void)it;
@@ -44,6 +64,7 @@ void Topology::AddLink(const Endpoint& raw_a, const Endpoint& raw_b) {
   };
   add(a, b);
   add(b, a);
+  return consistent;
 }
 
 namespace {
@@ -77,6 +98,7 @@ absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view text) {
 }  // namespace
 
 absl::Status Topology::AddLinkList(absl::string_view text) {
+  absl::Status contradiction;
   int line_number = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     ++line_number;
@@ -99,9 +121,13 @@ absl::Status Topology::AddLinkList(absl::string_view text) {
       return absl::InvalidArgumentError(
           absl::StrCat("link list line ", line_number, ": ", b.status().message()));
     }
-    AddLink(*a, *b);
+    if (!AddLink(*a, *b) && contradiction.ok()) {
+      contradiction = absl::InvalidArgumentError(absl::StrCat(
+          "link list line ", line_number, ": ", Canonical(*a).ToString(), " or ",
+          Canonical(*b).ToString(), " is already cabled to another port"));
+    }
   }
-  return absl::OkStatus();
+  return contradiction;
 }
 
 void Topology::AddInventory(const std::string& node, const v1::Inventory& inventory) {

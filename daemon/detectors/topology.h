@@ -31,15 +31,19 @@ std::string CanonicalGuid(absl::string_view guid);
 class Topology {
  public:
   // Adds a cable. Endpoints are canonical: hosts as node + RDMA device (or netdev) + port,
-  // switches as switch name + port with is_switch set.
-  void AddLink(const Endpoint& a, const Endpoint& b);
+  // switches as switch name + port with is_switch set. A port has one peer: an end already cabled
+  // to another port is unplugged from it first (the graph stays symmetric, the last cable wins).
+  // Returns false when that happened, i.e. the input contradicted itself.
+  bool AddLink(const Endpoint& a, const Endpoint& b);
 
   // Parses a link-list file:
   //   # comment
   //   node017/mlx5_0/1   switch:leaf01/17      host port ↔ switch port
   //   node017/eth2       switch:leaf01/18      host netdev (port 1) ↔ switch port
   //   switch:leaf01/49   switch:spine01/3      switch ↔ switch
-  // InvalidArgument with the line number on a malformed line.
+  // InvalidArgument with the line number on a malformed line (nothing after it is added), and on
+  // a port cabled twice to different peers (the lines after it are still added; the last cable
+  // of the port wins).
   absl::Status AddLinkList(absl::string_view text);
 
   // Adds what one agent's inventory says: its RDMA devices' GUIDs (to name hosts in fabric

@@ -92,7 +92,17 @@ absl::Status StreamDecoder::AddLayout(const v1::Layout& layout) {
           absl::StrCat("layout ", layout.id(), " uses undeclared series id ", id));
     }
   }
+  auto existing = layouts_.find(layout.id());
+  const size_t replaced = existing == layouts_.end() ? 0 : existing->second.size();
+  const size_t entries = layout_entries_ - replaced + static_cast<size_t>(layout.series_ids_size());
+  const size_t budget = kMinLayoutEntryBudget + kLayoutEntriesPerSeries * declared_count_;
+  if (entries > budget) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "layout ", layout.id(), ": the stream's layouts would name ", entries,
+        " series ids in all, more than ", budget, " for ", declared_count_, " declared series"));
+  }
   layouts_[layout.id()].assign(layout.series_ids().begin(), layout.series_ids().end());
+  layout_entries_ = entries;
   return absl::OkStatus();
 }
 

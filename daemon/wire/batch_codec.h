@@ -57,7 +57,7 @@ struct DecodedBatch {
 };
 
 // Aggregator side. Not thread-safe; one per stream. Every error is InvalidArgument naming the
-// offending id, and leaves the decoder unchanged.
+// offending id (ResourceExhausted for the layout entry budget), and leaves the decoder unchanged.
 class StreamDecoder {
  public:
   // Registers a declared id (ids must be declared before layouts use them).
@@ -68,15 +68,26 @@ class StreamDecoder {
   absl::Status Decode(const v1::SampleBatch& batch, DecodedBatch* out);
   size_t declared_count() const { return declared_count_; }
 
-  // Upper bound on ids, so a hostile agent cannot make us allocate a huge table.
-  static constexpr uint32_t kMaxSeriesId = 1u << 24;
+  // Upper bound on ids, so a hostile agent cannot make us allocate a huge table: tables are
+  // dense by id (here 8 bytes per id, in AgentStream 4 more), so one declaration of id N costs
+  // 12·N bytes: 50 MiB at this bound (it was 1 << 24: 200 MiB from a 50-byte message). Honest
+  // ids stay far below: the agent numbers the series it has seen since it started, and the
+  // aggregator holds at most max_series_per_node (200 000) of a node.
+  static constexpr uint32_t kMaxSeriesId = 1u << 22;
   static constexpr size_t kMaxLayouts = 4096;
+  // Entries held in all layouts of one stream together (each entry costs 8 bytes here and in
+  // AgentStream, against 1 byte on the wire): at most this many plus 16 per declared series.
+  // Honest agents keep a few layouts per collector (CycleBuilder::kRecentLayouts shapes), each
+  // naming a series at most once. Without a bound, 4096 layouts of 4 MiB would hold ~128 GiB.
+  static constexpr size_t kMinLayoutEntryBudget = 1 << 16;
+  static constexpr size_t kLayoutEntriesPerSeries = 16;
 
  private:
   std::vector<bool> declared_;
   size_t declared_count_ = 0;
   std::vector<uint64_t> last_value_;
   absl::flat_hash_map<uint32_t, std::vector<uint32_t>> layouts_;
+  size_t layout_entries_ = 0;  // sum of the sizes of layouts_
 };
 
 }  // namespace fabricmon::wire

@@ -9,6 +9,9 @@
 namespace fabricmon::wire {
 namespace {
 
+// Largest accepted SeriesDeclaration.scale (raw 2^64 × 1e12 is still a finite double).
+constexpr double kMaxScale = 1e12;
+
 using collectors::MetricType;
 using collectors::Overflow;
 using collectors::Unit;
@@ -192,6 +195,12 @@ absl::StatusOr<collectors::SeriesDesc> FromDeclaration(const v1::SeriesDeclarati
   const double scale = d.scale() == 0.0 ? 1.0 : d.scale();
   if (!std::isfinite(scale)) {
     return absl::InvalidArgumentError(absl::StrCat("series ", d.id(), ": scale not finite"));
+  }
+  // exported = raw × scale: a negative scale turns a counter's growth into a negative rate (the
+  // detectors read it as traffic going backwards), and a huge one overflows to infinity.
+  if (scale <= 0 || scale > kMaxScale) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("series ", d.id(), ": scale must be positive and at most 1e12"));
   }
   desc.scale = scale;
   const int unit = static_cast<int>(d.unit());

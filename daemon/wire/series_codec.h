@@ -23,8 +23,8 @@ v1::SeriesDeclaration ToDeclaration(const collectors::SeriesDesc& desc, uint32_t
 
 // Validates a declaration from the wire (metric and label names in Prometheus' charset
 // [a-zA-Z_:][a-zA-Z0-9_:]* / [a-zA-Z_][a-zA-Z0-9_]*, no duplicate label names, reserved "node"
-// label refused since the aggregator adds it, valid type/width/scale, UTF-8 values) and converts
-// it. InvalidArgument with the reason otherwise.
+// label refused since the aggregator adds it, valid type/width, a scale in (0, 1e12], UTF-8
+// values) and converts it. InvalidArgument with the reason otherwise.
 absl::StatusOr<collectors::SeriesDesc> FromDeclaration(const v1::SeriesDeclaration& declaration,
                                                        const DeclarationLimits& limits = {});
 
