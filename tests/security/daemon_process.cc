@@ -1,0 +1,210 @@
+#include "tests/security/daemon_process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+
+namespace fabricmon::testing {
+
+DaemonProcess::~DaemonProcess() { Kill(); }
+
+bool DaemonProcess::Start(const std::vector<std::string>& argv, std::string log_path) {
+  log_path_ = std::move(log_path);
+  std::vector<char*> args;
+  for (const std::string& arg : argv) {
+    args.push_back(const_cast<char*>(arg.c_str()));
+  }
+  args.push_back(nullptr);
+  const int fd = open(log_path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return false;
+  }
+  pid_ = fork();
+  if (pid_ == 0) {
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(fd);
+  return pid_ > 0;
+}
+
+std::optional<int> DaemonProcess::Wait(absl::Duration timeout) {
+  if (exit_code_.has_value() || pid_ <= 0) {
+    return exit_code_;
+  }
+  const absl::Time deadline = absl::Now() + timeout;
+  do {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      return exit_code_;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  } while (absl::Now() < deadline);
+  return std::nullopt;
+}
+
+void DaemonProcess::Kill() {
+  if (pid_ > 0 && !exit_code_.has_value()) {
+    kill(pid_, SIGKILL);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    exit_code_ = 128 + SIGKILL;
+  }
+}
+
+bool DaemonProcess::running() { return pid_ > 0 && !Wait(absl::ZeroDuration()).has_value(); }
+
+std::string DaemonProcess::Log() const {
+  std::ifstream in(log_path_);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+int WaitForPortFile(const std::string& path, DaemonProcess& process, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    std::ifstream in(path);
+    int port = 0;
+    if (in >> port && port > 0) {
+      return port;
+    }
+    if (!process.running()) {
+      return 0;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return 0;
+}
+
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+    if (fd >= 0) {
+      close(fd);
+    }
+    return 0;
+  }
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+absl::StatusOr<std::string> HttpGet(int port, absl::string_view path) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    return absl::InternalError("socket");
+  }
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+    close(fd);
+    return absl::UnavailableError(
+        absl::StrCat("connect 127.0.0.1:", port, ": ", std::strerror(errno)));
+  }
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+  if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
+    close(fd);
+    return absl::UnavailableError("write");
+  }
+  std::string response;
+  char buffer[65536];
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    const int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
+    if (left <= 0 || poll(&p, 1, static_cast<int>(left)) != 1) {
+      close(fd);
+      return absl::DeadlineExceededError("HTTP response timed out");
+    }
+    const ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n <= 0) {
+      break;
+    }
+    response.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  if (!absl::StartsWith(response, "HTTP/1.") || body == std::string::npos ||
+      response.find(" 200 ") > response.find("\r\n")) {
+    return absl::UnavailableError(absl::StrCat("HTTP: ", response.substr(0, 200)));
+  }
+  return response.substr(body + 4);
+}
+
+std::optional<double> SampleValue(absl::string_view text, absl::string_view series) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (absl::ConsumePrefix(&line, series) && absl::ConsumePrefix(&line, " ")) {
+      double value = 0;
+      if (absl::SimpleAtod(absl::StripAsciiWhitespace(line), &value)) {
+        return value;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  for (;;) {
+    if (condition()) {
+      return true;
+    }
+    if (absl::Now() >= deadline) {
+      return false;
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+}
+
+CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration timeout) {
+  char path[] = "/tmp/fabricmon-command-XXXXXX";
+  const int fd = mkstemp(path);
+  if (fd >= 0) {
+    close(fd);
+  }
+  CommandResult result;
+  DaemonProcess process;
+  if (!process.Start(argv, path)) {
+    unlink(path);
+    return result;
+  }
+  std::optional<int> code = process.Wait(timeout);
+  if (!code.has_value()) {
+    process.Kill();
+    code = -1;
+  }
+  result.exit_code = *code;
+  result.output = process.Log();
+  unlink(path);
+  return result;
+}
+
+}  // namespace fabricmon::testing

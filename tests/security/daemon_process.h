@@ -1,0 +1,69 @@
+#pragma once
+
+// The built daemons as child processes for end-to-end tests: start with arguments, output to a
+// log file, wait for --port_file, stop; plus a plain HTTP GET for /metrics and a lookup of one
+// sample in Prometheus text.
+
+#include <sys/types.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
+namespace fabricmon::testing {
+
+class DaemonProcess {
+ public:
+  DaemonProcess() = default;
+  ~DaemonProcess();  // kills the child if it still runs
+  DaemonProcess(const DaemonProcess&) = delete;
+  DaemonProcess& operator=(const DaemonProcess&) = delete;
+
+  // Starts `argv` (argv[0] a path) with stdout and stderr appended to `log_path`.
+  bool Start(const std::vector<std::string>& argv, std::string log_path);
+  // Waits up to `timeout` for the child to exit; its exit code (or 128+signal), or nullopt.
+  std::optional<int> Wait(absl::Duration timeout);
+  // SIGKILL and reap.
+  void Kill();
+  bool running();
+  // What the child wrote so far.
+  std::string Log() const;
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::optional<int> exit_code_;
+  std::string log_path_;
+};
+
+// Polls `path` until it holds a port number (fabricmon-aggregator --port_file), the process
+// exits or `timeout` passes. 0 on failure.
+int WaitForPortFile(const std::string& path, DaemonProcess& process, absl::Duration timeout);
+
+// A free TCP port on 127.0.0.1 (bound, read back, released).
+int FreePort();
+
+// GET http://127.0.0.1:<port><path>: the body on HTTP 200.
+absl::StatusOr<std::string> HttpGet(int port, absl::string_view path);
+
+// Value of the sample written exactly as `series` (e.g.
+// `fabricmon_aggregator_rejected_messages_total{reason="identity_mismatch"}`) in Prometheus text;
+// nullopt if absent.
+std::optional<double> SampleValue(absl::string_view text, absl::string_view series);
+
+// Polls `condition` every 20 ms until it holds or `timeout` passes.
+bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout);
+
+// Runs a command line (argv), waits for it, and returns its exit code and combined output.
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;
+};
+CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration timeout);
+
+}  // namespace fabricmon::testing
