@@ -2,6 +2,7 @@
 // /metrics and the Diagnostics service.
 //
 //   fabricmon-aggregator --grpc_listen=HOST:PORT --metrics_listen=HOST:PORT [--config=FILE]
+//                        [--topology_file=FILE] [--link_list=FILE]
 
 #include <signal.h>
 
@@ -26,6 +27,9 @@
 #include "daemon/common/logging.h"
 #include "daemon/common/tls.h"
 #include "daemon/detectors/engine.h"
+#ifdef FABRICMON_HAVE_IB_TOPOLOGY
+#include "collectors/ib_fabric/ibnetdiscover_parser.h"
+#endif
 #include "fabricmon/v1/config.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "prometheus/exposer.h"
@@ -35,6 +39,9 @@ ABSL_FLAG(std::string, grpc_listen, "", "HOST:PORT for agents and the CLI (defau
 ABSL_FLAG(std::string, metrics_listen, "", "HOST:PORT for /metrics (default 127.0.0.1:9470).");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error.");
 ABSL_FLAG(std::string, link_list, "", "Link-list topology file (overrides config link_list_file).");
+ABSL_FLAG(std::string, topology_file, "",
+          "ibnetdiscover output (default, -p or ibsim net format) with the fabric's cabling "
+          "(overrides config topology_file).");
 ABSL_FLAG(std::string, port_file, "",
           "Write the bound gRPC port to this file once listening (for --grpc_listen=...:0).");
 ABSL_FLAG(bool, insecure_plaintext, false,
@@ -43,6 +50,37 @@ ABSL_FLAG(bool, insecure_plaintext, false,
 
 namespace fabricmon {
 namespace {
+
+// Hands the cabling in an ibnetdiscover file to the detectors. InvalidArgument naming the line
+// on a malformed file; Unimplemented in a build without the ib_fabric collector's parser.
+absl::Status LoadTopologyFile(const std::string& path, detectors::DetectionEngine& engine) {
+#ifdef FABRICMON_HAVE_IB_TOPOLOGY
+  absl::StatusOr<std::string> text =
+      ReadSmallFile(path, collectors::ib_fabric::kMaxTopologyFileBytes);
+  if (!text.ok()) {
+    return text.status();
+  }
+  absl::StatusOr<collectors::ib_fabric::ParsedTopology> parsed =
+      collectors::ib_fabric::ParseIbnetdiscover(*text);
+  if (!parsed.ok()) {
+    return parsed.status();
+  }
+  const collectors::ib_fabric::Topology& topology = parsed->topology;
+  v1::Inventory fabric;
+  collectors::ib_fabric::AppendToInventory(topology, fabric);
+  FABRICMON_LOG(Info) << "topology_file " << path << ": " << topology.nodes.size() << " nodes ("
+                      << topology.CountNodes(collectors::ib_fabric::NodeType::kSwitch)
+                      << " switches), " << fabric.fabric_links_size() << " links";
+  engine.SetStaticFabric(std::move(fabric));
+  return absl::OkStatus();
+#else
+  (void)path;
+  (void)engine;
+  return absl::UnimplementedError(
+      "this build has no ibnetdiscover parser (collectors/ib_fabric was left out: "
+      "FABRICMON_WITH_IBMAD=OFF or FABRICMON_SKIP_COLLECTORS); use link_list_file instead");
+#endif
+}
 
 int Run(const v1::AggregatorConfig& config) {
   // Mutual TLS unless plaintext was asked for explicitly; a named file that cannot be read stops
@@ -99,7 +137,16 @@ int Run(const v1::AggregatorConfig& config) {
       return 2;
     }
   }
+  if (!config.topology_file().empty()) {
+    absl::Status status = LoadTopologyFile(config.topology_file(), *engine);
+    if (!status.ok()) {
+      std::cerr << "fabricmon-aggregator: topology_file " << config.topology_file() << ": "
+                << status << "\n";
+      return 2;
+    }
+  }
   diagnostics.SetFindingsProvider(engine.get());
+  diagnostics.SetTopologyProvider(engine.get());
   const std::string grpc_listen = config.grpc_listen().empty() ? "127.0.0.1:7470" : config.grpc_listen();
   int bound_port = 0;
   grpc::ServerBuilder builder;
@@ -168,7 +215,8 @@ int Run(const v1::AggregatorConfig& config) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "fabricmon aggregator.\n  fabricmon-aggregator --grpc_listen=HOST:PORT "
-      "--metrics_listen=HOST:PORT [--config=FILE] [--insecure_plaintext]");
+      "--metrics_listen=HOST:PORT [--config=FILE] [--topology_file=FILE] [--link_list=FILE] "
+      "[--insecure_plaintext]");
   absl::ParseCommandLine(argc, argv);
   fabricmon::LogLevel level;
   if (!fabricmon::ParseLogLevel(absl::GetFlag(FLAGS_log_level), &level)) {
@@ -189,6 +237,9 @@ int main(int argc, char** argv) {
   }
   if (!absl::GetFlag(FLAGS_link_list).empty()) {
     config.set_link_list_file(absl::GetFlag(FLAGS_link_list));
+  }
+  if (!absl::GetFlag(FLAGS_topology_file).empty()) {
+    config.set_topology_file(absl::GetFlag(FLAGS_topology_file));
   }
   if (absl::GetFlag(FLAGS_insecure_plaintext)) {
     config.mutable_tls()->set_insecure_plaintext(true);

@@ -80,4 +80,18 @@ grpc::ServerUnaryReactor* DiagnosticsService::Diagnose(grpc::CallbackServerConte
   return reactor;
 }
 
+grpc::ServerUnaryReactor* DiagnosticsService::GetTopology(grpc::CallbackServerContext* context,
+                                                          const v1::GetTopologyRequest*,
+                                                          v1::GetTopologyResponse* response) {
+  auto* reactor = context->DefaultReactor();
+  if (topology_ == nullptr) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                                 "this aggregator runs without detectors (no topology)"));
+    return reactor;
+  }
+  *response = topology_->GetTopology();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
 }  // namespace fabricmon::aggregator

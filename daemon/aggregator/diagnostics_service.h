@@ -1,8 +1,9 @@
 #pragma once
 
-// Diagnostics gRPC service for the `fabricmon` CLI: nodes, their inventory and findings, and
-// Diagnose. Findings come from a FindingsProvider (the detection engine); without one, Findings
-// and Diagnose answer UNIMPLEMENTED rather than an empty (and misleading) "nothing found".
+// Diagnostics gRPC service for the `fabricmon` CLI: nodes, their inventory and findings,
+// Diagnose, and the fabric topology. Findings come from a FindingsProvider and the topology from a
+// TopologyProvider (both the detection engine); without one, its RPCs answer UNIMPLEMENTED rather
+// than an empty (and misleading) "nothing found".
 
 #include "daemon/aggregator/series_store.h"
 #include "daemon/common/clock.h"
@@ -23,6 +24,13 @@ class FindingsProvider {
   virtual std::vector<v1::Finding> FindingsOfNode(const std::string& node) const = 0;
 };
 
+// The cables the detectors work with. Implemented by the detection engine. Thread-safe.
+class TopologyProvider {
+ public:
+  virtual ~TopologyProvider() = default;
+  virtual v1::GetTopologyResponse GetTopology() const = 0;
+};
+
 class DiagnosticsService final : public v1::Diagnostics::CallbackService {
  public:
   // Keeps references; both must outlive the service.
@@ -30,6 +38,8 @@ class DiagnosticsService final : public v1::Diagnostics::CallbackService {
       : store_(store), clock_(clock), stale_after_nanos_(stale_after_nanos) {}
   // Borrowed; must outlive the service. Null: no detectors.
   void SetFindingsProvider(const FindingsProvider* findings) { findings_ = findings; }
+  // Borrowed; must outlive the service. Null: no topology.
+  void SetTopologyProvider(const TopologyProvider* topology) { topology_ = topology; }
 
   grpc::ServerUnaryReactor* ListNodes(grpc::CallbackServerContext* context,
                                       const v1::ListNodesRequest* request,
@@ -43,6 +53,9 @@ class DiagnosticsService final : public v1::Diagnostics::CallbackService {
   grpc::ServerUnaryReactor* Diagnose(grpc::CallbackServerContext* context,
                                      const v1::DiagnoseRequest* request,
                                      v1::DiagnoseResponse* response) override;
+  grpc::ServerUnaryReactor* GetTopology(grpc::CallbackServerContext* context,
+                                        const v1::GetTopologyRequest* request,
+                                        v1::GetTopologyResponse* response) override;
 
  private:
   void FillSummary(const NodeState::Summary& summary, v1::NodeSummary* out) const;
@@ -50,6 +63,7 @@ class DiagnosticsService final : public v1::Diagnostics::CallbackService {
   const Clock& clock_;
   const int64_t stale_after_nanos_;
   const FindingsProvider* findings_ = nullptr;
+  const TopologyProvider* topology_ = nullptr;
 };
 
 }  // namespace fabricmon::aggregator

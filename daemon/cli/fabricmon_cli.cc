@@ -4,11 +4,14 @@
 //   fabricmon [--aggregator=HOST:PORT] node NAME        one node's inventory (HCAs, ports, GPUs)
 //   fabricmon [--aggregator=HOST:PORT] findings         active findings
 //   fabricmon [--aggregator=HOST:PORT] diagnose --nodes=a,b,c
+//   fabricmon [--aggregator=HOST:PORT] topology         every cable the detectors know of
 //
 // Exit status: 0 success, 1 the aggregator answered with an error, 2 usage error.
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -193,6 +196,73 @@ int ListFindings(v1::Diagnostics::Stub& stub) {
   return 0;
 }
 
+// One end as a link list names it (NODE/DEVICE/PORT for a host, switch:NAME/PORT), or
+// ca:NAME/PORT for a fabric CA or router that no agent claims (a link list cannot name those).
+std::string FormatEnd(const v1::LinkEnd& end) {
+  if (end.is_switch()) {
+    return absl::StrCat("switch:", end.node(), "/", end.port());
+  }
+  if (end.device().empty()) {
+    return absl::StrCat("ca:", end.node(), "/", end.port());
+  }
+  return absl::StrCat(end.node(), "/", end.device(), "/", end.port());
+}
+
+const char* SourceName(v1::LinkSource source) {
+  switch (source) {
+    case v1::LINK_SOURCE_LINK_LIST:
+      return "link list";
+    case v1::LINK_SOURCE_TOPOLOGY_FILE:
+      return "topology file";
+    case v1::LINK_SOURCE_FABRIC_COLLECTOR:
+      return "fabric collector";
+    default:
+      return "unknown source";
+  }
+}
+
+std::string Plural(uint64_t n, const char* one, const char* many) {
+  return absl::StrCat(n, " ", n == 1 ? one : many);
+}
+
+int Topology(v1::Diagnostics::Stub& stub) {
+  grpc::ClientContext context;
+  Deadline(context);
+  v1::GetTopologyResponse response;
+  grpc::Status status = stub.GetTopology(&context, v1::GetTopologyRequest(), &response);
+  if (!status.ok()) {
+    return Fail(status);
+  }
+  if (PrintJson(response)) {
+    return 0;
+  }
+  if (response.links().empty()) {
+    std::printf(
+        "no topology: give the aggregator topology_file or link_list_file, or run the "
+        "ib_fabric collector on an agent\n");
+  }
+  // Padded so that the arrows line up, up to a limit (switch descriptions can be long).
+  size_t width = 0;
+  for (const v1::TopologyLink& link : response.links()) {
+    width = std::max(width, std::min<size_t>(FormatEnd(link.a()).size(), 40));
+  }
+  std::map<v1::LinkSource, uint64_t> by_source;
+  for (const v1::TopologyLink& link : response.links()) {
+    ++by_source[link.source()];
+    std::printf("%-*s  <->  %s  (%s)\n", static_cast<int>(width), FormatEnd(link.a()).c_str(),
+                FormatEnd(link.b()).c_str(), SourceName(link.source()));
+  }
+  std::vector<std::string> sources;
+  for (const auto& [source, count] : by_source) {
+    sources.push_back(absl::StrCat(count, " from ", SourceName(source)));
+  }
+  std::printf("%s, %s, %s%s\n", Plural(response.links_size(), "link", "links").c_str(),
+              Plural(response.switches(), "switch", "switches").c_str(),
+              Plural(response.hosts(), "host", "hosts").c_str(),
+              sources.empty() ? "" : absl::StrCat(" (", absl::StrJoin(sources, ", "), ")").c_str());
+  return 0;
+}
+
 int Diagnose(v1::Diagnostics::Stub& stub) {
   v1::DiagnoseRequest request;
   for (absl::string_view node : absl::StrSplit(absl::GetFlag(FLAGS_nodes), ',', absl::SkipEmpty())) {
@@ -228,12 +298,13 @@ int Diagnose(v1::Diagnostics::Stub& stub) {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "fabricmon command-line client.\n"
-      "  fabricmon [--aggregator=HOST:PORT] nodes | node NAME | findings | diagnose --nodes=a,b\n"
+      "  fabricmon [--aggregator=HOST:PORT] nodes | node NAME | findings | diagnose --nodes=a,b |\n"
+      "            topology\n"
       "  TLS: --tls_ca=CA.pem [--tls_cert=CERT.pem --tls_key=KEY.pem] [--tls_server_name=NAME]");
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() < 2) {
     std::cerr << "usage: fabricmon [--aggregator=HOST:PORT] nodes | node NAME | findings | "
-                 "diagnose --nodes=a,b\n";
+                 "diagnose --nodes=a,b | topology\n";
     return 2;
   }
   fabricmon::v1::TlsConfig tls;
@@ -247,6 +318,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   grpc::ChannelArguments channel_args;
+  // A large fabric's topology (tens of thousands of cables) exceeds gRPC's default 4 MiB answer.
+  channel_args.SetMaxReceiveMessageSize(64 << 20);
   if (!absl::GetFlag(FLAGS_tls_server_name).empty()) {
     channel_args.SetSslTargetNameOverride(absl::GetFlag(FLAGS_tls_server_name));
   }
@@ -266,6 +339,9 @@ int main(int argc, char** argv) {
   }
   if (command == "diagnose") {
     return fabricmon::cli::Diagnose(*stub);
+  }
+  if (command == "topology") {
+    return fabricmon::cli::Topology(*stub);
   }
   std::cerr << "fabricmon: unknown command '" << command << "'\n";
   return 2;

@@ -102,22 +102,28 @@ void DetectionEngine::SetStaticFabric(v1::Inventory fabric) {
   static_fabric_ = std::move(fabric);
 }
 
-void DetectionEngine::Tick() {
-  absl::MutexLock tick_lock(&tick_mu_);
-  const int64_t start = clock_.MonotonicNanos();
-  std::vector<std::shared_ptr<aggregator::NodeState>> nodes = store_.Nodes();
-
+Topology DetectionEngine::BuildTopology(
+    const std::vector<std::shared_ptr<aggregator::NodeState>>& nodes) const {
   Topology topology;
   for (const auto& node : nodes) {
     topology.AddInventory(node->name(), node->GetSummary(/*with_inventory=*/true).inventory);
   }
   {
     absl::MutexLock lock(&mu_);
-    topology.AddInventory("", static_fabric_);
+    topology.AddInventory("", static_fabric_, LinkSource::kTopologyFile);
     // Validated in SetLinkList.
     (void)topology.AddLinkList(link_list_);
   }
   topology.Resolve();
+  return topology;
+}
+
+void DetectionEngine::Tick() {
+  absl::MutexLock tick_lock(&tick_mu_);
+  const int64_t start = clock_.MonotonicNanos();
+  std::vector<std::shared_ptr<aggregator::NodeState>> nodes = store_.Nodes();
+  Topology topology = BuildTopology(nodes);
+  std::vector<TopologyLink> links = topology.Links();
 
   FabricView view(nodes, topology, clock_.NowUnixNanos());
   std::vector<Finding> findings;
@@ -126,7 +132,8 @@ void DetectionEngine::Tick() {
   }
   tracker_.Update(std::move(findings), view.now_unix_nanos());
   absl::MutexLock lock(&mu_);
-  topology_links_ = topology.link_count();
+  links_ = std::move(links);
+  links_resolved_unix_nanos_ = view.now_unix_nanos();
   last_tick_duration_ = clock_.MonotonicNanos() - start;
 }
 
@@ -155,7 +162,54 @@ void DetectionEngine::Stop() {
 
 size_t DetectionEngine::topology_links() const {
   absl::MutexLock lock(&mu_);
-  return topology_links_;
+  return links_.size();
+}
+
+v1::GetTopologyResponse DetectionEngine::GetTopology() const {
+  std::vector<TopologyLink> links;
+  int64_t resolved = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    links = links_;
+    resolved = links_resolved_unix_nanos_;
+  }
+  if (resolved == 0) {
+    // No tick yet (the CLI may ask before the detector thread has run): resolve now rather than
+    // answer with a misleading empty fabric.
+    links = BuildTopology(store_.Nodes()).Links();
+    resolved = clock_.NowUnixNanos();
+  }
+  v1::GetTopologyResponse response;
+  response.set_resolved_unix_nanos(resolved);
+  std::set<std::string> switches;
+  std::set<std::string> hosts;
+  for (const TopologyLink& link : links) {
+    v1::TopologyLink* out = response.add_links();
+    for (const auto& [end, proto] :
+         {std::pair{&link.a, out->mutable_a()}, std::pair{&link.b, out->mutable_b()}}) {
+      proto->set_node(end->node);
+      proto->set_device(end->device);
+      proto->set_port(end->port);
+      proto->set_is_switch(end->is_switch);
+      const std::string guid = CanonicalGuid(end->guid);
+      proto->set_guid(guid.empty() ? "" : absl::StrCat("0x", guid));
+      (end->is_switch ? switches : hosts).insert(end->node);
+    }
+    switch (link.source) {
+      case LinkSource::kLinkList:
+        out->set_source(v1::LINK_SOURCE_LINK_LIST);
+        break;
+      case LinkSource::kTopologyFile:
+        out->set_source(v1::LINK_SOURCE_TOPOLOGY_FILE);
+        break;
+      case LinkSource::kFabricCollector:
+        out->set_source(v1::LINK_SOURCE_FABRIC_COLLECTOR);
+        break;
+    }
+  }
+  response.set_switches(static_cast<uint32_t>(switches.size()));
+  response.set_hosts(static_cast<uint32_t>(hosts.size()));
+  return response;
 }
 
 v1::DiagnoseResponse DetectionEngine::Diagnose(const std::vector<std::string>& nodes) const {
@@ -179,16 +233,7 @@ v1::DiagnoseResponse DetectionEngine::Diagnose(const std::vector<std::string>& n
 
   // The switches these nodes hang off, and the switches one hop beyond (their uplinks): a
   // finding there is on the nodes' paths.
-  Topology topology;
-  for (const auto& node : store_.Nodes()) {
-    topology.AddInventory(node->name(), node->GetSummary(true).inventory);
-  }
-  {
-    absl::MutexLock lock(&mu_);
-    topology.AddInventory("", static_fabric_);
-    (void)topology.AddLinkList(link_list_);
-  }
-  topology.Resolve();
+  const Topology topology = BuildTopology(store_.Nodes());
   std::set<std::string> near_switches;
   for (const std::string& node : wanted) {
     for (const Endpoint& port : topology.PortsOf(node, false)) {
@@ -350,7 +395,7 @@ std::vector<prometheus::MetricFamily> DetectionEngine::Collect() const {
     t.gauge.value = static_cast<double>(last_tick_duration_) / 1e9;
     tick.metric.push_back(t);
     ClientMetric l;
-    l.gauge.value = static_cast<double>(topology_links_);
+    l.gauge.value = static_cast<double>(links_.size());
     links.metric.push_back(l);
   }
   std::vector<MetricFamily> out;

@@ -2,8 +2,8 @@
 
 // Runs the detectors: every tick it rebuilds the topology from the agents' inventories and the
 // configured topology files, lets each detector evaluate the store, and hands the findings to
-// the tracker. Also answers "what touches these nodes" (Diagnose) and exports findings as
-// Prometheus families.
+// the tracker. Also answers "what touches these nodes" (Diagnose) and "which cables are there"
+// (GetTopology, the last tick's links), and exports findings as Prometheus families.
 //
 // Threads: Start() runs one detector thread owned by the engine (joined by Stop()); everything
 // else is thread-safe.
@@ -20,13 +20,16 @@
 #include "daemon/common/clock.h"
 #include "daemon/detectors/detector.h"
 #include "daemon/detectors/finding_tracker.h"
+#include "daemon/detectors/topology.h"
 #include "fabricmon/v1/config.pb.h"
 #include "fabricmon/v1/diagnostics.pb.h"
 #include "prometheus/collectable.h"
 
 namespace fabricmon::detectors {
 
-class DetectionEngine final : public prometheus::Collectable, public aggregator::FindingsProvider {
+class DetectionEngine final : public prometheus::Collectable,
+                              public aggregator::FindingsProvider,
+                              public aggregator::TopologyProvider {
  public:
   // Keeps references to `store` and `clock`. `thresholds` configure the detectors (defaults for
   // unset fields, see config.proto).
@@ -52,12 +55,18 @@ class DetectionEngine final : public prometheus::Collectable, public aggregator:
   std::vector<v1::Finding> FindingsOfNode(const std::string& node) const override;
   // Current topology size (links), for self-metrics and the CLI.
   size_t topology_links() const ABSL_LOCKS_EXCLUDED(mu_);
+  // The cables the last Tick() resolved (before the first tick: resolved now), host end first.
+  v1::GetTopologyResponse GetTopology() const override ABSL_LOCKS_EXCLUDED(mu_);
 
   // prometheus::Collectable: fabricmon_finding_active, fabricmon_finding_victims,
   // fabricmon_finding_depth_hops, fabricmon_findings_total, fabricmon_detector_tick_seconds.
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
+  // Agents' inventories, the static fabric and the link list, resolved.
+  Topology BuildTopology(const std::vector<std::shared_ptr<aggregator::NodeState>>& nodes) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   const aggregator::SeriesStore& store_;
   const Clock& clock_;
   const int64_t tick_nanos_;
@@ -68,7 +77,8 @@ class DetectionEngine final : public prometheus::Collectable, public aggregator:
   mutable absl::Mutex mu_;
   std::string link_list_ ABSL_GUARDED_BY(mu_);
   v1::Inventory static_fabric_ ABSL_GUARDED_BY(mu_);
-  size_t topology_links_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<TopologyLink> links_ ABSL_GUARDED_BY(mu_);        // as of the last tick
+  int64_t links_resolved_unix_nanos_ ABSL_GUARDED_BY(mu_) = 0;  // 0: no tick yet
   int64_t last_tick_duration_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;

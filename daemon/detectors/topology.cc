@@ -31,11 +31,26 @@ std::string CanonicalGuid(absl::string_view guid) {
   return std::string(16 - hex.size(), '0') + hex;
 }
 
-bool Topology::AddLink(const Endpoint& raw_a, const Endpoint& raw_b) {
+absl::string_view LinkSourceName(LinkSource source) {
+  switch (source) {
+    case LinkSource::kLinkList:
+      return "link list";
+    case LinkSource::kTopologyFile:
+      return "topology file";
+    case LinkSource::kFabricCollector:
+      return "fabric collector";
+  }
+  return "link list";
+}
+
+bool Topology::AddLink(const Endpoint& raw_a, const Endpoint& raw_b, LinkSource source) {
   const Endpoint a = Canonical(raw_a);
   const Endpoint b = Canonical(raw_b);
   if (a == b) {
     return true;
+  }
+  if (auto it = peers_.find(a); it != peers_.end() && it->second == b) {
+    source = std::max(source, sources_[a]);  // the same cable again, maybe from a better source
   }
   bool consistent = true;
   // Unplugs `end` from a peer other than `keep`, so that no port keeps pointing at an end that
@@ -49,15 +64,17 @@ bool Topology::AddLink(const Endpoint& raw_a, const Endpoint& raw_b) {
     const Endpoint old_peer = it->second;
     for (const Endpoint& gone : {end, old_peer}) {
       peers_.erase(gone);
+      sources_.erase(gone);
       std::vector<Endpoint>& ports = ports_by_node_[{gone.node, gone.is_switch}];
       ports.erase(std::remove(ports.begin(), ports.end(), gone), ports.end());
     }
   };
   unplug(a, b);
   unplug(b, a);
-  auto add = [this](const Endpoint& from, const Endpoint& to) {
+  auto add = [this, source](const Endpoint& from, const Endpoint& to) {
     auto [it, inserted] = peers_.insert_or_assign(from, to);
     (void)it;
+    sources_[from] = source;
     if (inserted) {
       ports_by_node_[{from.node, from.is_switch}].push_back(from);
     }
@@ -121,7 +138,7 @@ absl::Status Topology::AddLinkList(absl::string_view text) {
       return absl::InvalidArgumentError(
           absl::StrCat("link list line ", line_number, ": ", b.status().message()));
     }
-    if (!AddLink(*a, *b) && contradiction.ok()) {
+    if (!AddLink(*a, *b, LinkSource::kLinkList) && contradiction.ok()) {
       contradiction = absl::InvalidArgumentError(absl::StrCat(
           "link list line ", line_number, ": ", Canonical(*a).ToString(), " or ",
           Canonical(*b).ToString(), " is already cabled to another port"));
@@ -130,7 +147,8 @@ absl::Status Topology::AddLinkList(absl::string_view text) {
   return contradiction;
 }
 
-void Topology::AddInventory(const std::string& node, const v1::Inventory& inventory) {
+void Topology::AddInventory(const std::string& node, const v1::Inventory& inventory,
+                            LinkSource fabric_source) {
   for (const v1::RdmaDevice& device : inventory.rdma_devices()) {
     const std::string guid = CanonicalGuid(device.node_guid());
     if (!guid.empty()) {
@@ -143,41 +161,83 @@ void Topology::AddInventory(const std::string& node, const v1::Inventory& invent
     }
   }
   for (const v1::FabricNode& fabric_node : inventory.fabric_nodes()) {
-    const std::string guid = CanonicalGuid(fabric_node.guid());
-    if (!guid.empty()) {
-      fabric_nodes_[guid] = {fabric_node.type(),
-                             std::string(absl::StripAsciiWhitespace(fabric_node.description()))};
+    const std::string key =
+        fabric_node.guid().empty() ? fabric_node.node_id() : CanonicalGuid(fabric_node.guid());
+    if (!key.empty()) {
+      fabric_nodes_[key] = {fabric_node.type(),
+                            std::string(absl::StripAsciiWhitespace(fabric_node.description()))};
     }
   }
   for (const v1::FabricLink& link : inventory.fabric_links()) {
-    fabric_links_.push_back(link);
+    fabric_links_.emplace_back(link, fabric_source);
   }
 }
 
 void Topology::Resolve() {
-  auto endpoint_of = [this](const std::string& raw_guid, uint32_t port) {
+  // A description two fabric nodes share (vendor defaults such as "MT25408 ConnectX Mellanox
+  // Technologies") cannot name either: the two would become one endpoint.
+  std::map<std::string, int> description_uses;
+  for (const auto& [key, node] : fabric_nodes_) {
+    ++description_uses[node.description];
+  }
+  auto endpoint_of = [&](const std::string& raw_key, uint32_t port) {
     Endpoint endpoint;
-    const std::string guid = CanonicalGuid(raw_guid);
-    endpoint.guid = guid;
     endpoint.port = port;
-    auto host = host_by_guid_.find(guid);
-    if (host != host_by_guid_.end()) {
+    std::string guid = CanonicalGuid(raw_key);
+    auto node = fabric_nodes_.find(guid);
+    if (node == fabric_nodes_.end() && host_by_guid_.count(guid) == 0) {
+      if (auto by_id = fabric_nodes_.find(raw_key); by_id != fabric_nodes_.end()) {
+        node = by_id;  // a file without GUIDs names nodes by node_id ("Switch1", "Hca1")
+        guid.clear();
+      }
+    }
+    endpoint.guid = guid;
+    if (auto host = host_by_guid_.find(guid); !guid.empty() && host != host_by_guid_.end()) {
       endpoint.node = host->second.first;
       endpoint.device = host->second.second;
       return endpoint;
     }
-    auto node = fabric_nodes_.find(guid);
-    const bool is_switch = node != fabric_nodes_.end() && node->second.type == v1::FabricNode::TYPE_SWITCH;
-    endpoint.is_switch = is_switch;
-    endpoint.node = node != fabric_nodes_.end() && !node->second.description.empty()
-                        ? node->second.description
-                        : absl::StrCat("0x", guid);
+    const bool known = node != fabric_nodes_.end();
+    endpoint.is_switch = known && node->second.type == v1::FabricNode::TYPE_SWITCH;
+    if (known && !node->second.description.empty() &&
+        description_uses[node->second.description] == 1) {
+      endpoint.node = node->second.description;
+    } else {
+      endpoint.node = guid.empty() ? raw_key : absl::StrCat("0x", guid);
+    }
     return endpoint;
   };
-  for (const v1::FabricLink& link : fabric_links_) {
-    AddLink(endpoint_of(link.a_guid(), link.a_port()), endpoint_of(link.b_guid(), link.b_port()));
+  for (const auto& [link, source] : fabric_links_) {
+    AddLink(endpoint_of(link.a_guid(), link.a_port()), endpoint_of(link.b_guid(), link.b_port()),
+            source);
   }
   fabric_links_.clear();
+}
+
+std::vector<TopologyLink> Topology::Links() const {
+  std::vector<TopologyLink> links;
+  links.reserve(peers_.size() / 2);
+  for (const auto& [from, to] : peers_) {
+    if (!(from < to)) {
+      continue;  // each cable once
+    }
+    TopologyLink link;
+    // The stored values carry the latest GUIDs (a key keeps the first inserted copy).
+    link.a = peers_.at(to);
+    link.b = to;
+    if (link.a.is_switch && !link.b.is_switch) {
+      std::swap(link.a, link.b);
+    }
+    auto source = sources_.find(from);
+    link.source = source != sources_.end() ? source->second : LinkSource::kLinkList;
+    links.push_back(std::move(link));
+  }
+  std::sort(links.begin(), links.end(), [](const TopologyLink& x, const TopologyLink& y) {
+    if (x.a.is_switch != y.a.is_switch) return !x.a.is_switch;  // host cables first
+    if (!(x.a == y.a)) return x.a < y.a;
+    return x.b < y.b;
+  });
+  return links;
 }
 
 Endpoint Topology::Canonical(const Endpoint& endpoint) const {

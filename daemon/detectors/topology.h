@@ -12,9 +12,11 @@
 //
 // Not thread-safe: built and read by the detector thread.
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -28,13 +30,26 @@ namespace fabricmon::detectors {
 // "0002:c903:00a1:b2c3". Empty if it is neither.
 std::string CanonicalGuid(absl::string_view guid);
 
+// Where a cable came from, ordered by how directly the source observed it: when several name the
+// same cable the highest is kept (a live sweep says more than a file written some time ago).
+enum class LinkSource : uint8_t { kLinkList = 1, kTopologyFile = 2, kFabricCollector = 3 };
+// "link list", "topology file", "fabric collector".
+absl::string_view LinkSourceName(LinkSource source);
+
+// One cable: `a` is the host end when there is one, else the smaller end.
+struct TopologyLink {
+  Endpoint a;
+  Endpoint b;
+  LinkSource source = LinkSource::kLinkList;
+};
+
 class Topology {
  public:
   // Adds a cable. Endpoints are canonical: hosts as node + RDMA device (or netdev) + port,
   // switches as switch name + port with is_switch set. A port has one peer: an end already cabled
   // to another port is unplugged from it first (the graph stays symmetric, the last cable wins).
   // Returns false when that happened, i.e. the input contradicted itself.
-  bool AddLink(const Endpoint& a, const Endpoint& b);
+  bool AddLink(const Endpoint& a, const Endpoint& b, LinkSource source = LinkSource::kLinkList);
 
   // Parses a link-list file:
   //   # comment
@@ -47,9 +62,13 @@ class Topology {
   absl::Status AddLinkList(absl::string_view text);
 
   // Adds what one agent's inventory says: its RDMA devices' GUIDs (to name hosts in fabric
-  // links) and any fabric links it discovered. Call for every node, then Resolve().
-  void AddInventory(const std::string& node, const v1::Inventory& inventory);
-  // Turns GUID-addressed fabric links into endpoints; hosts known by GUID get their node name.
+  // links) and any fabric links it discovered, which count as `fabric_source` (an ibnetdiscover
+  // file's inventory is added with node "" and kTopologyFile). Call for every node, then Resolve().
+  void AddInventory(const std::string& node, const v1::Inventory& inventory,
+                    LinkSource fabric_source = LinkSource::kFabricCollector);
+  // Turns GUID-addressed fabric links into endpoints: hosts known by GUID get their node name;
+  // other fabric nodes their description when no other fabric node shares it, else "0x" + GUID
+  // (many fabrics leave descriptions at the vendor default, which would merge the nodes).
   void Resolve();
 
   std::optional<Endpoint> PeerOf(const Endpoint& endpoint) const;
@@ -59,9 +78,12 @@ class Topology {
   Endpoint Canonical(const Endpoint& endpoint) const;
   size_t link_count() const { return peers_.size() / 2; }
   bool empty() const { return peers_.empty(); }
+  // Every cable once: host cables first, then switch-to-switch, each sorted by (a, b).
+  std::vector<TopologyLink> Links() const;
 
  private:
   std::map<Endpoint, Endpoint> peers_;
+  std::map<Endpoint, LinkSource> sources_;  // same keys as peers_
   std::map<std::pair<std::string, bool>, std::vector<Endpoint>> ports_by_node_;
   // GUID → host (node, device) from agents' sysfs inventory.
   std::map<std::string, std::pair<std::string, std::string>> host_by_guid_;
@@ -71,8 +93,9 @@ class Topology {
     v1::FabricNode::Type type;
     std::string description;
   };
-  std::map<std::string, PendingNode> fabric_nodes_;  // by canonical GUID
-  std::vector<v1::FabricLink> fabric_links_;
+  // By canonical GUID, or by node_id for topology files without GUIDs (ibsim net files).
+  std::map<std::string, PendingNode> fabric_nodes_;
+  std::vector<std::pair<v1::FabricLink, LinkSource>> fabric_links_;
 };
 
 }  // namespace fabricmon::detectors

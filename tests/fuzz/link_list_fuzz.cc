@@ -58,4 +58,13 @@ FABRICMON_FUZZ_TARGET(link_list) {
     }
   }
   FABRICMON_FUZZ_CHECK(ports <= topology.link_count() * 2);
+  // What GetTopology serves: every cable once, both ends peers of each other, host end first.
+  const std::vector<fabricmon::detectors::TopologyLink> links = topology.Links();
+  FABRICMON_FUZZ_CHECK(links.size() == topology.link_count());
+  for (const fabricmon::detectors::TopologyLink& link : links) {
+    const std::optional<Endpoint> peer = topology.PeerOf(link.a);
+    FABRICMON_FUZZ_CHECK(peer.has_value() && *peer == link.b);
+    FABRICMON_FUZZ_CHECK(!link.a.is_switch || link.b.is_switch);
+    FABRICMON_FUZZ_CHECK(link.source == fabricmon::detectors::LinkSource::kLinkList);
+  }
 }

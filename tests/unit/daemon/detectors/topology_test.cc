@@ -94,5 +94,69 @@ TEST(TopologyTest, FabricLinksResolveHostsByNodeGuid) {
   EXPECT_EQ(peer->port, 7u);
 }
 
+// Two switches with one cable, as a collector or a file reports them; both switches share
+// `description` when `same_description`.
+v1::Inventory TwoSwitches(bool same_description) {
+  v1::Inventory fabric;
+  for (const char* guid : {"0x0000000000000a01", "0x0000000000000a02"}) {
+    v1::FabricNode* sw = fabric.add_fabric_nodes();
+    sw->set_guid(guid);
+    sw->set_type(v1::FabricNode::TYPE_SWITCH);
+    sw->set_description(same_description ? "Vendor 36-port switch"
+                                         : std::string("sw-") + (guid + 17));
+  }
+  v1::FabricLink* link = fabric.add_fabric_links();
+  link->set_a_guid("0x0000000000000a01");
+  link->set_a_port(1);
+  link->set_b_guid("0x0000000000000a02");
+  link->set_b_port(2);
+  return fabric;
+}
+
+TEST(TopologyTest, SharedDescriptionsDoNotMergeFabricNodes) {
+  Topology topology;
+  topology.AddInventory("", TwoSwitches(/*same_description=*/true), LinkSource::kTopologyFile);
+  topology.Resolve();
+  ASSERT_EQ(topology.link_count(), 1u);
+  auto peer = topology.PeerOf(Switch("0x0000000000000a01", 1));
+  ASSERT_TRUE(peer.has_value());
+  EXPECT_EQ(peer->node, "0x0000000000000a02");
+  EXPECT_EQ(peer->guid, "0000000000000a02");
+
+  Topology unique;
+  unique.AddInventory("", TwoSwitches(/*same_description=*/false), LinkSource::kTopologyFile);
+  unique.Resolve();
+  peer = unique.PeerOf(Switch("sw-1", 1));
+  ASSERT_TRUE(peer.has_value());
+  EXPECT_EQ(peer->node, "sw-2");
+}
+
+TEST(TopologyTest, LinksListEachCableOnceHostFirstWithItsMostDirectSource) {
+  Topology topology;
+  ASSERT_TRUE(topology
+                  .AddLinkList("switch:sw-1/1 switch:sw-2/2\n"
+                               "switch:leaf/3 node1/mlx5_0/1\n")
+                  .ok());
+  topology.AddInventory("sweeper", TwoSwitches(false));  // the collector sees sw-1/1 ↔ sw-2/2 too
+  topology.Resolve();
+  const std::vector<TopologyLink> links = topology.Links();
+  ASSERT_EQ(links.size(), 2u);
+  EXPECT_EQ(links[0].a, Host("node1", "mlx5_0", 1));
+  EXPECT_EQ(links[0].b, Switch("leaf", 3));
+  EXPECT_EQ(links[0].source, LinkSource::kLinkList);
+  EXPECT_EQ(links[1].a, Switch("sw-1", 1));
+  EXPECT_EQ(links[1].b, Switch("sw-2", 2));
+  EXPECT_EQ(links[1].source, LinkSource::kFabricCollector);
+  EXPECT_EQ(links[1].b.guid, "0000000000000a02");  // the collector's GUIDs, not the list's none
+  EXPECT_EQ(LinkSourceName(links[1].source), "fabric collector");
+
+  // Re-cabling a port drops the old cable and its source.
+  ASSERT_FALSE(topology.AddLink(Switch("sw-1", 1), Switch("sw-3", 9), LinkSource::kLinkList));
+  const std::vector<TopologyLink> recabled = topology.Links();
+  ASSERT_EQ(recabled.size(), 2u);
+  EXPECT_EQ(recabled[1].b, Switch("sw-3", 9));
+  EXPECT_EQ(recabled[1].source, LinkSource::kLinkList);
+}
+
 }  // namespace
 }  // namespace fabricmon::detectors

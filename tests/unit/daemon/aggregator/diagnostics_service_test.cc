@@ -1,0 +1,95 @@
+// DiagnosticsService.GetTopology over a real (in-process) gRPC server: the provider's answer
+// reaches the client unchanged, and without a provider the RPC says UNIMPLEMENTED instead of
+// answering with an empty fabric.
+
+#include "daemon/aggregator/diagnostics_service.h"
+
+#include <memory>
+
+#include "fabricmon/v1/diagnostics.grpc.pb.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "tests/testing/fake_clock.h"
+
+namespace fabricmon::aggregator {
+namespace {
+
+class FixedTopology final : public TopologyProvider {
+ public:
+  explicit FixedTopology(v1::GetTopologyResponse answer) : answer_(std::move(answer)) {}
+  v1::GetTopologyResponse GetTopology() const override { return answer_; }
+
+ private:
+  v1::GetTopologyResponse answer_;
+};
+
+v1::GetTopologyResponse OneCable() {
+  v1::GetTopologyResponse response;
+  v1::TopologyLink* link = response.add_links();
+  link->mutable_a()->set_node("node017");
+  link->mutable_a()->set_device("mlx5_0");
+  link->mutable_a()->set_port(1);
+  link->mutable_a()->set_guid("0x0002c90300a1b2c3");
+  link->mutable_b()->set_node("leaf01");
+  link->mutable_b()->set_port(17);
+  link->mutable_b()->set_is_switch(true);
+  link->set_source(v1::LINK_SOURCE_FABRIC_COLLECTOR);
+  response.set_switches(1);
+  response.set_hosts(1);
+  response.set_resolved_unix_nanos(1'700'000'000'000'000'000);
+  return response;
+}
+
+class DiagnosticsServiceTest : public ::testing::Test {
+ protected:
+  DiagnosticsServiceTest() : store_(StoreOptions{}), service_(store_, clock_, 30'000'000'000) {}
+
+  void StartServer() {
+    grpc::ServerBuilder builder;
+    builder.RegisterService(&service_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    stub_ = v1::Diagnostics::NewStub(server_->InProcessChannel(grpc::ChannelArguments()));
+  }
+  ~DiagnosticsServiceTest() override {
+    if (server_ != nullptr) {
+      server_->Shutdown();
+    }
+  }
+
+  grpc::Status GetTopology(v1::GetTopologyResponse* response) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return stub_->GetTopology(&context, v1::GetTopologyRequest(), response);
+  }
+
+  fabricmon::testing::FakeClock clock_;
+  SeriesStore store_;
+  DiagnosticsService service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::Diagnostics::Stub> stub_;
+};
+
+TEST_F(DiagnosticsServiceTest, GetTopologyAnswersWithTheProvidersLinks) {
+  const FixedTopology topology(OneCable());
+  service_.SetTopologyProvider(&topology);
+  StartServer();
+  v1::GetTopologyResponse response;
+  grpc::Status status = GetTopology(&response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(response, OneCable()))
+      << response.DebugString();
+}
+
+TEST_F(DiagnosticsServiceTest, GetTopologyWithoutDetectorsIsUnimplemented) {
+  StartServer();
+  v1::GetTopologyResponse response;
+  grpc::Status status = GetTopology(&response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_NE(status.error_message().find("without detectors"), std::string::npos)
+      << status.error_message();
+}
+
+}  // namespace
+}  // namespace fabricmon::aggregator
