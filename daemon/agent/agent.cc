@@ -27,7 +27,12 @@ class AgentSelfCollector final : public collectors::Collector {
     buffer_cycles_ = GaugeSeries("agent", "fabricmon_agent_replay_buffer_batches",
                                  "Unacknowledged batches held for replay.", Unit::kNone, 1.0, {});
     dropped_batches_ = counter("fabricmon_agent_dropped_batches_total",
-                               "Batches dropped unacknowledged because the replay buffer was full.");
+                               "Batches dropped unacknowledged because the replay buffer was full "
+                               "and confirmed lost (announced to the aggregator).");
+    unconfirmed_ = GaugeSeries("agent", "fabricmon_agent_evicted_unconfirmed_batches",
+                               "Batches evicted from the full replay buffer whose fate the next "
+                               "ack or reconnect decides (lost unless the aggregator stored them).",
+                               Unit::kNone, 1.0, {});
     dropped_samples_ = counter("fabricmon_agent_dropped_samples_total",
                                "Samples in batches dropped from the full replay buffer.");
     connected_ = GaugeSeries("agent", "fabricmon_agent_stream_connected",
@@ -50,6 +55,7 @@ class AgentSelfCollector final : public collectors::Collector {
     sink.Add(buffer_cycles_, buffer_.size());
     sink.Add(dropped_batches_, buffer_.dropped_cycles());
     sink.Add(dropped_samples_, buffer_.dropped_samples());
+    sink.Add(unconfirmed_, buffer_.unconfirmed_evictions());
     if (stream_ != nullptr) {
       const StreamClientStats stats = stream_->stats();
       sink.Add(connected_, stats.connected ? 1 : 0);
@@ -67,7 +73,7 @@ class AgentSelfCollector final : public collectors::Collector {
   const ReplayBuffer& buffer_;
   const StreamClient* stream_;
   collectors::SeriesDesc buffer_bytes_, buffer_cycles_, dropped_batches_, dropped_samples_,
-      connected_, connects_, attempts_, replayed_, sent_bytes_;
+      unconfirmed_, connected_, connects_, attempts_, replayed_, sent_bytes_;
 };
 
 }  // namespace

@@ -12,9 +12,11 @@ uint64_t ReplayBuffer::Push(Cycle cycle) {
   // Keep at least the newest cycle even if it alone exceeds the bound.
   while (bytes_ > max_bytes_ && cycles_.size() > 1) {
     bytes_ -= cycles_.front().ByteSize();
-    ++dropped_cycles_;
-    dropped_samples_ += cycles_.front().values.size();
+    unconfirmed_.push_back({cycles_.front().sequence, cycles_.front().values.size()});
     cycles_.pop_front();
+    if (unconfirmed_.size() > kMaxUnconfirmed) {
+      ConfirmLostLocked(0, unconfirmed_.front().sequence);
+    }
   }
   return cycles_.back().sequence;
 }
@@ -28,9 +30,25 @@ void ReplayBuffer::Ack(uint64_t sequence) {
     bytes_ -= cycles_.front().ByteSize();
     cycles_.pop_front();
   }
+  // Evicted but acknowledged: the aggregator stored them after all.
+  while (!unconfirmed_.empty() && unconfirmed_.front().sequence <= sequence) {
+    unconfirmed_.pop_front();
+  }
 }
 
-std::optional<Cycle> ReplayBuffer::NextAfter(uint64_t after, uint64_t* dropped_before) const {
+void ReplayBuffer::ConfirmLostLocked(uint64_t from, uint64_t to) {
+  auto first = std::lower_bound(
+      unconfirmed_.begin(), unconfirmed_.end(), from,
+      [](const Eviction& eviction, uint64_t sequence) { return eviction.sequence < sequence; });
+  auto last = first;
+  for (; last != unconfirmed_.end() && last->sequence <= to; ++last) {
+    ++dropped_cycles_;
+    dropped_samples_ += last->samples;
+  }
+  unconfirmed_.erase(first, last);
+}
+
+std::optional<Cycle> ReplayBuffer::NextAfter(uint64_t after, uint64_t* dropped_before) {
   absl::MutexLock lock(&mu_);
   *dropped_before = 0;
   if (cycles_.empty() || cycles_.back().sequence <= after) {
@@ -43,6 +61,9 @@ std::optional<Cycle> ReplayBuffer::NextAfter(uint64_t after, uint64_t* dropped_b
     // process) and cycles dropped unacknowledged; only the latter are losses.
     const uint64_t delivered_up_to = std::max(after, acked_);
     *dropped_before = first > delivered_up_to + 1 ? first - 1 - delivered_up_to : 0;
+    if (*dropped_before > 0) {
+      ConfirmLostLocked(delivered_up_to + 1, first - 1);
+    }
     return cycles_.front();
   }
   return cycles_[after + 1 - first];
@@ -63,6 +84,10 @@ uint64_t ReplayBuffer::dropped_cycles() const {
 uint64_t ReplayBuffer::dropped_samples() const {
   absl::MutexLock lock(&mu_);
   return dropped_samples_;
+}
+size_t ReplayBuffer::unconfirmed_evictions() const {
+  absl::MutexLock lock(&mu_);
+  return unconfirmed_.size();
 }
 size_t ReplayBuffer::bytes() const {
   absl::MutexLock lock(&mu_);

@@ -46,16 +46,21 @@ TEST(ReplayBufferTest, DropsOldestFirstAndCountsExactly) {
     EXPECT_LE(buffer.bytes(), 3 * CycleBytes(kValues));
   }
   EXPECT_EQ(buffer.size(), 3u);
-  EXPECT_EQ(buffer.dropped_cycles(), 4u);
-  EXPECT_EQ(buffer.dropped_samples(), 4 * kValues);
+  // Evicted, but not yet known to be lost (an ack may still cover them).
+  EXPECT_EQ(buffer.unconfirmed_evictions(), 4u);
+  EXPECT_EQ(buffer.dropped_cycles(), 0u);
 
-  // The survivors are the newest three, in order, with their own values.
+  // The survivors are the newest three, in order, with their own values; announcing the gap
+  // confirms the loss.
   uint64_t dropped_before = 99;
   std::optional<Cycle> first = buffer.NextAfter(0, &dropped_before);
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(first->sequence, 5u);
   EXPECT_EQ(first->values, std::vector<uint64_t>(kValues, 5));
   EXPECT_EQ(dropped_before, 4u);
+  EXPECT_EQ(buffer.dropped_cycles(), 4u);
+  EXPECT_EQ(buffer.dropped_samples(), 4 * kValues);
+  EXPECT_EQ(buffer.unconfirmed_evictions(), 0u);
   std::optional<Cycle> next = buffer.NextAfter(5, &dropped_before);
   ASSERT_TRUE(next.has_value());
   EXPECT_EQ(next->sequence, 6u);
@@ -78,6 +83,10 @@ TEST(ReplayBufferTest, BoundCountsBytesNotCycles) {
     ++expected_drops;
   }
   EXPECT_GE(expected_drops, 2u);
+  EXPECT_EQ(buffer.unconfirmed_evictions(), expected_drops);
+  uint64_t dropped_before = 0;
+  ASSERT_TRUE(buffer.NextAfter(0, &dropped_before).has_value());
+  EXPECT_EQ(dropped_before, expected_drops);
   EXPECT_EQ(buffer.dropped_cycles(), expected_drops);
   EXPECT_EQ(buffer.dropped_samples(), expected_drops * 10);
   EXPECT_EQ(buffer.size(), 5 - expected_drops);
@@ -91,7 +100,47 @@ TEST(ReplayBufferTest, KeepsNewestCycleEvenWhenItAloneExceedsTheBound) {
   EXPECT_EQ(buffer.dropped_cycles(), 0u);
   EXPECT_EQ(buffer.Push(MakeCycle(100)), 2u);
   EXPECT_EQ(buffer.size(), 1u);
-  EXPECT_EQ(buffer.dropped_cycles(), 1u);
+  EXPECT_EQ(buffer.unconfirmed_evictions(), 1u);
+}
+
+// A cycle sent but not yet acknowledged when the full buffer evicts it may still reach the
+// aggregator: the ack that covers it proves delivery, and it is not a drop.
+TEST(ReplayBufferTest, EvictedCycleThatIsAcknowledgedLaterIsNotADrop) {
+  constexpr size_t kValues = 8;
+  ReplayBuffer buffer(2 * CycleBytes(kValues));
+  uint64_t dropped_before = 99;
+  buffer.Push(MakeCycle(kValues));  // 1, sent
+  ASSERT_TRUE(buffer.NextAfter(0, &dropped_before).has_value());
+  buffer.Push(MakeCycle(kValues));  // 2, sent
+  ASSERT_TRUE(buffer.NextAfter(1, &dropped_before).has_value());
+  buffer.Push(MakeCycle(kValues));  // 3: evicts 1, in flight
+  buffer.Push(MakeCycle(kValues));  // 4: evicts 2, in flight
+  EXPECT_EQ(buffer.unconfirmed_evictions(), 2u);
+  buffer.Ack(2);
+  EXPECT_EQ(buffer.unconfirmed_evictions(), 0u);
+  std::optional<Cycle> next = buffer.NextAfter(2, &dropped_before);
+  ASSERT_TRUE(next.has_value());
+  EXPECT_EQ(next->sequence, 3u);
+  EXPECT_EQ(dropped_before, 0u);
+  EXPECT_EQ(buffer.dropped_cycles(), 0u);
+}
+
+// A reconnect announces the same gap again (the batch that announced it may not have arrived);
+// the agent counts the loss once, as the aggregator does.
+TEST(ReplayBufferTest, GapAnnouncedOnEveryReconnectIsCountedOnce) {
+  constexpr size_t kValues = 8;
+  ReplayBuffer buffer(2 * CycleBytes(kValues));
+  for (int i = 0; i < 5; ++i) {
+    buffer.Push(MakeCycle(kValues));  // 1..3 evicted
+  }
+  for (int reconnect = 0; reconnect < 3; ++reconnect) {
+    uint64_t dropped_before = 99;
+    std::optional<Cycle> next = buffer.NextAfter(0, &dropped_before);
+    ASSERT_TRUE(next.has_value());
+    EXPECT_EQ(dropped_before, 3u);
+    EXPECT_EQ(buffer.dropped_cycles(), 3u);
+    EXPECT_EQ(buffer.dropped_samples(), 3 * kValues);
+  }
 }
 
 TEST(ReplayBufferTest, AckForgetsCyclesUpToSequenceAndNeverGoesBack) {
@@ -173,7 +222,7 @@ TEST(ReplayBufferTest, DroppedBeforeCountsOnlyUnacknowledgedDrops) {
   for (int i = 0; i < 8; ++i) {     // 3..10; 3..7 are dropped unacknowledged
     buffer.Push(MakeCycle(kValues));
   }
-  EXPECT_EQ(buffer.dropped_cycles(), 5u);
+  EXPECT_EQ(buffer.unconfirmed_evictions(), 5u);
 
   for (uint64_t after : {0u, 1u, 2u}) {
     SCOPED_TRACE(after);
@@ -189,6 +238,7 @@ TEST(ReplayBufferTest, DroppedBeforeCountsOnlyUnacknowledgedDrops) {
   ASSERT_TRUE(next.has_value());
   EXPECT_EQ(next->sequence, 8u);
   EXPECT_EQ(dropped_before, 2u);
+  EXPECT_EQ(buffer.dropped_cycles(), 5u);
 }
 
 TEST(ReplayBufferTest, NextAfterTheNewestIsEmpty) {
