@@ -194,6 +194,20 @@ def table(title, description, tgts, rename=None, hide=(), order=None, overrides=
                  overrides=overrides, transformations=transformations)
 
 
+def share_table(title, description, expr, column, order, hide=(), node_links=True):
+    """An instant table of `expr`, one share (0..1) per row, highest first. Its value column is
+    headed `column` and shaded green, orange from 1 %, red from 5 % (where the congestion detector
+    raises a finding); `node_links` makes the node column open the node drill-down."""
+    overrides = [override_name(column, unit="percentunit",
+                               custom__cellOptions={"type": "color-background",
+                                                    "mode": "gradient"},
+                               thresholds=thresholds("green", (0.01, "orange"), (0.05, "red")))]
+    if node_links:
+        overrides.append(node_link())
+    return table(title, description, [target(expr)], rename={"Value": column}, order=order,
+                 hide=hide, overrides=overrides, sort_by=[(column, True)])
+
+
 def state_timeline(title, description, expr, legend, mappings):
     options = {"mergeValues": True, "showValue": "auto", "alignValue": "left", "rowHeight": 0.9,
                "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
@@ -384,6 +398,13 @@ def node_link(column="node"):
                 "url": "/d/fabricmon-node?${__url_time_range}&var-node=${__value.raw}"}]}]}
 
 
+def wait_share_table(title, description, sel, node_links=True):
+    """Top $topk IB ports by XmitWait share: HCA ports (node, device) and switch ports (switch)."""
+    return share_table(title, description, "topk($topk, %s)" % wait_share(sel), "XmitWait share",
+                       ["node", "device", "switch", "port", "XmitWait share"],
+                       hide=("switch_guid",), node_links=node_links)
+
+
 def severity_override():
     return override_name("severity", mappings=text_mappings(SEVERITY_TEXT),
                          custom__cellOptions={"type": "color-text"})
@@ -496,33 +517,17 @@ def overview():
                      "Per switch, over all its swept ports.",
                      [target("topk($topk, %s)" % wait_share(SW, by="switch"), "{{switch}}")],
                      unit="percentunit", min_=0), 12, 8)
-    d.add(table("Top XmitWait ports", "HCA ports (node, device) and switch ports (switch) "
-                "waiting for credits the longest share of the time (XmitWait share over "
-                "$__rate_interval). PortXmitWait is 32-bit and saturates: see Saturated counters.",
-                [target("topk($topk, %s)" % wait_share(JN))],
-                rename={"Value": "XmitWait share"},
-                order=["node", "device", "switch", "port", "XmitWait share"],
-                hide=("switch_guid",),
-                overrides=[override_name("XmitWait share", unit="percentunit",
-                                         custom__cellOptions={"type": "color-background",
-                                                              "mode": "gradient"},
-                                         thresholds=thresholds("green", (0.01, "orange"),
-                                                               (0.05, "red"))), node_link()],
-                sort_by=[("XmitWait share", True)]), 12, 9)
-    d.add(table("Top paused ports (RoCE PFC)", "Fraction of time paused per RoCE netdev, "
-                "direction and priority (rate of fabricmon_roce_pfc_pause_duration_seconds_total)."
-                " tx: this port pauses its peer (slow receiver, likely root); rx: its peer pauses "
-                "it (victim).",
-                [target("topk($topk, rate(fabricmon_roce_pfc_pause_duration_seconds_total{%s}[%s]))"
-                        % (JN, RI))],
-                rename={"Value": "time paused"},
-                order=["node", "netdev", "direction", "priority", "time paused"],
-                overrides=[override_name("time paused", unit="percentunit",
-                                         custom__cellOptions={"type": "color-background",
-                                                              "mode": "gradient"},
-                                         thresholds=thresholds("green", (0.01, "orange"),
-                                                               (0.05, "red"))), node_link()],
-                sort_by=[("time paused", True)]), 12, 9)
+    d.add(wait_share_table("Top XmitWait ports", "HCA ports (node, device) and switch ports "
+                           "(switch) waiting for credits the longest share of the time (XmitWait "
+                           "share over $__rate_interval). PortXmitWait is 32-bit and saturates: "
+                           "see Saturated counters.", JN), 12, 9)
+    d.add(share_table("Top paused ports (RoCE PFC)", "Fraction of time paused per RoCE netdev, "
+                      "direction and priority (rate of "
+                      "fabricmon_roce_pfc_pause_duration_seconds_total). tx: this port pauses its "
+                      "peer (slow receiver, likely root); rx: its peer pauses it (victim).",
+                      "topk($topk, rate(fabricmon_roce_pfc_pause_duration_seconds_total{%s}[%s]))"
+                      % (JN, RI), "time paused",
+                      ["node", "netdev", "direction", "priority", "time paused"]), 12, 9)
     d.add(timeseries("PFC pause time, top $topk ports",
                      "Fraction of time paused (1 = paused all the time).",
                      [target("topk($topk, rate(fabricmon_roce_pfc_pause_duration_seconds_total{%s}"
@@ -942,34 +947,20 @@ def congestion_dashboard():
                              % SPREAD, "root {{node}} {{device}}/{{port}}")], decimals=0), 12, 8)
 
     d.row("Waiting and paused ports")
-    d.add(table("Waiting ports: IB credit waits", "XmitWait share (XmitWait / (XmitWait + XmitData "
-                "words)) of HCA ports (node, device) and switch ports (switch): the ports that "
-                "form IB trees. 5 % raises a finding.",
-                [target("topk($topk, %s)" % wait_share(J))],
-                rename={"Value": "XmitWait share"},
-                order=["node", "device", "switch", "port", "XmitWait share"],
-                hide=("switch_guid",),
-                overrides=[override_name("XmitWait share", unit="percentunit",
-                                         custom__cellOptions={"type": "color-background",
-                                                              "mode": "gradient"},
-                                         thresholds=thresholds("green", (0.01, "orange"),
-                                                               (0.05, "red")))],
-                sort_by=[("XmitWait share", True)]), 12, 10)
-    d.add(table("Paused ports: RoCE PFC", "Fraction of time paused. role: tx = the port pauses "
-                "its switch (slow receiver: a root), rx = the switch pauses the port (victim). "
-                "RoCE switches are not measured: the tree is walked through the link list.",
-                [target('topk($topk, label_replace(label_replace(sum by (node, netdev, direction, '
-                        'priority) (rate(fabricmon_roce_pfc_pause_duration_seconds_total{%s}[%s])),'
-                        ' "role", "paused by its switch (victim)", "direction", "rx"), "role", '
-                        '"pausing its switch (root)", "direction", "tx"))' % (J, RI))],
-                rename={"Value": "time paused"},
-                order=["node", "netdev", "priority", "direction", "role", "time paused"],
-                overrides=[override_name("time paused", unit="percentunit",
-                                         custom__cellOptions={"type": "color-background",
-                                                              "mode": "gradient"},
-                                         thresholds=thresholds("green", (0.01, "orange"),
-                                                               (0.05, "red")))],
-                sort_by=[("time paused", True)]), 12, 10)
+    d.add(wait_share_table("Waiting ports: IB credit waits", "XmitWait share (XmitWait / "
+                           "(XmitWait + XmitData words)) of HCA ports (node, device) and switch "
+                           "ports (switch): the ports that form IB trees. 5 % raises a finding.",
+                           J, node_links=False), 12, 10)
+    d.add(share_table("Paused ports: RoCE PFC", "Fraction of time paused. role: tx = the port "
+                      "pauses its switch (slow receiver: a root), rx = the switch pauses the port "
+                      "(victim). RoCE switches are not measured: the tree is walked through the "
+                      "link list.",
+                      'topk($topk, label_replace(label_replace(sum by (node, netdev, direction, '
+                      'priority) (rate(fabricmon_roce_pfc_pause_duration_seconds_total{%s}[%s])),'
+                      ' "role", "paused by its switch (victim)", "direction", "rx"), "role", '
+                      '"pausing its switch (root)", "direction", "tx"))' % (J, RI), "time paused",
+                      ["node", "netdev", "priority", "direction", "role", "time paused"],
+                      node_links=False), 12, 10)
     d.add(timeseries("XmitWait share, top $topk ports", "HCA and switch ports.",
                      [target("topk($topk, %s)" % wait_share(J),
                              "{{node}} {{device}}{{switch}}/{{port}}")],

@@ -5,6 +5,25 @@
 
 namespace fabricmon::collectors {
 
+std::string SanitizeName(absl::string_view name) {
+  std::string out;
+  out.reserve(name.size());
+  bool pending_underscore = false;
+  for (char c : name) {
+    const char lower = absl::ascii_tolower(static_cast<unsigned char>(c));
+    if ((lower >= 'a' && lower <= 'z') || (lower >= '0' && lower <= '9')) {
+      if (pending_underscore && !out.empty()) {
+        out.push_back('_');
+      }
+      pending_underscore = false;
+      out.push_back(lower);
+    } else {
+      pending_underscore = true;
+    }
+  }
+  return out;
+}
+
 ParsedCounter ParseCounter(absl::string_view content) {
   ParsedCounter result;
   content = absl::StripAsciiWhitespace(content);

@@ -70,25 +70,6 @@ uint8_t Mlx5HwCounterWidth(absl::string_view name) {
 
 }  // namespace
 
-std::string SanitizeName(absl::string_view name) {
-  std::string out;
-  out.reserve(name.size());
-  bool pending_underscore = false;
-  for (char c : name) {
-    const char lower = absl::ascii_tolower(static_cast<unsigned char>(c));
-    if ((lower >= 'a' && lower <= 'z') || (lower >= '0' && lower <= '9')) {
-      if (pending_underscore && !out.empty()) {
-        out.push_back('_');
-      }
-      pending_underscore = false;
-      out.push_back(lower);
-    } else {
-      pending_underscore = true;
-    }
-  }
-  return out;
-}
-
 CounterSpec SpecForCounter(CounterGroup group, absl::string_view file, bool pma_extended,
                            absl::string_view driver) {
   CounterSpec spec;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/string_view.h"
 #include "collectors/core/sample.h"
+#include "collectors/core/sysfs_value.h"  // SanitizeName
 
 namespace fabricmon::collectors::ib_sysfs {
 
@@ -36,10 +37,6 @@ struct CounterSpec {
 // device/driver (e.g. "mlx5_core"), used for hw_counters widths.
 CounterSpec SpecForCounter(CounterGroup group, absl::string_view file, bool pma_extended,
                            absl::string_view driver);
-
-// Lower-case [a-z0-9_] form of a kernel counter name: hfi1 has names with spaces and commas
-// ("Pio Reserved 30"), sysfs has VL15_dropped. Runs of other characters become one '_'.
-std::string SanitizeName(absl::string_view name);
 
 // The driver family used to pick hw_counters widths: the device/driver link's basename when
 // present ("mlx5_core"). Trees without the link (captures, containers without /sys/devices) fall

@@ -255,7 +255,7 @@ std::optional<NetdevCollector::Netdev> NetdevCollector::DiscoverNetdev(
     errors_.Record(ErrorKindFromStatus(stat_files.status()));
   } else {
     for (const std::string& file : *stat_files) {
-      if (netdev::SanitizeName(file).empty()) {
+      if (SanitizeName(file).empty()) {
         continue;  // a name with no usable character cannot become a metric name
       }
       netdev::StatisticSpec spec = netdev::SpecForStatistic(file);

@@ -213,25 +213,6 @@ std::optional<int64_t> ParseOperState(absl::string_view text) {
   return std::nullopt;
 }
 
-std::string SanitizeName(absl::string_view name) {
-  std::string out;
-  out.reserve(name.size());
-  bool pending_underscore = false;
-  for (char c : name) {
-    const char lower = absl::ascii_tolower(static_cast<unsigned char>(c));
-    if ((lower >= 'a' && lower <= 'z') || (lower >= '0' && lower <= '9')) {
-      if (pending_underscore && !out.empty()) {
-        out.push_back('_');
-      }
-      pending_underscore = false;
-      out.push_back(lower);
-    } else {
-      pending_underscore = true;
-    }
-  }
-  return out;
-}
-
 StatisticSpec SpecForStatistic(absl::string_view file) {
   StatisticSpec spec;
   const std::string name = SanitizeName(file);

@@ -11,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "collectors/core/sample.h"
+#include "collectors/core/sysfs_value.h"  // SanitizeName
 #include "fabricmon/v1/inventory.pb.h"
 
 namespace fabricmon::collectors::netdev {
@@ -67,9 +68,6 @@ struct StatisticSpec {
   Unit unit = Unit::kPackets;
 };
 StatisticSpec SpecForStatistic(absl::string_view file);
-
-// Lower-case [a-z0-9_] form of a file name; runs of other characters become one '_'.
-std::string SanitizeName(absl::string_view name);
 
 // Which /proc/net file a TCP counter comes from.
 enum class ProcNetFile : uint8_t { kSnmp, kNetstat };

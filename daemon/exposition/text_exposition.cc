@@ -271,6 +271,26 @@ void AppendTail(const prometheus::ClientMetric& metric, std::string* out) {
   out->push_back('\n');
 }
 
+// A counter's, gauge's or untyped metric's one line.
+void AppendScalarLine(const prometheus::MetricFamily& family,
+                      const prometheus::ClientMetric& metric, double value, std::string* out) {
+  AppendHead(family, metric, out);
+  AppendValue(value, out);
+  AppendTail(metric, out);
+}
+
+// The _count and _sum lines of a summary or histogram.
+void AppendCountAndSum(const prometheus::MetricFamily& family,
+                       const prometheus::ClientMetric& metric, uint64_t count, double sum,
+                       std::string* out) {
+  AppendHead(family, metric, "_count", "", nullptr, "", out);
+  AppendUint(count, out);
+  AppendTail(metric, out);
+  AppendHead(family, metric, "_sum", "", nullptr, "", out);
+  AppendValue(sum, out);
+  AppendTail(metric, out);
+}
+
 // An upper estimate of the text size, so a scrape's (tens of MB) output is allocated once
 // instead of being copied through every doubling of the string.
 size_t EstimateTextSize(const std::vector<prometheus::MetricFamily>& families) {
@@ -309,28 +329,17 @@ void AppendMetricLines(const prometheus::MetricFamily& family, std::string* out)
   for (const prometheus::ClientMetric& metric : family.metric) {
     switch (family.type) {
       case MetricType::Counter:
-        AppendHead(family, metric, out);
-        AppendValue(metric.counter.value, out);
-        AppendTail(metric, out);
+        AppendScalarLine(family, metric, metric.counter.value, out);
         break;
       case MetricType::Gauge:
-        AppendHead(family, metric, out);
-        AppendValue(metric.gauge.value, out);
-        AppendTail(metric, out);
+        AppendScalarLine(family, metric, metric.gauge.value, out);
         break;
       case MetricType::Untyped:
-        AppendHead(family, metric, out);
-        AppendValue(metric.untyped.value, out);
-        AppendTail(metric, out);
+        AppendScalarLine(family, metric, metric.untyped.value, out);
         break;
       case MetricType::Summary: {
         const auto& summary = metric.summary;
-        AppendHead(family, metric, "_count", "", nullptr, "", out);
-        AppendUint(summary.sample_count, out);
-        AppendTail(metric, out);
-        AppendHead(family, metric, "_sum", "", nullptr, "", out);
-        AppendValue(summary.sample_sum, out);
-        AppendTail(metric, out);
+        AppendCountAndSum(family, metric, summary.sample_count, summary.sample_sum, out);
         for (const auto& quantile : summary.quantile) {
           AppendHead(family, metric, "", "quantile", &quantile.quantile, "", out);
           AppendValue(quantile.value, out);
@@ -340,12 +349,7 @@ void AppendMetricLines(const prometheus::MetricFamily& family, std::string* out)
       }
       case MetricType::Histogram: {
         const auto& histogram = metric.histogram;
-        AppendHead(family, metric, "_count", "", nullptr, "", out);
-        AppendUint(histogram.sample_count, out);
-        AppendTail(metric, out);
-        AppendHead(family, metric, "_sum", "", nullptr, "", out);
-        AppendValue(histogram.sample_sum, out);
-        AppendTail(metric, out);
+        AppendCountAndSum(family, metric, histogram.sample_count, histogram.sample_sum, out);
         double last = -std::numeric_limits<double>::infinity();
         for (const auto& bucket : histogram.bucket) {
           AppendHead(family, metric, "_bucket", "le", &bucket.upper_bound, "", out);

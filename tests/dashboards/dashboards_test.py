@@ -36,22 +36,16 @@ Usage:
 """
 
 import argparse
-import ctypes
 import glob
 import json
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -62,10 +56,12 @@ SIM_DIR = os.path.join(REPO, "tests", "sim")
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree (tests/sim is shared)
 sys.path.insert(0, HERE)
 sys.path.insert(0, SIM_DIR)
+sys.path.insert(0, os.path.join(REPO, "tests", "testing"))
 
 import dashboard_lint as lint  # noqa: E402
+import fabricmon_testing as fmt  # noqa: E402
+from fabricmon_testing import Failure, PromApi, SKIP, http_get, wait_for  # noqa: E402
 
-SKIP = 77
 JOB = "fabricmon-aggregator"
 CYCLE_S = 0.5
 INTERVAL_MS = 500
@@ -102,10 +98,6 @@ START = time.monotonic()
 def log(*parts):
     print("[dashboards_test %5.1fs]" % (time.monotonic() - START), *parts, file=sys.stderr,
           flush=True)
-
-
-class Failure(Exception):
-    pass
 
 
 # ------------------------------------------------------------------------------------------
@@ -213,108 +205,6 @@ def static_checks():
 
 
 # ------------------------------------------------------------------------------------------
-# Processes.
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _die_with_parent():
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-
-
-class Processes:
-    def __init__(self, workdir):
-        self.workdir = workdir
-        self.children = []
-
-    def start(self, name, argv, env=None, cwd=None, stdin=None):
-        log_path = os.path.join(self.workdir, "logs", name + ".log")
-        os.makedirs(os.path.dirname(log_path), exist_ok=True)
-        with open(log_path, "wb") as log_file:
-            proc = subprocess.Popen(argv, stdin=stdin or subprocess.DEVNULL, stdout=log_file,
-                                    stderr=subprocess.STDOUT, preexec_fn=_die_with_parent,
-                                    cwd=cwd or self.workdir,
-                                    env=dict(os.environ, **(env or {})))
-        self.children.append((name, proc, log_path))
-        if VERBOSE:
-            log("started", name, "pid", proc.pid)
-        return proc
-
-    def forget(self, proc):
-        """Stops `proc` (if still running) and drops it from the children."""
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        self.children = [c for c in self.children if c[1] is not proc]
-
-    def start_server(self, name, make_argv, ready, attempts=3):
-        """Starts a server on a free port, another one if it was taken meanwhile."""
-        for _ in range(attempts):
-            port = free_port()
-            proc = self.start(name, make_argv(port))
-            wait_for("%s to listen on port %d" % (name, port),
-                     lambda: proc.poll() is not None or ready(port), 20, 0.05)
-            if proc.poll() is None:
-                return proc, port
-            log("%s could not use port %d (exit %s); retrying" % (name, port, proc.returncode))
-            self.forget(proc)
-        raise Failure("%s: no usable port after %d attempts" % (name, attempts))
-
-    def dead(self):
-        return [(n, p.returncode) for n, p, _ in self.children if p.poll() is not None]
-
-    def stop_all(self):
-        for _, proc, _ in self.children:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 3
-        for _, proc, _ in self.children:
-            try:
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-
-    def dump_logs(self, lines=25, only=None):
-        for name, _, path in self.children:
-            if only and name != only:
-                continue
-            try:
-                with open(path, errors="replace") as f:
-                    text = "".join(f.readlines()[-lines:])
-            except OSError:
-                text = "(no log)"
-            log("---- %s ----\n%s" % (name, text))
-
-
-def wait_for(what, predicate, timeout_s, interval_s=0.2, procs=None):
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
-        if procs is not None and procs.dead():
-            raise Failure("process(es) exited while waiting for %s: %s" % (what, procs.dead()))
-        try:
-            value = predicate()
-            if value:
-                return value
-        except (OSError, ValueError, KeyError, urllib.error.URLError, Failure) as e:
-            last = e
-        time.sleep(interval_s)
-    raise Failure("timed out after %.0f s waiting for %s%s" %
-                  (timeout_s, what, " (last error: %s)" % last if last else ""))
-
-
-def http_get(url, timeout_s=5):
-    with urllib.request.urlopen(url, timeout=timeout_s) as r:
-        return r.read().decode("utf-8")
-
-
-# ------------------------------------------------------------------------------------------
 # ibsim (InfiniBand subnet simulator) for switch ports.
 
 
@@ -344,7 +234,7 @@ class Ibsim:
         result = subprocess.run(["opensm", "-o", "-f", os.path.join(self.dir, "opensm.log")],
                                 cwd=self.dir, env=dict(os.environ, **self.client_env()),
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                timeout=30, preexec_fn=_die_with_parent)
+                                timeout=30, preexec_fn=fmt.die_with_parent)
         if result.returncode != 0:
             raise Failure("opensm exited %d (log %s/opensm.log)" % (result.returncode, self.dir))
 
@@ -367,44 +257,6 @@ def ibsim_unavailable_reason(agent):
         if b"fabricmon_ib_fabric_sweep_duration_seconds" not in f.read():
             return "the agent was built without the ib_fabric collector"
     return None
-
-
-# ------------------------------------------------------------------------------------------
-# Prometheus API.
-
-
-class Prom:
-    def __init__(self, base):
-        self.base = base
-
-    def _call(self, path, params):
-        data = urllib.parse.urlencode(params, doseq=True).encode()
-        try:
-            with urllib.request.urlopen(self.base + path, data=data, timeout=10) as r:
-                body = json.loads(r.read().decode())
-        except urllib.error.HTTPError as e:
-            body = json.loads(e.read().decode() or "{}")
-        if body.get("status") != "success":
-            raise Failure("%s: %s: %s" % (body.get("errorType", "error"),
-                                          body.get("error", body), params.get("query", params)))
-        return body["data"]
-
-    def query(self, expr):
-        return self._call("/api/v1/query", {"query": expr})["result"]
-
-    def query_range(self, expr, seconds, step):
-        now = time.time()
-        return self._call("/api/v1/query_range", {"query": expr, "start": now - seconds,
-                                                   "end": now, "step": step})["result"]
-
-    def label_values(self, selector, label):
-        now = time.time()
-        if selector is None:
-            return sorted(self._call("/api/v1/label/%s/values" % label,
-                                     {"start": now - 300, "end": now}))
-        series = self._call("/api/v1/series", {"match[]": selector, "start": now - 300,
-                                               "end": now})
-        return sorted({s[label] for s in series if s.get(label)})
 
 
 # ------------------------------------------------------------------------------------------
@@ -535,7 +387,7 @@ def live_test(args, dashboards, workdir):
     import gen_sysfs_tree as gst
     import sim_nodes
 
-    procs = Processes(workdir)
+    procs = fmt.Processes(workdir, log=log, verbose=VERBOSE, stop_grace_s=3)
     stop = threading.Event()
     cycler = None
     try:
@@ -570,28 +422,8 @@ def live_test(args, dashboards, workdir):
         metrics_url = "http://127.0.0.1:%d/metrics" % metrics_port
 
         # Prometheus (slowest to start: started now, waited for after the agents).
-        prom_dir = os.path.join(workdir, "prometheus")
-        os.makedirs(prom_dir)
-        with open(os.path.join(prom_dir, "prometheus.yml"), "w") as f:
-            f.write("global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n"
-                    "  evaluation_interval: 1s\nscrape_configs:\n  - job_name: %s\n"
-                    "    static_configs:\n      - targets: ['127.0.0.1:%d']\n"
-                    % (JOB, metrics_port))
-
-        def prometheus_argv(port):
-            return [prometheus, "--config.file=" + os.path.join(prom_dir, "prometheus.yml"),
-                    "--storage.tsdb.path=" + os.path.join(prom_dir, "data"),
-                    "--web.listen-address=127.0.0.1:%d" % port, "--log.level=warn",
-                    "--storage.tsdb.retention.time=1h"]
-
-        def prometheus_ready(port):
-            try:
-                return "Ready" in http_get("http://127.0.0.1:%d/-/ready" % port, timeout_s=2)
-            except urllib.error.HTTPError:
-                return False  # 503 while starting
-
-        prom_port = free_port()
-        prom_proc = procs.start("prometheus", prometheus_argv(prom_port))
+        prometheus_server = fmt.Prometheus(procs, prometheus, os.path.join(workdir, "prometheus"),
+                                           JOB, metrics_port).launch()
 
         # ibsim (switch ports), when it can work here.
         ibsim = None
@@ -684,14 +516,8 @@ def live_test(args, dashboards, workdir):
         cycler = threading.Thread(target=cycle_loop, daemon=True)
         cycler.start()
 
-        wait_for("prometheus to answer", lambda: prom_proc.poll() is not None or
-                 prometheus_ready(prom_port), 20, 0.1)
-        if prom_proc.poll() is not None:  # its port was taken meanwhile: another one
-            procs.forget(prom_proc)
-            prom_proc, prom_port = procs.start_server("prometheus", prometheus_argv,
-                                                      prometheus_ready)
-        base = "http://127.0.0.1:%d" % prom_port
-        prom = Prom(base)
+        base = prometheus_server.wait_ready().url
+        prom = PromApi(base)
         wants = ['up{job="%s"} == 1' % JOB,
                  "count(fabricmon_node_up == 1) == 2",
                  'fabricmon_finding_active{kind="link_flapping"}',
@@ -792,15 +618,8 @@ def main():
     args.agent = args.agent and os.path.abspath(args.agent)
     args.aggregator = args.aggregator and os.path.abspath(args.aggregator)
     args.nvml_standin = args.nvml_standin and os.path.abspath(args.nvml_standin)
-    base = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-    workdir = tempfile.mkdtemp(prefix="fabricmon-dash-", dir=base)
-    try:
+    with fmt.workdir("fabricmon-dash-", keep=args.keep, tmpfs=True, log=log) as workdir:
         return live_test(args, dashboards, workdir)
-    finally:
-        if args.keep:
-            log("kept", workdir)
-        else:
-            shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

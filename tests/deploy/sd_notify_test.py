@@ -32,21 +32,14 @@ import sys
 import tempfile
 import time
 
-SKIP = 77
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "testing"))
+import fabricmon_testing as fmt  # noqa: E402
+from fabricmon_testing import SKIP  # noqa: E402
+
 WATCHDOG_USEC = 2_000_000
 
-AGENT_CONFIG = """\
-tls { insecure_plaintext: true }
-reconnect_initial_backoff_ms: 100
-reconnect_max_backoff_ms: 1000
-collectors {
-  ib_sysfs { interval_ms: 1000 }
-  ethtool { enabled: false }
-  netdev { enabled: false }
-  nvml { enabled: false }
-  ib_fabric { enabled: false }
-}
-"""
+AGENT_CONFIG = fmt.HERMETIC_AGENT_CONFIG
 
 
 class NotifySocket:

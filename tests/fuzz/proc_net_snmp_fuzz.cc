@@ -45,7 +45,7 @@ FABRICMON_FUZZ_TARGET(proc_net_snmp) {
   }
 
   const StatisticSpec spec = SpecForStatistic(text);
-  if (!SanitizeName(text).empty()) {
+  if (!::fabricmon::collectors::SanitizeName(text).empty()) {
     FABRICMON_FUZZ_CHECK(::fabricmon::wire::IsValidMetricName(spec.metric));
   }
   (void)ParseOperState(text);

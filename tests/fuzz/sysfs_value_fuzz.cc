@@ -47,7 +47,7 @@ FABRICMON_FUZZ_TARGET(sysfs_value) {
 
   // The input as a counter file name in each directory, for both PMA generations and a few
   // drivers: the metric must be a valid Prometheus name the aggregator accepts.
-  const std::string name = ib_sysfs::SanitizeName(text);
+  const std::string name = SanitizeName(text);
   for (char c : name) {
     FABRICMON_FUZZ_CHECK((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_');
   }

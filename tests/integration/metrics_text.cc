@@ -1,13 +1,6 @@
 #include "tests/integration/metrics_text.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 
 #include "absl/strings/ascii.h"
@@ -171,63 +164,6 @@ std::string DescribeDifference(const std::map<std::string, std::string>& expecte
     lines.push_back(absl::StrCat("... and ", more, " more"));
   }
   return absl::StrJoin(lines, "\n");
-}
-
-absl::StatusOr<std::string> HttpGet(int port, absl::string_view path) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    return ErrnoToStatus(errno, "socket");
-  }
-  // A hung server must fail the test, not hang it.
-  timeval timeout{10, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    const int error = errno;
-    close(fd);
-    return ErrnoToStatus(error, absl::StrCat("connect 127.0.0.1:", port));
-  }
-  // HTTP/1.0: the server closes after the response, so reading to EOF reads it all.
-  const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
-  size_t sent = 0;
-  while (sent < request.size()) {
-    const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) {
-      const int error = errno;
-      close(fd);
-      return ErrnoToStatus(error, "send");
-    }
-    sent += static_cast<size_t>(n);
-  }
-  std::string response;
-  char buffer[65536];
-  for (;;) {
-    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
-    if (n < 0) {
-      const int error = errno;
-      close(fd);
-      return ErrnoToStatus(error, "recv");
-    }
-    if (n == 0) {
-      break;
-    }
-    response.append(buffer, static_cast<size_t>(n));
-  }
-  close(fd);
-  const size_t end_of_headers = response.find("\r\n\r\n");
-  if (end_of_headers == std::string::npos) {
-    return absl::InternalError(absl::StrCat("no HTTP response from port ", port));
-  }
-  const absl::string_view status_line =
-      absl::string_view(response).substr(0, response.find("\r\n"));
-  if (!absl::StrContains(status_line, " 200")) {
-    return absl::UnavailableError(absl::StrCat("GET ", path, ": ", status_line));
-  }
-  return response.substr(end_of_headers + 4);
 }
 
 }  // namespace fabricmon::testing

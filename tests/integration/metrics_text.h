@@ -1,7 +1,8 @@
 #pragma once
 
-// Reading Prometheus text exposition the way a scraper does: an HTTP GET over a plain socket and
-// a small parser for format 0.0.4, so tests compare what Prometheus would see, not our structs.
+// Reading Prometheus text exposition the way a scraper does: an HTTP GET over a plain socket
+// (HttpGet, from tests/testing/loopback.h) and a small parser for format 0.0.4, so tests compare
+// what Prometheus would see, not our structs.
 
 #include <map>
 #include <optional>
@@ -11,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "tests/testing/loopback.h"
 
 namespace fabricmon::testing {
 
@@ -46,8 +48,5 @@ std::optional<double> SampleValue(
 std::string DescribeDifference(const std::map<std::string, std::string>& expected,
                                const std::map<std::string, std::string>& actual,
                                size_t limit = 20);
-
-// GET http://127.0.0.1:<port><path>; the body on HTTP 200, Unavailable/Internal otherwise.
-absl::StatusOr<std::string> HttpGet(int port, absl::string_view path);
 
 }  // namespace fabricmon::testing

@@ -4,7 +4,6 @@
 // so this checks the real datagrams, not our wrapper.
 
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -28,6 +27,7 @@
 #include "gtest/gtest.h"
 #include "tests/integration/metrics_text.h"
 #include "tests/testing/fixture_path.h"
+#include "tests/testing/loopback.h"
 #include "tests/testing/temp_tree.h"
 
 extern char** environ;
@@ -37,24 +37,6 @@ namespace {
 
 using ::testing::Contains;
 using ::testing::HasSubstr;
-
-// A free TCP port on 127.0.0.1 (bound, read back and released; the agent needs a concrete one).
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    if (fd >= 0) {
-      close(fd);
-    }
-    return 0;
-  }
-  close(fd);
-  return ntohs(address.sin_port);
-}
 
 // The receiving end of NOTIFY_SOCKET: a unix datagram socket bound to a path.
 class NotifySocket {

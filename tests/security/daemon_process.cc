@@ -1,22 +1,15 @@
 #include "tests/security/daemon_process.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <cstring>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
@@ -95,68 +88,6 @@ int WaitForPortFile(const std::string& path, DaemonProcess& process, absl::Durat
     absl::SleepFor(absl::Milliseconds(20));
   }
   return 0;
-}
-
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof(address);
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    if (fd >= 0) {
-      close(fd);
-    }
-    return 0;
-  }
-  close(fd);
-  return ntohs(address.sin_port);
-}
-
-absl::StatusOr<std::string> HttpGet(int port, absl::string_view path) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    return absl::InternalError("socket");
-  }
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(static_cast<uint16_t>(port));
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
-    close(fd);
-    return absl::UnavailableError(
-        absl::StrCat("connect 127.0.0.1:", port, ": ", std::strerror(errno)));
-  }
-  const std::string request =
-      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-  if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
-    close(fd);
-    return absl::UnavailableError("write");
-  }
-  std::string response;
-  char buffer[65536];
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  for (;;) {
-    pollfd p{fd, POLLIN, 0};
-    const int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
-    if (left <= 0 || poll(&p, 1, static_cast<int>(left)) != 1) {
-      close(fd);
-      return absl::DeadlineExceededError("HTTP response timed out");
-    }
-    const ssize_t n = read(fd, buffer, sizeof(buffer));
-    if (n <= 0) {
-      break;
-    }
-    response.append(buffer, static_cast<size_t>(n));
-  }
-  close(fd);
-  const size_t body = response.find("\r\n\r\n");
-  if (!absl::StartsWith(response, "HTTP/1.") || body == std::string::npos ||
-      response.find(" 200 ") > response.find("\r\n")) {
-    return absl::UnavailableError(absl::StrCat("HTTP: ", response.substr(0, 200)));
-  }
-  return response.substr(body + 4);
 }
 
 std::optional<double> SampleValue(absl::string_view text, absl::string_view series) {

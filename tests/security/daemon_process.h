@@ -1,8 +1,8 @@
 #pragma once
 
 // The built daemons as child processes for end-to-end tests: start with arguments, output to a
-// log file, wait for --port_file, stop; plus a plain HTTP GET for /metrics and a lookup of one
-// sample in Prometheus text.
+// log file, wait for --port_file, stop; plus a lookup of one sample in Prometheus text. FreePort
+// and HttpGet (for /metrics) come with tests/testing/loopback.h.
 
 #include <sys/types.h>
 
@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "tests/testing/loopback.h"
 
 namespace fabricmon::testing {
 
@@ -44,12 +45,6 @@ class DaemonProcess {
 // Polls `path` until it holds a port number (fabricmon-aggregator --port_file), the process
 // exits or `timeout` passes. 0 on failure.
 int WaitForPortFile(const std::string& path, DaemonProcess& process, absl::Duration timeout);
-
-// A free TCP port on 127.0.0.1 (bound, read back, released).
-int FreePort();
-
-// GET http://127.0.0.1:<port><path>: the body on HTTP 200.
-absl::StatusOr<std::string> HttpGet(int port, absl::string_view path);
 
 // Value of the sample written exactly as `series` (e.g.
 // `fabricmon_aggregator_rejected_messages_total{reason="identity_mismatch"}`) in Prometheus text;

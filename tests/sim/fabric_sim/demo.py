@@ -15,12 +15,11 @@ deploy/run-demo.sh builds fabricmon and runs `python3 -m fabric_sim demo --build
      temporary directory removed in every case.
 """
 
-import json
 import re
 import sys
 import time
-import urllib.parse
-import urllib.request
+
+import fabricmon_testing as fmt  # on sys.path through __init__.py
 
 from . import runner
 from . import scenarios
@@ -93,12 +92,6 @@ def _remember(seen, f):
     if old is not None and len(old.get("victims", [])) > len(f.get("victims", [])):
         f = dict(f, victims=old["victims"], depth_hops=old.get("depth_hops", 0))
     seen[f.get("id")] = f
-
-
-def _prometheus_query(port, query):
-    url = "http://127.0.0.1:%d/api/v1/query?%s" % (port, urllib.parse.urlencode({"query": query}))
-    with urllib.request.urlopen(url, timeout=5) as r:
-        return json.loads(r.read().decode()).get("data", {}).get("result", [])
 
 
 def main(args):
@@ -192,12 +185,12 @@ def main(args):
             _say("     - %-8s %s" % (state, scenarios.finding_text(f)))
         if harness.prometheus_port:
             try:
-                result = _prometheus_query(harness.prometheus_port, "fabricmon_finding_active")
+                prom = fmt.PromApi("http://127.0.0.1:%d" % harness.prometheus_port)
                 _say("   Prometheus (scraping the aggregator): fabricmon_finding_active has %d "
                      "series now; fabricmon_node_up: %d nodes" % (
-                         len(result),
-                         len(_prometheus_query(harness.prometheus_port, "fabricmon_node_up == 1"))))
-            except (OSError, ValueError) as e:
+                         len(prom.query("fabricmon_finding_active")),
+                         len(prom.query("fabricmon_node_up == 1"))))
+            except (OSError, ValueError, fmt.Failure) as e:
                 _say("   Prometheus query failed: %s" % e)
         return 0
     except KeyboardInterrupt:

@@ -10,24 +10,15 @@ directory, so each client runs in a directory of its own.
 Python 3 standard library only.
 """
 
-import ctypes
 import os
 import shutil
-import signal
 import subprocess
 import time
 
+import fabricmon_testing as fmt  # on sys.path through __init__.py
+
 UMAD2SIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
 MAX32 = (1 << 32) - 1
-
-
-def die_with_parent():
-    """preexec_fn: the child gets SIGKILL when the process that started it dies (even killed
-    outright, e.g. by a ctest timeout), so nothing outlives a run. Linux prctl(PR_SET_PDEATHSIG)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        pass
 
 
 def available():
@@ -51,7 +42,7 @@ class Ibsim:
             ["ibsim", "-s", net_file], stdin=subprocess.PIPE, stdout=self._log,
             stderr=open(os.path.join(directory, "ibsim.err"), "w"), cwd=directory,
             env=dict(os.environ, IBSIM_SOCKNAME=self.socket), start_new_session=True,
-            preexec_fn=die_with_parent)
+            preexec_fn=fmt.die_with_parent)
         if on_spawn is not None:
             on_spawn(self.proc.pid)
         self.switch_counters = {}  # (switch, port) → {"data": words, "wait": ticks, ...}

@@ -21,12 +21,14 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+
+import fabricmon_testing as fmt  # on sys.path through __init__.py
+from fabricmon_testing import free_port
 
 from . import cluster as cluster_mod
 from . import ibsim as ibsim_mod
@@ -56,12 +58,6 @@ class Binaries:
         if self.nvml is None:
             out.append("libnvidia-ml-standin.so (target fabricmon_nvml_standin)")
         return out
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _scratch_dir(prefix):
@@ -145,7 +141,7 @@ class Harness:
         proc = subprocess.Popen(argv, stdout=logf, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=dict(os.environ, **(env or {})),
                                 cwd=cwd or self.root, start_new_session=True,
-                                preexec_fn=ibsim_mod.die_with_parent)
+                                preexec_fn=fmt.die_with_parent)
         logf.close()
         self.procs.append((name, proc))
         self._note_state("pgid", proc.pid)
@@ -307,26 +303,20 @@ class Harness:
             self.prometheus_port = free_port()
             directory = os.path.join(self.root, "prometheus")
             os.makedirs(directory, exist_ok=True)
-            config = os.path.join(directory, "prometheus.yml")
-            with open(config, "w") as f:
-                f.write("global:\n  scrape_interval: 2s\n  evaluation_interval: 2s\n"
-                        "scrape_configs:\n  - job_name: fabricmon-aggregator\n"
-                        "    static_configs:\n      - targets: ['127.0.0.1:%d']\n"
-                        % self.metrics_port)
-            proc = self._spawn("prometheus", [
-                prom, "--config.file=" + config,
-                "--storage.tsdb.path=" + os.path.join(directory, "data"),
-                "--web.listen-address=127.0.0.1:%d" % self.prometheus_port,
-                "--storage.tsdb.retention.time=1h"])
+            with open(os.path.join(directory, "prometheus.yml"), "w") as f:
+                f.write(fmt.prometheus_config("fabricmon-aggregator", self.metrics_port,
+                                              interval_s=2))
+            proc = self._spawn("prometheus", fmt.prometheus_argv(prom, directory,
+                                                                 self.prometheus_port))
             for _ in range(100):
                 if proc.poll() is not None:
                     break
                 try:
-                    urllib.request.urlopen("http://127.0.0.1:%d/-/ready" % self.prometheus_port,
-                                           timeout=1).read()
-                    return
+                    if fmt.prometheus_ready(self.prometheus_port):
+                        return
                 except OSError:
-                    time.sleep(0.1)
+                    pass
+                time.sleep(0.1)
             proc.kill()
             proc.wait()
         self.log("   (prometheus did not start; see %s/logs/prometheus.log)" % self.root)

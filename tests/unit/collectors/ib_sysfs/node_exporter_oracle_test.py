@@ -14,9 +14,7 @@ Usage: node_exporter_oracle_test.py --agent PATH [--fixtures DIR] [--verbose]
 
 import argparse
 import os
-import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,10 +23,12 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "sim"))
+sys.path.insert(0, os.path.join(SOURCE_DIR, "tests", "testing"))
 import gen_sysfs_tree  # noqa: E402
-
-SKIP = 77
+from fabricmon_testing import SKIP, free_port  # noqa: E402
+from fabricmon_testing import parse_text_exposition as parse_exposition  # noqa: E402
 
 # node_exporter 1.5 (procfs 0.8) family → (our family, files it reads). The sysfs file names
 # say where each value comes from; the comparison uses our family for the same device/port.
@@ -107,45 +107,12 @@ INFO_LABELS = {"board_id": "board_id", "firmware_version": "fw_ver", "hca_type":
 # node_exporter 1.5's infiniband collector exports has a counterpart.
 DELIBERATELY_UNMAPPED = {}
 
-SAMPLE_RE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+\d+)?$')
-LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*,?')
-
-
-def parse_exposition(text):
-    """[(name, {label: value}, float)] of a Prometheus text exposition."""
-    samples = []
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = SAMPLE_RE.match(line)
-        if not m:
-            raise ValueError("unparsable exposition line: %r" % line)
-        labels = {}
-        if m.group(3):
-            pos = 0
-            body = m.group(3)
-            while pos < len(body):
-                lm = LABEL_RE.match(body, pos)
-                if not lm:
-                    raise ValueError("unparsable labels: %r" % line)
-                labels[lm.group(1)] = (lm.group(2).replace('\\"', '"').replace("\\n", "\n")
-                                       .replace("\\\\", "\\"))
-                pos = lm.end()
-        samples.append((m.group(1), labels, float(m.group(4))))
-    return samples
-
 
 def scratch_dir():
     """/dev/shm unless TMPDIR is set: a tree is ~900 files, slow to create on a busy disk."""
     if "TMPDIR" not in os.environ and os.access("/dev/shm", os.W_OK | os.X_OK):
         return "/dev/shm"
     return None
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def find_node_exporter():

@@ -20,6 +20,7 @@
 #include "daemon/exposition/text_exposition.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fixture_path.h"
+#include "tests/testing/loopback.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/temp_tree.h"
 #include "tests/unit/collectors/netdev/netdev_test_util.h"
@@ -44,9 +45,9 @@ constexpr char kNodeExporter[] = "prometheus-node-exporter";
 absl::StatusOr<std::string> ScrapeNodeExporter(const std::string& sysfs,
                                                const std::string& procfs) {
   for (int attempt = 0; attempt < 3; ++attempt) {
-    absl::StatusOr<int> port = netdev_testing::PickFreePort();
-    if (!port.ok()) {
-      return port.status();
+    const int port = ::fabricmon::testing::FreePort();
+    if (port == 0) {
+      return absl::InternalError("no free port on 127.0.0.1");
     }
     absl::StatusOr<ChildProcess> child = ChildProcess::Start({
         kNodeExporter,
@@ -56,7 +57,7 @@ absl::StatusOr<std::string> ScrapeNodeExporter(const std::string& sysfs,
         "--collector.netstat.fields=.*",
         "--path.sysfs=" + sysfs,
         "--path.procfs=" + procfs,
-        absl::StrCat("--web.listen-address=127.0.0.1:", *port),
+        absl::StrCat("--web.listen-address=127.0.0.1:", port),
     });
     if (!child.ok()) {
       return child.status();
@@ -67,7 +68,7 @@ absl::StatusOr<std::string> ScrapeNodeExporter(const std::string& sysfs,
         break;  // exited: most likely the port was taken in between; try another
       }
       absl::StatusOr<std::string> body =
-          netdev_testing::HttpGet(*port, "/metrics", absl::Seconds(5));
+          ::fabricmon::testing::HttpGet(port, "/metrics", absl::Seconds(5));
       if (body.ok()) {
         child->Stop();
         return body;

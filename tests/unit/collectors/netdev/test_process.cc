@@ -1,10 +1,7 @@
 #include "tests/unit/collectors/netdev/test_process.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -177,76 +174,6 @@ bool HaveProgram(const std::string& program) {
     }
   }
   return false;
-}
-
-absl::StatusOr<int> PickFreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    return absl::InternalError("socket");
-  }
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    close(fd);
-    return absl::InternalError("bind 127.0.0.1:0");
-  }
-  const int port = ntohs(addr.sin_port);
-  close(fd);
-  return port;
-}
-
-absl::StatusOr<std::string> HttpGet(int port, const std::string& path, absl::Duration timeout) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    return absl::InternalError("socket");
-  }
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(absl::ToInt64Seconds(timeout));
-  tv.tv_usec = static_cast<suseconds_t>(absl::ToInt64Microseconds(timeout) % 1000000);
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return absl::UnavailableError(absl::StrCat("connect 127.0.0.1:", port));
-  }
-  const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
-  if (send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
-      static_cast<ssize_t>(request.size())) {
-    close(fd);
-    return absl::UnavailableError("send");
-  }
-  std::string response;
-  char buffer[16384];
-  for (;;) {
-    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
-    if (n > 0) {
-      response.append(buffer, static_cast<size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n < 0) {
-      close(fd);
-      return absl::DeadlineExceededError("recv");
-    }
-    break;
-  }
-  close(fd);
-  const size_t body = response.find("\r\n\r\n");
-  if (response.compare(0, 12, "HTTP/1.0 200") != 0 &&
-      response.compare(0, 12, "HTTP/1.1 200") != 0) {
-    return absl::UnavailableError(absl::StrCat("HTTP status: ", response.substr(0, 40)));
-  }
-  return body == std::string::npos ? std::string() : response.substr(body + 4);
 }
 
 std::optional<double> FindSample(const std::string& exposition, const std::string& series) {

@@ -59,13 +59,6 @@ ProcessResult RunProcess(const std::vector<std::string>& argv, absl::Duration ti
 // True if `program` is an executable on PATH.
 bool HaveProgram(const std::string& program);
 
-// A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read, close).
-absl::StatusOr<int> PickFreePort();
-
-// GET http://127.0.0.1:<port><path>; the body, or an error if the connection or read failed
-// within `timeout`.
-absl::StatusOr<std::string> HttpGet(int port, const std::string& path, absl::Duration timeout);
-
 // Value of one exposition line whose text before the value is exactly `series`
 // (e.g. `node_network_mtu_bytes{device="eth0"}`); nullopt if absent.
 std::optional<double> FindSample(const std::string& exposition, const std::string& series);
