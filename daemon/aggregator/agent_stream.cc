@@ -26,6 +26,8 @@ absl::string_view RejectReasonName(RejectReason reason) {
       return "duplicate_node";
     case RejectReason::kSeriesLimit:
       return "series_limit";
+    case RejectReason::kSeriesRateLimit:
+      return "series_rate_limit";
     case RejectReason::kInvalidDeclaration:
       return "invalid_declaration";
     case RejectReason::kIdentityMismatch:
@@ -154,6 +156,7 @@ std::optional<AgentStream::Error> AgentStream::HandleHello(const v1::Hello& hell
 
 std::optional<AgentStream::Error> AgentStream::HandleDeclarations(
     const v1::SeriesDeclarations& declarations) {
+  const int64_t now = clock_.MonotonicNanos();  // for the node's new-series bucket
   for (const v1::SeriesDeclaration& declaration : declarations.series()) {
     absl::StatusOr<collectors::SeriesDesc> desc = wire::FromDeclaration(declaration);
     if (!desc.ok()) {
@@ -165,10 +168,13 @@ std::optional<AgentStream::Error> AgentStream::HandleDeclarations(
       return Error{RejectReason::kInvalidDeclaration, v1::Reject::REASON_MALFORMED,
                    grpc::StatusCode::INVALID_ARGUMENT, std::string(declared.message())};
     }
-    absl::StatusOr<uint32_t> index = node_->Declare(*desc);
+    absl::StatusOr<uint32_t> index = node_->Declare(*desc, now);
     if (!index.ok()) {
-      return Error{RejectReason::kSeriesLimit, v1::Reject::REASON_LIMIT,
-                   grpc::StatusCode::RESOURCE_EXHAUSTED, std::string(index.status().message())};
+      const RejectReason reason = absl::IsUnavailable(index.status())
+                                      ? RejectReason::kSeriesRateLimit
+                                      : RejectReason::kSeriesLimit;
+      return Error{reason, v1::Reject::REASON_LIMIT, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                   std::string(index.status().message())};
     }
     if (declaration.id() >= stream_to_node_.size()) {
       stream_to_node_.resize(declaration.id() + 1, 0);

@@ -115,6 +115,12 @@ int Run(const v1::AggregatorConfig& config) {
   if (config.max_series_per_node() > 0) {
     store_options.max_series_per_node = config.max_series_per_node();
   }
+  if (config.max_new_series_per_second() > 0) {
+    store_options.new_series.per_second = config.max_new_series_per_second();
+  }
+  if (config.new_series_burst() > 0) {
+    store_options.new_series.burst = config.new_series_burst();
+  }
   aggregator::SeriesStore store(store_options);
   aggregator::IngestStats stats;
   aggregator::StreamOptions stream_options;

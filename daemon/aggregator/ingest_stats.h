@@ -18,6 +18,7 @@ enum class RejectReason : uint8_t {
   kUnknownLayout,
   kDuplicateNode,
   kSeriesLimit,
+  kSeriesRateLimit,  // new series beyond the node's new-series rate (label churn)
   kInvalidDeclaration,
   kIdentityMismatch,  // hello's node name is not the client certificate's (mutual TLS)
   kProtocol,

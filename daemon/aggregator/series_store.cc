@@ -51,13 +51,26 @@ Rate Series::CurrentRate() const {
   return CounterRate(desc, *previous, *latest);
 }
 
-NodeState::NodeState(std::string name, size_t samples_per_series, size_t max_series)
+NodeState::NodeState(std::string name, size_t samples_per_series, size_t max_series,
+                     NewSeriesLimit new_series)
     : name_(std::move(name)),
       samples_per_series_(samples_per_series < 2 ? 2 : samples_per_series),
-      max_series_(max_series) {}
+      max_series_(max_series),
+      new_series_(new_series.per_second, new_series.burst) {}
 
 absl::StatusOr<uint32_t> NodeState::Declare(const collectors::SeriesDesc& desc) {
   absl::MutexLock lock(&mu_);
+  return DeclareLocked(desc, nullptr);
+}
+
+absl::StatusOr<uint32_t> NodeState::Declare(const collectors::SeriesDesc& desc,
+                                            int64_t now_monotonic_nanos) {
+  absl::MutexLock lock(&mu_);
+  return DeclareLocked(desc, &now_monotonic_nanos);
+}
+
+absl::StatusOr<uint32_t> NodeState::DeclareLocked(const collectors::SeriesDesc& desc,
+                                                  const int64_t* now_monotonic_nanos) {
   const uint64_t identity = collectors::SeriesIdentity(desc);
   auto it = by_fingerprint_.find(identity);
   if (it != by_fingerprint_.end()) {
@@ -73,6 +86,11 @@ absl::StatusOr<uint32_t> NodeState::Declare(const collectors::SeriesDesc& desc) 
   if (series_.size() >= max_series_) {
     return absl::ResourceExhaustedError(
         absl::StrCat("node ", name_, " exceeds its cap of ", max_series_, " series"));
+  }
+  if (now_monotonic_nanos != nullptr && !new_series_.TryTake(*now_monotonic_nanos)) {
+    return absl::UnavailableError(absl::StrCat(
+        "node ", name_, " declares new series faster than ", new_series_.rate_per_second(),
+        " per second after a burst of ", new_series_.burst(), " (label churn?)"));
   }
   Series series;
   series.desc = desc;
@@ -196,7 +214,7 @@ absl::StatusOr<SeriesStore::Attachment> SeriesStore::Attach(const v1::Hello& hel
     auto& slot = nodes_[hello.node_name()];
     if (slot == nullptr) {
       slot = std::make_shared<NodeState>(hello.node_name(), options_.samples_per_series,
-                                         options_.max_series_per_node);
+                                         options_.max_series_per_node, options_.new_series);
     }
     node = slot;
   }

@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "collectors/core/sample.h"
+#include "daemon/common/rate_limiter.h"
 #include "fabricmon/v1/inventory.pb.h"
 #include "fabricmon/v1/telemetry.pb.h"
 
@@ -79,15 +80,29 @@ struct NodeCounters {
   uint64_t streams = 0;               // streams accepted for this node
 };
 
+// How fast a node may gain series it does not hold yet (AggregatorConfig's
+// max_new_series_per_second and new_series_burst): a token bucket per node.
+struct NewSeriesLimit {
+  double per_second = 100;
+  double burst = 50000;
+};
+
 class NodeState {
  public:
-  explicit NodeState(std::string name, size_t samples_per_series, size_t max_series);
+  NodeState(std::string name, size_t samples_per_series, size_t max_series,
+            NewSeriesLimit new_series = {});
 
   const std::string& name() const { return name_; }
 
   // Declares a series (idempotent by name+labels); returns its node-level index.
-  // ResourceExhausted beyond the node's series cap.
+  // ResourceExhausted beyond the node's series cap. No rate limit (tests, tools).
   absl::StatusOr<uint32_t> Declare(const collectors::SeriesDesc& desc) ABSL_LOCKS_EXCLUDED(mu_);
+  // The same under the node's new-series limit (what a stream uses): a series the node does not
+  // hold yet also takes a token from the node's bucket at `now_monotonic_nanos`, and without one
+  // it is refused with Unavailable (the node unchanged; the bucket refills with time). Known
+  // series take none. The bucket belongs to the node, so a reconnect does not refill it.
+  absl::StatusOr<uint32_t> Declare(const collectors::SeriesDesc& desc, int64_t now_monotonic_nanos)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Stores one batch. `indices` are node-level series indices (from Declare), `values` and
   // `present` run parallel to them. A sequence already stored is a duplicate (not stored again).
@@ -131,11 +146,16 @@ class NodeState {
 
  private:
   friend class SeriesStore;
+  absl::StatusOr<uint32_t> DeclareLocked(const collectors::SeriesDesc& desc,
+                                         const int64_t* now_monotonic_nanos)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const std::string name_;
   const size_t samples_per_series_;
   const size_t max_series_;
 
   mutable absl::Mutex mu_;
+  TokenBucket new_series_ ABSL_GUARDED_BY(mu_);
   std::vector<Series> series_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, uint32_t> by_fingerprint_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::vector<uint32_t>> by_family_ ABSL_GUARDED_BY(mu_);
@@ -155,6 +175,7 @@ class NodeState {
 struct StoreOptions {
   size_t samples_per_series = 4;
   size_t max_series_per_node = 200000;
+  NewSeriesLimit new_series;
 };
 
 class SeriesStore {

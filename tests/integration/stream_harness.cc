@@ -41,12 +41,18 @@ bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout) {
 
 // --- Aggregator
 
+namespace {
+Clock& ClockOf(const AggregatorOptions& options) {
+  return options.clock != nullptr ? *options.clock : RealClock::Get();
+}
+}  // namespace
+
 AggregatorState::AggregatorState(const AggregatorOptions& options, prometheus::Exposer* exposer)
     : store(options.store),
-      telemetry(store, stats, options.stream, RealClock::Get()),
-      diagnostics(store, RealClock::Get(), options.stale_after_nanos),
+      telemetry(store, stats, options.stream, ClockOf(options)),
+      diagnostics(store, ClockOf(options), options.stale_after_nanos),
       exporter(std::make_shared<aggregator::MetricsExporter>(
-          store, stats, RealClock::Get(), aggregator::ExporterOptions{options.stale_after_nanos})),
+          store, stats, ClockOf(options), aggregator::ExporterOptions{options.stale_after_nanos})),
       exposer(exposer) {
   if (exposer != nullptr) {
     exposer->RegisterCollectable(exporter);
@@ -233,7 +239,7 @@ void AggregatorHarness::StopServing() {
         *takeover.add_collectors() = collector;
       }
       (void)state_->store.Attach(takeover, /*stream_token=*/0, nullptr,
-                                 RealClock::Get().NowUnixNanos());
+                                 ClockOf(options_).NowUnixNanos());
     }
   }
   // The reactors reference the state: it may only go once every stream is done.
@@ -466,13 +472,14 @@ v1::AgentMessage HelloMessage(const std::string& node, const std::string& boot, 
   return message;
 }
 
-v1::AgentMessage CounterDeclarations(uint32_t first_id, int count) {
+v1::AgentMessage CounterDeclarations(uint32_t first_id, int count, int first_index) {
   v1::AgentMessage message;
   for (int i = 0; i < count; ++i) {
+    const int index = first_index + i;
     *message.mutable_declarations()->add_series() = wire::ToDeclaration(
-        collectors::CounterSeries("raw", absl::StrCat("fabricmon_raw_", i, "_total"), "raw",
+        collectors::CounterSeries("raw", absl::StrCat("fabricmon_raw_", index, "_total"), "raw",
                                   collectors::Unit::kNone, 64, collectors::Overflow::kWraps, 1.0,
-                                  {{"index", absl::StrCat(i)}}),
+                                  {{"index", absl::StrCat(index)}}),
         first_id + static_cast<uint32_t>(i));
   }
   return message;

@@ -24,6 +24,7 @@
 #include "daemon/aggregator/diagnostics_service.h"
 #include "daemon/aggregator/metrics_exporter.h"
 #include "daemon/aggregator/series_store.h"
+#include "daemon/common/clock.h"
 #include "fabricmon/v1/diagnostics.grpc.pb.h"
 #include "fabricmon/v1/telemetry.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -46,6 +47,9 @@ struct AggregatorOptions {
   aggregator::StoreOptions store;
   aggregator::StreamOptions stream;
   int64_t stale_after_nanos = int64_t{30} * 1000000000;
+  // The aggregator's clock (streams, store, exporter, diagnostics; borrowed, must outlive the
+  // harness): a FakeClock steps the new-series rate limit by hand. nullptr: the real clock.
+  Clock* clock = nullptr;
 };
 
 // Everything one aggregator process holds. Destroying it loses all state, as a restart does.
@@ -211,8 +215,9 @@ class RawStream {
 
 // Message builders for raw streams.
 v1::AgentMessage HelloMessage(const std::string& node, const std::string& boot, uint64_t instance);
-// Counters fabricmon_raw_<i>_total (ids first_id, first_id+1, ...), one label each.
-v1::AgentMessage CounterDeclarations(uint32_t first_id, int count);
+// Counters fabricmon_raw_<i>_total for i = first_index, first_index+1, ... (ids first_id,
+// first_id+1, ...), one label each.
+v1::AgentMessage CounterDeclarations(uint32_t first_id, int count, int first_index = 0);
 v1::AgentMessage LayoutMessage(uint32_t id, const std::vector<uint32_t>& series_ids);
 v1::AgentMessage BatchMessage(uint64_t sequence, int64_t timestamp_unix_nanos, uint32_t layout,
                               const std::vector<int64_t>& deltas);

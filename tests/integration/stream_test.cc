@@ -27,6 +27,7 @@
 #include "gtest/gtest.h"
 #include "tests/integration/metrics_text.h"
 #include "tests/integration/stream_harness.h"
+#include "tests/testing/fake_clock.h"
 #include "tests/testing/fixture_path.h"
 #include "tests/testing/temp_tree.h"
 
@@ -41,6 +42,10 @@ constexpr char kRawNode[] = "raw-node";
 // Small enough for a raw stream to exceed, large enough for the real agent's ~500 series.
 constexpr size_t kMaxSeriesPerNode = 1000;
 constexpr uint32_t kMaxMessageBytes = 1 << 20;
+// New series a node may gain at once in the rate-limit tests: more than the real agent's ~500,
+// and a rate small enough to count by hand.
+constexpr int kNewSeriesBurst = 700;
+constexpr int kNewSeriesPerSecond = 10;
 
 // Every fabricmon_ib_* sample of an exposition, keyed without the node label.
 std::map<std::string, std::string> IbSamples(const std::string& text, const std::string& node) {
@@ -132,6 +137,16 @@ class StreamTest : public ::testing::TestWithParam<Transport> {
     return options;
   }
 
+  // The new-series limit on a clock that moves only when the test says: the bucket refills
+  // exactly when fake_clock_ is advanced, never while a stream is being handled.
+  AggregatorOptions RateLimitedOptions() {
+    AggregatorOptions options = DefaultOptions();
+    options.store.new_series.burst = kNewSeriesBurst;
+    options.store.new_series.per_second = kNewSeriesPerSecond;
+    options.clock = &fake_clock_;
+    return options;
+  }
+
   // Starts the agent and the counter mutator, and waits until `batches` batches are stored.
   void StartAgent(AgentHarnessOptions options = {}, uint64_t batches = 3) {
     mutator_ = std::make_unique<CounterMutator>(sysfs_root_);
@@ -203,6 +218,7 @@ class StreamTest : public ::testing::TestWithParam<Transport> {
   }
 
   static TempTree* tree_;
+  FakeClock fake_clock_;  // outlives the aggregator (declared before it)
   std::string sysfs_root_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::unique_ptr<AggregatorHarness> aggregator_;
@@ -412,6 +428,85 @@ TEST_P(StreamTest, RejectsSeriesBeyondNodeCap) {
                  v1::Reject::REASON_LIMIT, grpc::StatusCode::RESOURCE_EXHAUSTED,
                  absl::StrCat("exceeds its cap of ", kMaxSeriesPerNode, " series"), "series_limit");
   ExpectAgentUnaffected();
+}
+
+// A node gaining series faster than its new-series rate (label churn) is refused with its own
+// reason. The real agent declared its whole node at once, within the burst.
+TEST_P(StreamTest, RejectsNewSeriesBeyondRate) {
+  StartAggregator(/*http=*/false, RateLimitedOptions());
+  StartAgent();
+  ASSERT_LT(aggregator_->Node(kNode)->series, static_cast<size_t>(kNewSeriesBurst));
+  ExpectRejected({HelloMessage(kRawNode, "boot-r", 7), CounterDeclarations(1, kNewSeriesBurst),
+                  CounterDeclarations(kNewSeriesBurst + 1, 1, kNewSeriesBurst)},
+                 v1::Reject::REASON_LIMIT, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                 absl::StrCat("declares new series faster than ", kNewSeriesPerSecond,
+                              " per second after a burst of ", kNewSeriesBurst),
+                 "series_rate_limit");
+  // The refused series was not created.
+  EXPECT_EQ(aggregator_->Node(kRawNode)->series, static_cast<size_t>(kNewSeriesBurst));
+  ExpectAgentUnaffected();
+}
+
+// The budget is the node's: a reconnect does not refill it, time does, and series the node
+// already holds cost nothing (an agent re-declares its whole set on every stream).
+TEST_P(StreamTest, NewSeriesBudgetRefillsWithTimeNotWithReconnects) {
+  StartAggregator(/*http=*/false, RateLimitedOptions());
+  // Reads until the ack of `sequence`; fails on a Reject or the end of the stream.
+  auto expect_acked = [](RawStream& raw, uint64_t sequence) {
+    for (;;) {
+      std::optional<v1::AggregatorMessage> message = raw.Read();
+      ASSERT_TRUE(message.has_value()) << "stream ended before the ack of " << sequence;
+      ASSERT_FALSE(message->has_reject()) << message->reject().message();
+      if (message->has_ack() && message->ack().sequence() >= sequence) {
+        return;
+      }
+    }
+  };
+  const auto t = [&] { return fake_clock_.NowUnixNanos(); };
+
+  // Stream 1 spends the whole burst; its batch is stored.
+  {
+    RawStream raw(aggregator_->channel());
+    ASSERT_TRUE(raw.Write(HelloMessage(kRawNode, "boot-r", 7)));
+    ASSERT_TRUE(raw.Write(CounterDeclarations(1, kNewSeriesBurst)));
+    ASSERT_TRUE(raw.Write(LayoutMessage(1, {1})));
+    ASSERT_TRUE(raw.Write(BatchMessage(1, t(), 1, {5})));
+    expect_acked(raw, 1);
+    const RawStream::End end = raw.Finish();
+    EXPECT_TRUE(end.status.ok()) << end.status.error_message();
+  }
+  // Stream 2, the same agent reconnecting: its known series again are free, one new one is not.
+  ExpectRejected({HelloMessage(kRawNode, "boot-r", 7), CounterDeclarations(1, kNewSeriesBurst),
+                  CounterDeclarations(kNewSeriesBurst + 1, 1, kNewSeriesBurst)},
+                 v1::Reject::REASON_LIMIT, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                 "declares new series faster than", "series_rate_limit");
+
+  // A second later the node may gain kNewSeriesPerSecond series, and not one more.
+  fake_clock_.AdvanceMillis(1000);
+  RawStream raw(aggregator_->channel());
+  ASSERT_TRUE(raw.Write(HelloMessage(kRawNode, "boot-r", 7)));
+  ASSERT_TRUE(raw.Write(CounterDeclarations(1, kNewSeriesBurst)));
+  ASSERT_TRUE(raw.Write(
+      CounterDeclarations(kNewSeriesBurst + 1, kNewSeriesPerSecond, kNewSeriesBurst)));
+  const uint32_t last_new = kNewSeriesBurst + kNewSeriesPerSecond;
+  ASSERT_TRUE(raw.Write(LayoutMessage(1, {1, last_new})));
+  ASSERT_TRUE(raw.Write(BatchMessage(2, t(), 1, {6, 1})));
+  expect_acked(raw, 2);
+  EXPECT_EQ(aggregator_->Node(kRawNode)->series,
+            static_cast<size_t>(kNewSeriesBurst + kNewSeriesPerSecond));
+  (void)raw.Write(CounterDeclarations(last_new + 1, 1, last_new));
+  const RawStream::End end = raw.Finish();
+  ASSERT_FALSE(end.messages.empty());
+  ASSERT_TRUE(end.messages.back().has_reject());
+  EXPECT_EQ(end.messages.back().reject().reason(), v1::Reject::REASON_LIMIT);
+  EXPECT_EQ(end.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+
+  const std::vector<TextSample> samples = Parse(aggregator_->Scrape());
+  EXPECT_EQ(SampleValue(samples, "fabricmon_aggregator_rejected_messages_total",
+                        {{"reason", "series_rate_limit"}}),
+            2.0);
+  EXPECT_EQ(SampleValue(samples, "fabricmon_node_series", {{"node", kRawNode}}),
+            static_cast<double>(kNewSeriesBurst + kNewSeriesPerSecond));
 }
 
 // A second agent claiming the node (another process on the same boot, e.g. a duplicated

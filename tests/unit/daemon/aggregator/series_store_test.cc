@@ -314,6 +314,43 @@ TEST(NodeStateDeclareTest, IsIdempotentCapsSeriesAndRestartsChangedSemantics) {
   EXPECT_EQ(node.GetSummary(false).series, 2u);
 }
 
+// The new-series limit, on explicit monotonic times: a series the node does not hold takes a
+// token, a known one none; a refused one is not created.
+TEST(NodeStateDeclareTest, LimitsHowFastTheNodeGainsSeries) {
+  NodeState node("node-1", 4, /*max_series=*/100,
+                 NewSeriesLimit{/*per_second=*/2, /*burst=*/3});
+  auto named = [](int i) {
+    return Counter(64, Overflow::kWraps, 1.0, absl::StrCat("fabricmon_s", i, "_total"));
+  };
+  const int64_t t0 = kSecond;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_THAT(node.Declare(named(i), t0), IsOk()) << i;
+  }
+  absl::StatusOr<uint32_t> refused = node.Declare(named(3), t0);
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("declares new series faster than 2 per second after a burst of 3"));
+  EXPECT_EQ(node.GetSummary(false).series, 3u);
+  // Known series are free, also with the bucket empty.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_THAT(node.Declare(named(i), t0), IsOk()) << i;
+  }
+  // Half a second later: one more.
+  ASSERT_THAT(node.Declare(named(3), t0 + kSecond / 2), IsOk());
+  EXPECT_THAT(node.Declare(named(4), t0 + kSecond / 2), StatusIs(absl::StatusCode::kUnavailable));
+  // The unlimited form (tools, tests) takes no token and is not refused.
+  EXPECT_THAT(node.Declare(named(5)), IsOk());
+  EXPECT_EQ(node.GetSummary(false).series, 5u);
+}
+
+TEST(NodeStateDeclareTest, TheSeriesCapComesBeforeTheRate) {
+  NodeState node("node-1", 4, /*max_series=*/1, NewSeriesLimit{1, 1});
+  ASSERT_THAT(node.Declare(Counter(64, Overflow::kWraps, 1.0, "fabricmon_a_total"), kSecond),
+              IsOk());
+  EXPECT_THAT(node.Declare(Counter(64, Overflow::kWraps, 1.0, "fabricmon_b_total"), kSecond),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+}
+
 // --- SeriesStore::Attach: who may speak for a node.
 
 v1::Hello MakeHello(std::string node, std::string boot, uint64_t instance) {
