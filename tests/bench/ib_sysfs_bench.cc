@@ -13,12 +13,9 @@
 // BM_IbSysfsCollect cpu time / BM_PreadFloor cpu time for the same file set.
 
 #include <fcntl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,34 +28,15 @@
 #include "daemon/common/file_reader.h"
 #include "daemon/exposition/text_exposition.h"
 #include "fabricmon/v1/inventory.pb.h"
+#include "tests/bench/bench_support.h"
 
 namespace fabricmon::bench {
 namespace {
-
-namespace fs = std::filesystem;
 
 std::string& SysfsRoot() {
   static auto* root = new std::string();
   return *root;
 }
-
-// A sink that only counts, like a batch encoder that does nothing.
-class CountingSink final : public collectors::SampleSink {
- public:
-  void Add(const collectors::SeriesDesc& desc, uint64_t raw_value) override {
-    ++values_;
-    counters_ += desc.type == collectors::MetricType::kCounter ? 1 : 0;
-    checksum_ += raw_value;
-  }
-  uint64_t values() const { return values_; }
-  uint64_t counters() const { return counters_; }
-  uint64_t checksum() const { return checksum_; }
-
- private:
-  uint64_t values_ = 0;
-  uint64_t counters_ = 0;
-  uint64_t checksum_ = 0;
-};
 
 std::unique_ptr<collectors::IbSysfsCollector> MakeCollector(bool hw_counters) {
   v1::IbSysfsCollectorConfig config;
@@ -227,8 +205,6 @@ BENCHMARK(BM_IbSysfsDiscover)->Unit(benchmark::kMicrosecond);
 }  // namespace fabricmon::bench
 
 int main(int argc, char** argv) {
-  namespace fs = std::filesystem;
-  std::string temp;
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     absl::string_view arg(argv[i]);
@@ -238,22 +214,14 @@ int main(int argc, char** argv) {
       args.push_back(argv[i]);
     }
   }
+  std::unique_ptr<fabricmon::bench::ScratchDir> scratch;
   if (fabricmon::bench::SysfsRoot().empty()) {
-    std::string pattern = (fs::temp_directory_path() / "fabricmon-bench-XXXXXX").string();
-    if (mkdtemp(pattern.data()) == nullptr) {
-      std::perror("mkdtemp");
+    scratch = std::make_unique<fabricmon::bench::ScratchDir>("fabricmon-bench");
+    if (scratch->path().empty()) {
       return 1;
     }
-    temp = pattern;
-    fabricmon::bench::SysfsRoot() = temp + "/sys";
-    const std::string command = absl::StrCat(
-        "python3 '", FABRICMON_SOURCE_DIR, "/tests/sim/gen_sysfs_tree.py' ",
-        "--profile dgx-h100 --seed 1 --out '", fabricmon::bench::SysfsRoot(), "' >/dev/null");
-    const int rc = std::system(command.c_str());
-    if (rc == -1 || !WIFEXITED(rc) || WEXITSTATUS(rc) != 0) {
-      std::fprintf(stderr, "tree generation failed: %s\n", command.c_str());
-      std::error_code ec;
-      fs::remove_all(temp, ec);
+    fabricmon::bench::SysfsRoot() = scratch->path() + "/sys";
+    if (!fabricmon::bench::GenerateSysfsTree("dgx-h100", fabricmon::bench::SysfsRoot())) {
       return 1;
     }
   }
@@ -265,9 +233,5 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("sysfs_root", fabricmon::bench::SysfsRoot());
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
-  if (!temp.empty()) {
-    std::error_code ec;
-    fs::remove_all(temp, ec);
-  }
   return 0;
 }
