@@ -20,6 +20,7 @@
 #include "daemon/aggregator/agent_stream.h"
 #include "daemon/aggregator/diagnostics_service.h"
 #include "daemon/aggregator/metrics_exporter.h"
+#include "daemon/aggregator/metrics_server.h"
 #include "daemon/aggregator/series_store.h"
 #include "daemon/common/clock.h"
 #include "daemon/common/config_loader.h"
@@ -32,7 +33,6 @@
 #endif
 #include "fabricmon/v1/config.pb.h"
 #include "grpcpp/grpcpp.h"
-#include "prometheus/exposer.h"
 
 ABSL_FLAG(std::string, config, "", "AggregatorConfig in protobuf text format.");
 ABSL_FLAG(std::string, grpc_listen, "", "HOST:PORT for agents and the CLI (default 127.0.0.1:7470).");
@@ -176,31 +176,25 @@ int Run(const v1::AggregatorConfig& config) {
 
   const std::string metrics_listen =
       config.metrics_listen().empty() ? "127.0.0.1:9470" : config.metrics_listen();
-  std::unique_ptr<prometheus::Exposer> exposer;
-  try {
-    // civetweb reports a bind failure by throwing; turn it into an exit status.
-    exposer = std::make_unique<prometheus::Exposer>(metrics_listen);
-  } catch (const std::exception& e) {
-    std::cerr << "fabricmon-aggregator: cannot listen on " << metrics_listen << ": " << e.what()
-              << "\n";
+  absl::StatusOr<std::unique_ptr<aggregator::MetricsServer>> metrics =
+      aggregator::MetricsServer::Listen(metrics_listen);
+  if (!metrics.ok()) {
+    std::cerr << "fabricmon-aggregator: " << metrics.status().message() << "\n";
     server->Shutdown();
     return 2;
   }
   auto exporter = std::make_shared<aggregator::MetricsExporter>(
       store, stats, clock, aggregator::ExporterOptions{stale_after});
-  exposer->RegisterCollectable(exporter);
-  exposer->RegisterCollectable(engine);
+  (*metrics)->Serve(exporter, {engine});
   engine->Start();
-  FABRICMON_LOG(Info) << "/metrics on " << metrics_listen << " (port "
-                      << (exposer->GetListeningPorts().empty() ? 0 : exposer->GetListeningPorts()[0])
-                      << ")";
+  FABRICMON_LOG(Info) << "/metrics on " << metrics_listen << " (port " << (*metrics)->port() << ")";
 
 #ifdef FABRICMON_HAVE_SYSTEMD
   // systemd Type=notify (deploy/systemd/fabricmon-aggregator.service): both listeners are bound.
   // Best effort; a no-op outside systemd (NOTIFY_SOCKET unset).
   (void)sd_notifyf(0, "READY=1\nSTATUS=agents and CLI on port %d (%s), /metrics on port %d",
                    bound_port, security->plaintext ? "INSECURE plaintext" : "mutual TLS",
-                   exposer->GetListeningPorts().empty() ? 0 : exposer->GetListeningPorts()[0]);
+                   (*metrics)->port());
 #endif
   int signal = 0;
   sigwait(&stop_signals, &signal);
@@ -208,8 +202,7 @@ int Run(const v1::AggregatorConfig& config) {
   (void)sd_notify(0, "STOPPING=1");
 #endif
   FABRICMON_LOG(Info) << "stopping";
-  exposer->RemoveCollectable(exporter);
-  exposer->RemoveCollectable(engine);
+  (*metrics)->Clear();
   engine->Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   return 0;

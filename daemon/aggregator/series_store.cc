@@ -1,8 +1,18 @@
 #include "daemon/aggregator/series_store.h"
 
+#include <atomic>
+
 #include "absl/strings/str_cat.h"
 
 namespace fabricmon::aggregator {
+namespace {
+
+uint64_t NextInventoryStamp() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
+}  // namespace
 
 using collectors::MetricType;
 using collectors::Overflow;
@@ -56,7 +66,8 @@ NodeState::NodeState(std::string name, size_t samples_per_series, size_t max_ser
     : name_(std::move(name)),
       samples_per_series_(samples_per_series < 2 ? 2 : samples_per_series),
       max_series_(max_series),
-      new_series_(new_series.per_second, new_series.burst) {}
+      new_series_(new_series.per_second, new_series.burst),
+      inventory_stamp_(NextInventoryStamp()) {}
 
 absl::StatusOr<uint32_t> NodeState::Declare(const collectors::SeriesDesc& desc) {
   absl::MutexLock lock(&mu_);
@@ -159,6 +170,12 @@ NodeState::AppendResult NodeState::AppendBatch(uint64_t sequence, uint64_t dropp
 void NodeState::SetInventory(v1::Inventory inventory) {
   absl::MutexLock lock(&mu_);
   inventory_ = std::move(inventory);
+  inventory_stamp_ = NextInventoryStamp();
+}
+
+uint64_t NodeState::inventory_stamp() const {
+  absl::MutexLock lock(&mu_);
+  return inventory_stamp_;
 }
 
 void NodeState::ForEachSeries(const std::function<void(const Series&)>& visit) const {
@@ -244,6 +261,7 @@ absl::StatusOr<SeriesStore::Attachment> SeriesStore::Attach(const v1::Hello& hel
     node->boot_id_ = hello.boot_id();
     node->agent_version_ = hello.agent_version();
     node->inventory_ = hello.inventory();
+    node->inventory_stamp_ = NextInventoryStamp();
     node->collectors_.assign(hello.collectors().begin(), hello.collectors().end());
     node->last_seen_ = now_unix_nanos;
     ++node->counters_.streams;

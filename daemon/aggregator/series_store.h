@@ -117,6 +117,10 @@ class NodeState {
       ABSL_LOCKS_EXCLUDED(mu_);
 
   void SetInventory(v1::Inventory inventory) ABSL_LOCKS_EXCLUDED(mu_);
+  // Changes each time the inventory is replaced (a hello, an inventory update), to a value no
+  // node in this process has had: equal stamps mean the same inventory of the same node, so a
+  // reader can keep what it derived from it (the detectors' topology).
+  uint64_t inventory_stamp() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Visits series under the node's lock. The visitor must not call back into the node, and
   // pointers into the series are valid only during the call.
@@ -160,6 +164,7 @@ class NodeState {
   absl::flat_hash_map<uint64_t, uint32_t> by_fingerprint_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::vector<uint32_t>> by_family_ ABSL_GUARDED_BY(mu_);
   v1::Inventory inventory_ ABSL_GUARDED_BY(mu_);
+  uint64_t inventory_stamp_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::CollectorStatus> collectors_ ABSL_GUARDED_BY(mu_);
   bool connected_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t stream_token_ ABSL_GUARDED_BY(mu_) = 0;  // which stream owns the node

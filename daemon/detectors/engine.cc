@@ -1,6 +1,7 @@
 #include "daemon/detectors/engine.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -94,12 +95,28 @@ absl::Status DetectionEngine::SetLinkList(std::string text) {
   }
   absl::MutexLock lock(&mu_);
   link_list_ = std::move(text);
+  ++static_version_;
   return absl::OkStatus();
 }
 
 void DetectionEngine::SetStaticFabric(v1::Inventory fabric) {
   absl::MutexLock lock(&mu_);
   static_fabric_ = std::move(fabric);
+  ++static_version_;
+}
+
+DetectionEngine::TopologyInputs DetectionEngine::InputsOf(
+    const std::vector<std::shared_ptr<aggregator::NodeState>>& nodes) const {
+  TopologyInputs inputs;
+  {
+    absl::MutexLock lock(&mu_);
+    inputs.static_version = static_version_;
+  }
+  inputs.nodes.reserve(nodes.size());
+  for (const auto& node : nodes) {
+    inputs.nodes.emplace_back(node->name(), node->inventory_stamp());
+  }
+  return inputs;
 }
 
 Topology DetectionEngine::BuildTopology(
@@ -122,17 +139,27 @@ void DetectionEngine::Tick() {
   absl::MutexLock tick_lock(&tick_mu_);
   const int64_t start = clock_.MonotonicNanos();
   std::vector<std::shared_ptr<aggregator::NodeState>> nodes = store_.Nodes();
-  Topology topology = BuildTopology(nodes);
-  std::vector<TopologyLink> links = topology.Links();
+  // The inputs are read before the topology is built from them: a change in between makes them
+  // look stale, and the next tick builds again.
+  TopologyInputs inputs = InputsOf(nodes);
+  std::optional<std::vector<TopologyLink>> new_links;
+  if (topology_ == nullptr || !(inputs == topology_inputs_)) {
+    topology_ = std::make_unique<Topology>(BuildTopology(nodes));
+    topology_inputs_ = std::move(inputs);
+    new_links = topology_->Links();
+    topology_builds_.fetch_add(1, std::memory_order_relaxed);
+  }
 
-  FabricView view(nodes, topology, clock_.NowUnixNanos());
+  FabricView view(nodes, *topology_, clock_.NowUnixNanos());
   std::vector<Finding> findings;
   for (const auto& detector : detectors_) {
     detector->Evaluate(view, findings);
   }
   tracker_.Update(std::move(findings), view.now_unix_nanos());
   absl::MutexLock lock(&mu_);
-  links_ = std::move(links);
+  if (new_links.has_value()) {
+    links_ = std::move(*new_links);
+  }
   links_resolved_unix_nanos_ = view.now_unix_nanos();
   last_tick_duration_ = clock_.MonotonicNanos() - start;
 }

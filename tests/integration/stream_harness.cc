@@ -47,23 +47,23 @@ Clock& ClockOf(const AggregatorOptions& options) {
 }
 }  // namespace
 
-AggregatorState::AggregatorState(const AggregatorOptions& options, prometheus::Exposer* exposer)
+AggregatorState::AggregatorState(const AggregatorOptions& options,
+                                 aggregator::MetricsServer* metrics_server)
     : store(options.store),
       telemetry(store, stats, options.stream, ClockOf(options)),
       diagnostics(store, ClockOf(options), options.stale_after_nanos),
       exporter(std::make_shared<aggregator::MetricsExporter>(
           store, stats, ClockOf(options), aggregator::ExporterOptions{options.stale_after_nanos})),
-      exposer(exposer) {
-  if (exposer != nullptr) {
-    exposer->RegisterCollectable(exporter);
-    const std::vector<int> ports = exposer->GetListeningPorts();
-    metrics_port = ports.empty() ? 0 : ports.front();
+      metrics_server(metrics_server) {
+  if (metrics_server != nullptr) {
+    metrics_server->Serve(exporter, {});
+    metrics_port = metrics_server->port();
   }
 }
 
 AggregatorState::~AggregatorState() {
-  if (exposer != nullptr) {
-    exposer->RemoveCollectable(exporter);
+  if (metrics_server != nullptr) {
+    metrics_server->Clear();
   }
 }
 
@@ -144,8 +144,8 @@ class AggregatorHarness::ForwardingDiagnostics final : public v1::Diagnostics::C
 };
 
 AggregatorHarness::AggregatorHarness(Transport transport, AggregatorOptions options,
-                                     prometheus::Exposer* exposer)
-    : transport_(transport), options_(std::move(options)), exposer_(exposer) {}
+                                     aggregator::MetricsServer* metrics_server)
+    : transport_(transport), options_(std::move(options)), metrics_server_(metrics_server) {}
 
 AggregatorHarness::~AggregatorHarness() {
   if (serving_) {
@@ -160,8 +160,8 @@ AggregatorHarness::~AggregatorHarness() {
 
 bool AggregatorHarness::Start() {
   state_.reset();
-  state_ = std::make_unique<AggregatorState>(options_, exposer_);
-  if (exposer_ != nullptr && state_->metrics_port == 0) {
+  state_ = std::make_unique<AggregatorState>(options_, metrics_server_);
+  if (metrics_server_ != nullptr && state_->metrics_port == 0) {
     return false;
   }
   if (transport_ == Transport::kTcp) {
@@ -248,18 +248,18 @@ void AggregatorHarness::StopServing() {
   }
 }
 
-std::unique_ptr<prometheus::Exposer> MakeExposer() {
-  // civetweb reports a failed bind by throwing; keep it from escaping.
-  try {
-    return std::make_unique<prometheus::Exposer>("127.0.0.1:0");
-  } catch (const std::exception& e) {
-    FABRICMON_LOG(Error) << "cannot start a metrics exposer: " << e.what();
+std::unique_ptr<aggregator::MetricsServer> MakeMetricsServer() {
+  absl::StatusOr<std::unique_ptr<aggregator::MetricsServer>> server =
+      aggregator::MetricsServer::Listen("127.0.0.1:0");
+  if (!server.ok()) {
+    FABRICMON_LOG(Error) << "cannot start a metrics server: " << server.status();
     return nullptr;
   }
+  return std::move(*server);
 }
 
 std::string AggregatorHarness::Scrape() {
-  if (state_->exposer == nullptr) {
+  if (state_->metrics_server == nullptr) {
     return exposition::SerializeText(state_->exporter->Collect());
   }
   absl::StatusOr<std::string> body = HttpGet(state_->metrics_port, "/metrics");

@@ -23,12 +23,12 @@
 #include "daemon/aggregator/agent_stream.h"
 #include "daemon/aggregator/diagnostics_service.h"
 #include "daemon/aggregator/metrics_exporter.h"
+#include "daemon/aggregator/metrics_server.h"
 #include "daemon/aggregator/series_store.h"
 #include "daemon/common/clock.h"
 #include "fabricmon/v1/diagnostics.grpc.pb.h"
 #include "fabricmon/v1/telemetry.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
-#include "prometheus/exposer.h"
 
 namespace fabricmon::testing {
 
@@ -53,11 +53,11 @@ struct AggregatorOptions {
 };
 
 // Everything one aggregator process holds. Destroying it loses all state, as a restart does.
-// /metrics: when given an Exposer (borrowed), the state registers its exporter there for its
+// /metrics: when given a MetricsServer (borrowed), the state serves its exporter there for its
 // lifetime and is scraped over HTTP; otherwise scrapes call the exporter directly (the same
 // text without civetweb, whose shutdown takes ~2 s a process).
 struct AggregatorState {
-  AggregatorState(const AggregatorOptions& options, prometheus::Exposer* exposer);
+  AggregatorState(const AggregatorOptions& options, aggregator::MetricsServer* metrics_server);
   ~AggregatorState();
 
   aggregator::SeriesStore store;
@@ -65,12 +65,12 @@ struct AggregatorState {
   aggregator::TelemetryService telemetry;
   aggregator::DiagnosticsService diagnostics;
   std::shared_ptr<aggregator::MetricsExporter> exporter;
-  prometheus::Exposer* const exposer;
-  int metrics_port = 0;  // 0 without an Exposer
+  aggregator::MetricsServer* const metrics_server;
+  int metrics_port = 0;  // 0 without a MetricsServer
 };
 
-// An Exposer on 127.0.0.1:0, or nullptr (logged) if it could not listen.
-std::unique_ptr<prometheus::Exposer> MakeExposer();
+// The aggregator's /metrics server on 127.0.0.1:0, or nullptr (logged) if it could not listen.
+std::unique_ptr<aggregator::MetricsServer> MakeMetricsServer();
 
 // Serves an AggregatorState over the chosen transport and can lose it and start a fresh one
 // while the agent's channel stays the same.
@@ -83,9 +83,9 @@ std::unique_ptr<prometheus::Exposer> MakeExposer();
 // does through its takeover path (the cancel it holds for the stream owning each node).
 class AggregatorHarness {
  public:
-  // `exposer` (nullable, borrowed) serves /metrics over HTTP; it must outlive the harness.
+  // `metrics_server` (nullable, borrowed) serves /metrics over HTTP; it must outlive the harness.
   AggregatorHarness(Transport transport, AggregatorOptions options,
-                    prometheus::Exposer* exposer = nullptr);
+                    aggregator::MetricsServer* metrics_server = nullptr);
   ~AggregatorHarness();
 
   // Starts serving a fresh state. Returns false (and logs why) if the server did not start.
@@ -99,7 +99,7 @@ class AggregatorHarness {
   AggregatorState& state() { return *state_; }
   bool serving() const { return serving_; }
 
-  // The current state's /metrics text: GET over HTTP with an Exposer, else its exporter's.
+  // The current state's /metrics text: GET over HTTP with a MetricsServer, else its exporter's.
   std::string Scrape();
   // The node's summary in the current state, if the node is known.
   std::optional<aggregator::NodeState::Summary> Node(const std::string& name);
@@ -110,7 +110,7 @@ class AggregatorHarness {
 
   const Transport transport_;
   const AggregatorOptions options_;
-  prometheus::Exposer* const exposer_;
+  aggregator::MetricsServer* const metrics_server_;
   std::unique_ptr<AggregatorState> state_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<ForwardingTelemetry> forward_telemetry_;

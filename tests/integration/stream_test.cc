@@ -116,17 +116,18 @@ class StreamTest : public ::testing::TestWithParam<Transport> {
     }
     agent_.reset();
     aggregator_.reset();
-    exposer_.reset();
+    metrics_server_.reset();
   }
 
-  // With `http`, /metrics is served by a real Exposer on 127.0.0.1:0 and scraped over HTTP;
+  // With `http`, /metrics is served by the aggregator's MetricsServer (prometheus-cpp's Exposer)
+  // on 127.0.0.1:0 and scraped over HTTP;
   // otherwise scrapes take the exporter's text directly (civetweb needs ~2 s to shut down).
   void StartAggregator(bool http = false, AggregatorOptions options = DefaultOptions()) {
     if (http) {
-      exposer_ = MakeExposer();
-      ASSERT_NE(exposer_, nullptr);
+      metrics_server_ = MakeMetricsServer();
+      ASSERT_NE(metrics_server_, nullptr);
     }
-    aggregator_ = std::make_unique<AggregatorHarness>(GetParam(), options, exposer_.get());
+    aggregator_ = std::make_unique<AggregatorHarness>(GetParam(), options, metrics_server_.get());
     ASSERT_TRUE(aggregator_->Start());
   }
 
@@ -220,7 +221,7 @@ class StreamTest : public ::testing::TestWithParam<Transport> {
   static TempTree* tree_;
   FakeClock fake_clock_;  // outlives the aggregator (declared before it)
   std::string sysfs_root_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<aggregator::MetricsServer> metrics_server_;
   std::unique_ptr<AggregatorHarness> aggregator_;
   std::unique_ptr<CounterMutator> mutator_;
   std::unique_ptr<AgentHarness> agent_;
@@ -326,7 +327,6 @@ TEST_P(StreamTest, CountsLossExactlyWhenReplayBufferOverflows) {
   const aggregator::NodeState::Summary old = *aggregator_->Node(kNode);
   // The outage outlasts the buffer. Evictions stay unconfirmed until the reconnect tells the
   // agent which of them the aggregator stored (those in flight when it stopped).
-  const uint64_t dropped_at_stop = buffer.dropped_cycles();
   ASSERT_TRUE(WaitFor([&] { return buffer.unconfirmed_evictions() >= 5; }));
 
   ASSERT_TRUE(aggregator_->Start());

@@ -9,9 +9,12 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "daemon/common/status.h"
 
@@ -34,7 +37,9 @@ int FreePort() {
   return ntohs(address.sin_port);
 }
 
-absl::StatusOr<std::string> HttpGet(int port, absl::string_view path, absl::Duration timeout) {
+absl::StatusOr<HttpResponse> HttpFetch(int port, absl::string_view path,
+                                       const std::vector<std::string>& request_headers,
+                                       absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
@@ -57,8 +62,12 @@ absl::StatusOr<std::string> HttpGet(int port, absl::string_view path, absl::Dura
         absl::StrCat("connect 127.0.0.1:", port, ": ", std::strerror(error)));
   }
   // HTTP/1.0: the server closes after the response, so reading to EOF reads it all.
-  const std::string request =
-      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+  std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
+  for (const std::string& header : request_headers) {
+    absl::StrAppend(&request, header, "\r\n");
+  }
+  request.append("\r\n");
   for (size_t sent = 0; sent < request.size();) {
     const ssize_t n = send(fd, request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
     if (n <= 0) {
@@ -98,12 +107,28 @@ absl::StatusOr<std::string> HttpGet(int port, absl::string_view path, absl::Dura
     return absl::InternalError(
         absl::StrCat("no HTTP response from port ", port, ": ", response.substr(0, 200)));
   }
-  const absl::string_view status_line =
-      absl::string_view(response).substr(0, response.find("\r\n"));
-  if (!absl::StrContains(status_line, " 200 ") && !absl::EndsWith(status_line, " 200")) {
-    return absl::UnavailableError(absl::StrCat("GET ", path, ": ", status_line));
+  const size_t end_of_status = response.find("\r\n");
+  HttpResponse parsed;
+  const std::vector<absl::string_view> status_words =
+      absl::StrSplit(absl::string_view(response).substr(0, end_of_status), ' ');
+  if (status_words.size() < 2 || !absl::SimpleAtoi(status_words[1], &parsed.status)) {
+    return absl::InternalError(absl::StrCat("bad HTTP status line from port ", port, ": ",
+                                            response.substr(0, end_of_status)));
   }
-  return response.substr(end_of_headers + 4);
+  parsed.headers = response.substr(end_of_status + 2, end_of_headers + 2 - (end_of_status + 2));
+  parsed.body = response.substr(end_of_headers + 4);
+  return parsed;
+}
+
+absl::StatusOr<std::string> HttpGet(int port, absl::string_view path, absl::Duration timeout) {
+  absl::StatusOr<HttpResponse> response = HttpFetch(port, path, {}, timeout);
+  if (!response.ok()) {
+    return response.status();
+  }
+  if (response->status != 200) {
+    return absl::UnavailableError(absl::StrCat("GET ", path, ": HTTP ", response->status));
+  }
+  return std::move(response->body);
 }
 
 }  // namespace fabricmon::testing

@@ -4,6 +4,7 @@
 // a Prometheus scraper would make of their /metrics.
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -20,5 +21,16 @@ int FreePort();
 // server fails the test instead of hanging it), Internal for anything that is not HTTP.
 absl::StatusOr<std::string> HttpGet(int port, absl::string_view path,
                                     absl::Duration timeout = absl::Seconds(10));
+
+// The same GET with extra request header lines ("Accept-Encoding: gzip"), whatever the status:
+// the status code, the response's header block (without the status line) and the raw body.
+struct HttpResponse {
+  int status = 0;
+  std::string headers;
+  std::string body;
+};
+absl::StatusOr<HttpResponse> HttpFetch(int port, absl::string_view path,
+                                       const std::vector<std::string>& request_headers = {},
+                                       absl::Duration timeout = absl::Seconds(10));
 
 }  // namespace fabricmon::testing

@@ -4,6 +4,7 @@
 //     (nodes × 5,000 series each, ib_sysfs-shaped), then prometheus::TextSerializer, which is
 //     what prometheus::Exposer runs per scrape; plus gzip of the text, which the Exposer adds
 //     when the scraper accepts it (Prometheus does). Target: 1 M series under 1 s.
+//     BM_HttpScrape: the whole scrape over HTTP of the MetricsServer the aggregator runs.
 //   * ingest: StreamDecoder::Decode + NodeState::AppendBatch per batch of one DGX node's series
 //     (what AgentStream::HandleBatch does), optionally with the protobuf parse gRPC performs
 //     before it and with a rate computed for every series after it. Reported as samples/s on
@@ -29,12 +30,14 @@
 #include "benchmark/benchmark.h"
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/metrics_exporter.h"
+#include "daemon/aggregator/metrics_server.h"
 #include "daemon/aggregator/series_store.h"
 #include "daemon/common/clock.h"
 #include "daemon/exposition/text_exposition.h"
 #include "daemon/wire/batch_codec.h"
 #include "prometheus/text_serializer.h"
 #include "tests/bench/stream/node_model.h"
+#include "tests/testing/loopback.h"
 
 namespace fabricmon::bench {
 namespace {
@@ -299,6 +302,39 @@ void BM_Gzip(benchmark::State& state) {
   state.counters["gzip_MiB"] = static_cast<double>(out.size()) / 1048576.0;
 }
 
+// A whole scrape over HTTP on loopback, as Prometheus makes it, of the aggregator's MetricsServer
+// (what fabricmon-aggregator serves): Arg 1 = 1 asks for gzip (Prometheus does), 0 does not.
+// Wall time: the server's civetweb thread does the work.
+void BM_HttpScrape(benchmark::State& state) {
+  FilledStore& filled = StoreOf(static_cast<size_t>(state.range(0)));
+  absl::StatusOr<std::unique_ptr<aggregator::MetricsServer>> server =
+      aggregator::MetricsServer::Listen("127.0.0.1:0");
+  if (!server.ok()) {
+    state.SkipWithError("cannot listen on 127.0.0.1:0");
+    return;
+  }
+  // The store outlives the server; the shared_ptr does not own the exporter.
+  (*server)->Serve(std::shared_ptr<aggregator::MetricsExporter>(
+                       std::shared_ptr<void>(), filled.exporter.get()),
+                   {});
+  std::vector<std::string> headers;
+  if (state.range(1) == 1) {
+    headers.push_back("Accept-Encoding: gzip");
+  }
+  size_t bytes = 0;
+  for (auto _ : state) {
+    absl::StatusOr<testing::HttpResponse> response =
+        testing::HttpFetch((*server)->port(), "/metrics", headers, absl::Seconds(60));
+    if (!response.ok() || response->status != 200) {
+      state.SkipWithError("scrape failed");
+      return;
+    }
+    bytes = response->body.size();
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * filled.series));
+  state.counters["body_MiB"] = static_cast<double>(bytes) / 1048576.0;
+}
+
 BENCHMARK(BM_ExporterCollect)
     ->Arg(100000)
     ->Arg(1000000)
@@ -325,6 +361,13 @@ BENCHMARK(BM_ExporterAppendText)
     ->Arg(100000)
     ->Arg(1000000)
     ->Unit(benchmark::kMillisecond)
+    ->Iterations(3);
+BENCHMARK(BM_HttpScrape)
+    ->Args({100000, 1})
+    ->Args({1000000, 0})
+    ->Args({1000000, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
     ->Iterations(3);
 BENCHMARK(BM_Gzip)
     ->Args({1000000, Z_DEFAULT_COMPRESSION})

@@ -107,6 +107,41 @@ TEST_F(EngineTopologyFileTest, ServesEveryCableOfTheFileWithHostsNamedByTheirAge
   EXPECT_EQ(ca->b().port(), 4u);
 }
 
+// The topology is kept between ticks and built again exactly when an input changed: a node's
+// inventory (an agent connecting, an inventory update), the static fabric, the link list.
+TEST_F(EngineTopologyFileTest, TheTopologyIsBuiltAgainWhenAnInputChangesAndOnlyThen) {
+  engine_.SetStaticFabric(ParsedFabric(kX5));
+  engine_.Tick();
+  engine_.Tick();
+  EXPECT_EQ(engine_.topology_builds(), 1u);
+  EXPECT_EQ(LinkFrom(engine_.GetTopology(), "r510gluster1", 1), nullptr);
+
+  std::shared_ptr<aggregator::NodeState> node = fabric_.Node("r510gluster1", R510Gluster1());
+  engine_.Tick();
+  EXPECT_EQ(engine_.topology_builds(), 2u);
+  EXPECT_NE(LinkFrom(engine_.GetTopology(), "r510gluster1", 1), nullptr);
+  engine_.Tick();
+  EXPECT_EQ(engine_.topology_builds(), 2u);
+
+  node->SetInventory(v1::Inventory());  // the agent lost its HCA
+  engine_.Tick();
+  EXPECT_EQ(engine_.topology_builds(), 3u);
+  EXPECT_EQ(LinkFrom(engine_.GetTopology(), "r510gluster1", 1), nullptr);
+  EXPECT_NE(LinkFrom(engine_.GetTopology(), "0x0002c90300080e84", 1), nullptr);
+
+  ASSERT_TRUE(engine_.SetLinkList("r510gluster1/mlx4_0/1 switch:0x0008f10500108bba/27\n").ok());
+  engine_.Tick();
+  EXPECT_EQ(engine_.topology_builds(), 4u);
+  const v1::TopologyLink* listed = LinkFrom(engine_.GetTopology(), "r510gluster1", 1);
+  ASSERT_NE(listed, nullptr);
+  EXPECT_EQ(listed->source(), v1::LINK_SOURCE_LINK_LIST);
+
+  engine_.SetStaticFabric(v1::Inventory());
+  engine_.Tick();
+  EXPECT_EQ(engine_.topology_builds(), 5u);
+  EXPECT_EQ(engine_.topology_links(), 1u);
+}
+
 TEST_F(EngineTopologyFileTest, AFlappingHostPortReportsThePeerSwitchPortFromTheFile) {
   fabric_.Node("r510gluster1", R510Gluster1());
   engine_.SetStaticFabric(ParsedFabric(kX5));

@@ -1,0 +1,176 @@
+#include "daemon/aggregator/metrics_server.h"
+
+#include <zlib.h>
+
+#include <cstring>
+#include <exception>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "CivetServer.h"  // CivetCallbacks, what prometheus::Exposer takes
+#include "civetweb.h"
+#include "daemon/exposition/text_exposition.h"
+
+namespace fabricmon::aggregator {
+namespace {
+
+// civetweb hands begin_request only the connection (the server's user data is prometheus-cpp's
+// CivetServer), so servers are found by their listening port.
+absl::Mutex registry_mu(absl::kConstInit);
+absl::flat_hash_map<int, MetricsServer*>& Registry() ABSL_EXCLUSIVE_LOCKS_REQUIRED(registry_mu) {
+  static auto* registry = new absl::flat_hash_map<int, MetricsServer*>();
+  return *registry;
+}
+
+// gzip (RFC 1952) of `text` at the fastest level: at a million series the text is over 100 MB
+// and the default level costs seconds, while level 1 still shrinks it about tenfold. False on a
+// zlib error (the caller sends the text uncompressed).
+bool Gzip(const std::string& text, std::string* out) {
+  z_stream stream{};
+  if (deflateInit2(&stream, Z_BEST_SPEED, Z_DEFLATED, /*gzip wrapper*/ 15 + 16, 8,
+                   Z_DEFAULT_STRATEGY) != Z_OK) {
+    return false;
+  }
+  out->resize(deflateBound(&stream, text.size()));
+  stream.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.data()));
+  stream.avail_in = static_cast<uInt>(text.size());
+  stream.next_out = reinterpret_cast<Bytef*>(out->data());
+  stream.avail_out = static_cast<uInt>(out->size());
+  const int result = deflate(&stream, Z_FINISH);
+  out->resize(stream.total_out);
+  deflateEnd(&stream);
+  return result == Z_STREAM_END;
+}
+
+bool AcceptsGzip(mg_connection* connection) {
+  const char* accept = mg_get_header(connection, "Accept-Encoding");
+  return accept != nullptr && absl::StrContains(accept, "gzip");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Listen(const std::string& address) {
+  CivetCallbacks callbacks;  // all null
+  callbacks.begin_request = &MetricsServer::BeginRequest;
+  std::unique_ptr<prometheus::Exposer> exposer;
+  try {
+    // civetweb reports a failed bind by throwing; it must not escape.
+    exposer = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/2, &callbacks);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address, ": ", e.what()));
+  }
+  const std::vector<int> ports = exposer->GetListeningPorts();
+  if (ports.empty()) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address, ": no port bound"));
+  }
+  std::unique_ptr<MetricsServer> server(new MetricsServer(std::move(exposer), ports.front()));
+  absl::MutexLock lock(&registry_mu);
+  for (int port : ports) {
+    Registry()[port] = server.get();
+  }
+  return server;
+}
+
+MetricsServer::MetricsServer(std::unique_ptr<prometheus::Exposer> exposer, int port)
+    : exposer_(std::move(exposer)), port_(port) {}
+
+MetricsServer::~MetricsServer() {
+  {
+    absl::MutexLock lock(&registry_mu);
+    for (auto it = Registry().begin(); it != Registry().end();) {
+      if (it->second == this) {
+        Registry().erase(it++);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // Stops civetweb and joins its workers: a request in Handle() finishes first.
+  exposer_.reset();
+}
+
+void MetricsServer::Serve(std::shared_ptr<MetricsExporter> exporter,
+                          std::vector<std::shared_ptr<prometheus::Collectable>> others) {
+  absl::MutexLock lock(&mu_);
+  UnregisterLocked();
+  exporter_ = std::move(exporter);
+  others_ = std::move(others);
+  if (exporter_ != nullptr) {
+    exposer_->RegisterCollectable(exporter_);
+  }
+  for (const auto& other : others_) {
+    exposer_->RegisterCollectable(other);
+  }
+}
+
+void MetricsServer::Clear() {
+  absl::MutexLock lock(&mu_);
+  UnregisterLocked();
+}
+
+void MetricsServer::UnregisterLocked() {
+  if (exporter_ != nullptr) {
+    exposer_->RemoveCollectable(exporter_);
+  }
+  for (const auto& other : others_) {
+    exposer_->RemoveCollectable(other);
+  }
+  exporter_.reset();
+  others_.clear();
+}
+
+int MetricsServer::BeginRequest(mg_connection* connection) {
+  mg_server_port ports[4];
+  const int count = mg_get_server_ports(mg_get_context(connection), 4, ports);
+  MetricsServer* server = nullptr;
+  {
+    absl::MutexLock lock(&registry_mu);
+    for (int i = 0; i < count && server == nullptr; ++i) {
+      auto it = Registry().find(ports[i].port);
+      if (it != Registry().end()) {
+        server = it->second;
+      }
+    }
+  }
+  return server == nullptr ? 0 : server->Handle(connection);
+}
+
+int MetricsServer::Handle(mg_connection* connection) {
+  const mg_request_info* request = mg_get_request_info(connection);
+  if (request == nullptr || request->request_method == nullptr || request->local_uri == nullptr ||
+      std::strcmp(request->request_method, "GET") != 0 ||
+      std::strcmp(request->local_uri, "/metrics") != 0) {
+    return 0;  // the Exposer answers (404 for unknown URIs)
+  }
+  std::shared_ptr<MetricsExporter> exporter;
+  std::vector<std::shared_ptr<prometheus::Collectable>> others;
+  {
+    absl::MutexLock lock(&mu_);
+    exporter = exporter_;
+    others = others_;
+  }
+  if (exporter == nullptr) {
+    return 0;
+  }
+  std::string text;
+  exporter->AppendText(&text);
+  for (const auto& other : others) {
+    exposition::AppendText(other->Collect(), &text);
+  }
+  std::string compressed;
+  const bool gzip = AcceptsGzip(connection) && Gzip(text, &compressed);
+  const std::string& body = gzip ? compressed : text;
+  mg_printf(connection,
+            "HTTP/1.1 200 OK\r\n"
+            "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+            "%s"
+            "Content-Length: %zu\r\n\r\n",
+            gzip ? "Content-Encoding: gzip\r\n" : "", body.size());
+  mg_write(connection, body.data(), body.size());
+  fast_scrapes_.fetch_add(1, std::memory_order_relaxed);
+  return 200;
+}
+
+}  // namespace fabricmon::aggregator
