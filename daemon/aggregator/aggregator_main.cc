@@ -176,8 +176,12 @@ int Run(const v1::AggregatorConfig& config) {
 
   const std::string metrics_listen =
       config.metrics_listen().empty() ? "127.0.0.1:9470" : config.metrics_listen();
+  aggregator::MetricsServerOptions metrics_options;
+  if (config.metrics_gzip_max_bytes() > 0) {
+    metrics_options.gzip_max_bytes = config.metrics_gzip_max_bytes();
+  }
   absl::StatusOr<std::unique_ptr<aggregator::MetricsServer>> metrics =
-      aggregator::MetricsServer::Listen(metrics_listen);
+      aggregator::MetricsServer::Listen(metrics_listen, metrics_options);
   if (!metrics.ok()) {
     std::cerr << "fabricmon-aggregator: " << metrics.status().message() << "\n";
     server->Shutdown();

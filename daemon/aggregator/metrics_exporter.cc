@@ -159,6 +159,18 @@ std::vector<prometheus::MetricFamily> MetricsExporter::Collect() const {
 }
 
 void MetricsExporter::AppendText(std::string* out) const {
+  std::vector<std::string> pieces = TextPieces();
+  size_t size = 0;
+  for (const std::string& piece : pieces) {
+    size += piece.size();
+  }
+  out->reserve(out->size() + size);
+  for (const std::string& piece : pieces) {
+    out->append(piece);
+  }
+}
+
+std::vector<std::string> MetricsExporter::TextPieces() const {
   const int64_t start = clock_.MonotonicNanos();
   std::vector<std::shared_ptr<NodeState>> up_nodes;
   std::vector<prometheus::MetricFamily> own = OwnFamilies(&up_nodes);
@@ -220,16 +232,16 @@ void MetricsExporter::AppendText(std::string* out) const {
 
   std::sort(bodies.begin(), bodies.end(),
             [](const Body& a, const Body& b) { return a.name < b.name; });
-  size_t size = 0;
-  for (const Body& body : bodies) {
-    size += body.text.size() + 2 * body.name.size() + body.help.size() + 32;
-  }
-  out->reserve(out->size() + size);
-  for (const Body& body : bodies) {
-    exposition::AppendFamilyHeader(body.name, body.help, body.type, out);
-    out->append(body.text);
+  std::vector<std::string> pieces;
+  pieces.reserve(2 * bodies.size());
+  for (Body& body : bodies) {
+    std::string header;
+    exposition::AppendFamilyHeader(body.name, body.help, body.type, &header);
+    pieces.push_back(std::move(header));
+    pieces.push_back(std::move(body.text));
   }
   last_scrape_nanos_ = clock_.MonotonicNanos() - start;
+  return pieces;
 }
 
 }  // namespace fabricmon::aggregator

@@ -37,6 +37,9 @@ class MetricsExporter final : public prometheus::Collectable {
   // straight from the store, without a MetricFamily per series: for serving /metrics at a
   // million series (see tests/bench/stream). Thread-safe, like Collect().
   void AppendText(std::string* out) const;
+  // The same text in pieces whose concatenation is AppendText's (a family's header, its lines,
+  // ...), so that a server can send them without first copying them into one buffer.
+  std::vector<std::string> TextPieces() const;
 
  private:
   // The node health and aggregator families (sorted by name), and in `up_nodes` the nodes whose

@@ -4,7 +4,8 @@
 // whose `GET /metrics` is answered with MetricsExporter::AppendText (the same bytes as
 // prometheus-cpp's TextSerializer over Collect(), written straight from the store) followed by
 // the text of the other collectables (the detection engine's findings), gzip-compressed at
-// Z_BEST_SPEED when the scraper accepts gzip.
+// Z_BEST_SPEED when the scraper accepts gzip and the text is not too large to compress in time
+// (MetricsServerOptions).
 //
 // Why not the Exposer's own handler: at a million series, building a MetricFamily per series,
 // serializing it through iostreams and deflating at the default level takes several seconds per
@@ -31,10 +32,18 @@ struct mg_connection;
 
 namespace fabricmon::aggregator {
 
+struct MetricsServerOptions {
+  // Texts up to this size are gzipped for scrapers that accept it, larger ones go uncompressed
+  // (AggregatorConfig.metrics_gzip_max_bytes): deflating 90 MB (a million series) at the fastest
+  // level takes over a second on a 2 GHz core, more than writing the text.
+  size_t gzip_max_bytes = size_t{32} << 20;
+};
+
 class MetricsServer {
  public:
   // Listens on `address` (HOST:PORT; port 0 picks a free one). Unavailable when it cannot bind.
-  static absl::StatusOr<std::unique_ptr<MetricsServer>> Listen(const std::string& address);
+  static absl::StatusOr<std::unique_ptr<MetricsServer>> Listen(const std::string& address,
+                                                               MetricsServerOptions options = {});
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
   MetricsServer& operator=(const MetricsServer&) = delete;
@@ -52,7 +61,8 @@ class MetricsServer {
   uint64_t fast_scrapes() const { return fast_scrapes_.load(std::memory_order_relaxed); }
 
  private:
-  MetricsServer(std::unique_ptr<prometheus::Exposer> exposer, int port);
+  MetricsServer(std::unique_ptr<prometheus::Exposer> exposer, int port,
+                MetricsServerOptions options);
   // civetweb's begin_request: 0 leaves the request to the Exposer, else the HTTP status sent.
   static int BeginRequest(mg_connection* connection);
   int Handle(mg_connection* connection) ABSL_LOCKS_EXCLUDED(mu_);
@@ -60,6 +70,7 @@ class MetricsServer {
 
   std::unique_ptr<prometheus::Exposer> exposer_;
   const int port_;
+  const MetricsServerOptions options_;
   std::atomic<uint64_t> fast_scrapes_{0};
 
   absl::Mutex mu_;

@@ -76,6 +76,12 @@ class FindingsLike final : public prometheus::Collectable {
   }
 };
 
+// A collectable with nothing to say (an engine before its first finding): an empty piece.
+class Silent final : public prometheus::Collectable {
+ public:
+  std::vector<prometheus::MetricFamily> Collect() const override { return {}; }
+};
+
 // A store with `nodes` nodes of `series` counters each, every series with one sample.
 struct Store {
   explicit Store(int nodes, int series, const std::string& prefix) {
@@ -151,7 +157,9 @@ TEST(MetricsServerTest, CompressesWithGzipWhenTheScraperAcceptsIt) {
   Store store(2, 500, "gpu-");
   std::unique_ptr<MetricsServer> server = Listen();
   ASSERT_NE(server, nullptr);
-  server->Serve(store.exporter, {});
+  const std::vector<std::shared_ptr<prometheus::Collectable>> others = {
+      std::make_shared<Silent>(), std::make_shared<FindingsLike>(), std::make_shared<Silent>()};
+  server->Serve(store.exporter, others);
 
   // As Prometheus asks.
   absl::StatusOr<HttpResponse> response = HttpFetch(
@@ -162,8 +170,23 @@ TEST(MetricsServerTest, CompressesWithGzipWhenTheScraperAcceptsIt) {
   EXPECT_THAT(response->headers, HasSubstr("Content-Encoding: gzip"));
   EXPECT_THAT(response->headers, HasSubstr(absl::StrCat("Content-Length: ", response->body.size())));
   const std::string text = Gunzip(response->body);
-  EXPECT_EQ(text, store.Reference({}));
+  EXPECT_EQ(text, store.Reference(others));
   EXPECT_LT(response->body.size() * 4, text.size());  // it did compress
+}
+
+TEST(MetricsServerTest, SendsTextAboveTheGzipLimitUncompressed) {
+  Store store(2, 500, "gpu-");
+  absl::StatusOr<std::unique_ptr<MetricsServer>> server =
+      MetricsServer::Listen("127.0.0.1:0", MetricsServerOptions{/*gzip_max_bytes=*/1000});
+  ASSERT_TRUE(server.ok()) << server.status();
+  (*server)->Serve(store.exporter, {});
+  absl::StatusOr<HttpResponse> response =
+      HttpFetch((*server)->port(), "/metrics", {"Accept-Encoding: gzip"});
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_EQ(response->status, 200);
+  EXPECT_THAT(response->headers, Not(HasSubstr("Content-Encoding")));
+  EXPECT_GT(response->body.size(), 1000u);
+  EXPECT_EQ(response->body, store.Reference({}));
 }
 
 TEST(MetricsServerTest, LeavesOtherRequestsToTheExposer) {
