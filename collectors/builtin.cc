@@ -9,6 +9,9 @@
 #ifdef FABRICMON_HAVE_NETDEV
 #include "collectors/netdev/netdev_collector.h"
 #endif
+#ifdef FABRICMON_HAVE_RDMA_QP
+#include "collectors/rdma_qp/rdma_qp_collector.h"
+#endif
 #ifdef FABRICMON_HAVE_NVML
 #include "collectors/nvml/nvml_collector.h"
 #endif
@@ -27,6 +30,9 @@ void RegisterBuiltinCollectors(CollectorRegistry& registry) {
 #endif
 #ifdef FABRICMON_HAVE_NETDEV
   RegisterNetdevCollector(registry);
+#endif
+#ifdef FABRICMON_HAVE_RDMA_QP
+  RegisterRdmaQpCollector(registry);
 #endif
 #ifdef FABRICMON_HAVE_NVML
   RegisterNvmlCollector(registry);

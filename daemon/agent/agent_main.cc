@@ -70,6 +70,7 @@ void ApplyOverrides(v1::AgentConfig& config) {
   const std::string proc = absl::GetFlag(FLAGS_procfs_root);
   if (!proc.empty()) {
     config.mutable_collectors()->mutable_netdev()->set_procfs_root(proc);
+    config.mutable_collectors()->mutable_rdma_qp()->set_procfs_root(proc);
   }
   if (!absl::GetFlag(FLAGS_aggregator).empty()) {
     config.set_aggregator(absl::GetFlag(FLAGS_aggregator));

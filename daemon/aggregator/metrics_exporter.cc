@@ -144,6 +144,9 @@ std::vector<prometheus::MetricFamily> MetricsExporter::Collect() const {
       std::vector<exposition::SampleRef> samples;
       samples.reserve(all.size());
       for (const Series& series : all) {
+        if (series.absent) {
+          continue;  // gone from its collector's last cycle
+        }
         if (const StoredSample* latest = series.Latest()) {
           samples.push_back({&series.desc, latest->raw});
         }
@@ -201,7 +204,7 @@ std::vector<std::string> MetricsExporter::TextPieces() const {
     node->WithSeries([&](const std::vector<Series>& all) {
       for (const Series& series : all) {
         const StoredSample* latest = series.Latest();
-        if (latest == nullptr) {
+        if (latest == nullptr || series.absent) {
           continue;
         }
         const collectors::SeriesDesc& desc = series.desc;

@@ -1,5 +1,6 @@
 #include "daemon/aggregator/series_store.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
@@ -110,6 +111,7 @@ absl::StatusOr<uint32_t> NodeState::DeclareLocked(const collectors::SeriesDesc& 
   const auto index = static_cast<uint32_t>(series_.size() - 1);
   by_fingerprint_.emplace(identity, index);
   by_family_[desc.name].push_back(index);
+  by_collector_[desc.collector].push_back(index);
   return index;
 }
 
@@ -136,6 +138,7 @@ NodeState::AppendResult NodeState::AppendBatch(uint64_t sequence, uint64_t dropp
       continue;
     }
     Series& series = series_[indices[i]];
+    series.last_sequence = sequence;
     const uint64_t raw = values[i];
     if (series.count > 0) {
       const StoredSample& last = series.ring[series.head];
@@ -164,7 +167,35 @@ NodeState::AppendResult NodeState::AppendBatch(uint64_t sequence, uint64_t dropp
     ++counters_.samples;
     ++result.samples;
   }
+  MarkAbsentLocked(sequence, indices);
   return result;
+}
+
+void NodeState::MarkAbsentLocked(uint64_t sequence, absl::Span<const uint32_t> indices) {
+  // The collectors of this batch (one, from an honest agent; a few at most).
+  std::vector<const std::string*> collectors;
+  for (uint32_t index : indices) {
+    const std::string& collector = series_[index].desc.collector;
+    if (!collectors.empty() && *collectors.back() == collector) {
+      continue;  // the common case: the same collector as the previous series
+    }
+    if (std::none_of(collectors.begin(), collectors.end(),
+                     [&](const std::string* seen) { return *seen == collector; })) {
+      collectors.push_back(&collector);
+      if (collectors.size() > 8) {
+        return;  // not one collector's cycle; leave presence as it was
+      }
+    }
+  }
+  for (const std::string* collector : collectors) {
+    auto it = by_collector_.find(*collector);
+    if (it == by_collector_.end()) {
+      continue;
+    }
+    for (uint32_t index : it->second) {
+      series_[index].absent = series_[index].last_sequence != sequence;
+    }
+  }
 }
 
 void NodeState::SetInventory(v1::Inventory inventory) {

@@ -60,6 +60,12 @@ struct Series {
   uint32_t count = 0;              // samples held (≤ capacity)
   uint64_t resets = 0;
   bool saturated = false;
+  // The last batch of this series' collector did not carry it (a process gone, a netdev or an
+  // ethtool key vanished): its latest sample is history, not the present, and /metrics leaves it
+  // out until it comes back. A batch is one collector's cycle, so what a batch of collector C
+  // lacks of C's series is absent now.
+  bool absent = false;
+  uint64_t last_sequence = 0;  // the batch that last carried a value
 
   const StoredSample* Latest() const { return count ? &ring[head] : nullptr; }
   const StoredSample* Previous() const {
@@ -153,6 +159,10 @@ class NodeState {
   absl::StatusOr<uint32_t> DeclareLocked(const collectors::SeriesDesc& desc,
                                          const int64_t* now_monotonic_nanos)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After batch `sequence` (series `indices`) is stored: marks the series of its collectors that
+  // it did not carry as absent, and those it carried as present.
+  void MarkAbsentLocked(uint64_t sequence, absl::Span<const uint32_t> indices)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string name_;
   const size_t samples_per_series_;
@@ -163,6 +173,7 @@ class NodeState {
   std::vector<Series> series_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, uint32_t> by_fingerprint_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::vector<uint32_t>> by_family_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::vector<uint32_t>> by_collector_ ABSL_GUARDED_BY(mu_);
   v1::Inventory inventory_ ABSL_GUARDED_BY(mu_);
   uint64_t inventory_stamp_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::CollectorStatus> collectors_ ABSL_GUARDED_BY(mu_);

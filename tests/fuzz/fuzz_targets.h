@@ -14,6 +14,7 @@ namespace fabricmon::fuzz {
 void Fuzz_sysfs_value(const uint8_t* data, size_t size);
 void Fuzz_ethtool_text(const uint8_t* data, size_t size);
 void Fuzz_proc_net_snmp(const uint8_t* data, size_t size);
+void Fuzz_rdma_netlink(const uint8_t* data, size_t size);
 void Fuzz_ibnetdiscover(const uint8_t* data, size_t size);
 void Fuzz_link_list(const uint8_t* data, size_t size);
 void Fuzz_text_config(const uint8_t* data, size_t size);
@@ -30,6 +31,9 @@ inline std::vector<FuzzTarget> AllFuzzTargets() {
 #endif
 #ifdef FABRICMON_FUZZ_HAVE_PROC_NET_SNMP
       {"proc_net_snmp", &Fuzz_proc_net_snmp},
+#endif
+#ifdef FABRICMON_FUZZ_HAVE_RDMA_NETLINK
+      {"rdma_netlink", &Fuzz_rdma_netlink},
 #endif
 #ifdef FABRICMON_FUZZ_HAVE_IBNETDISCOVER
       {"ibnetdiscover", &Fuzz_ibnetdiscover},

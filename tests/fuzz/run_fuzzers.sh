@@ -31,7 +31,8 @@ RSS_MB=${FUZZ_RSS_MB:-2048}
 MALLOC_MB=${FUZZ_MALLOC_MB:-512}
 CC=${CC:-clang-14}
 CXX=${CXX:-clang++-14}
-ALL_TARGETS=(sysfs_value ethtool_text proc_net_snmp ibnetdiscover link_list text_config ingest)
+ALL_TARGETS=(sysfs_value ethtool_text proc_net_snmp rdma_netlink ibnetdiscover link_list text_config
+  ingest)
 TARGETS=("$@")
 if ((${#TARGETS[@]} == 0)); then TARGETS=("${ALL_TARGETS[@]}"); fi
 

@@ -189,6 +189,23 @@ TEST(MetricsServerTest, SendsTextAboveTheGzipLimitUncompressed) {
   EXPECT_EQ(response->body, store.Reference({}));
 }
 
+TEST(MetricsServerTest, LeavesOutSeriesGoneFromTheirCollectorsLastCycle) {
+  Store store(1, 3, "gpu-");
+  std::shared_ptr<NodeState> node = store.store.Find("gpu-0");
+  ASSERT_NE(node, nullptr);
+  // The next cycle of the collector has ports 1 and 2 only.
+  node->AppendBatch(2, 0, store.clock.NowUnixNanos(), {0, 1}, {5, 6}, {true, true},
+                    store.clock.NowUnixNanos());
+  std::unique_ptr<MetricsServer> server = Listen();
+  ASSERT_NE(server, nullptr);
+  server->Serve(store.exporter, {});
+  absl::StatusOr<HttpResponse> response = HttpFetch(server->port(), "/metrics");
+  ASSERT_TRUE(response.ok()) << response.status();
+  EXPECT_THAT(response->body, HasSubstr("port=\"2\"} 24"));
+  EXPECT_THAT(response->body, Not(HasSubstr("port=\"3\"")));
+  EXPECT_EQ(response->body, store.Reference({}));  // Collect() leaves it out too
+}
+
 TEST(MetricsServerTest, LeavesOtherRequestsToTheExposer) {
   Store store(1, 3, "gpu-");
   std::unique_ptr<MetricsServer> server = Listen();

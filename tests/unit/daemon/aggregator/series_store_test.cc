@@ -288,6 +288,50 @@ TEST_F(NodeStateTest, RingKeepsTheNewestSamples) {
   EXPECT_DOUBLE_EQ(RateOf(indices_[0]).per_second, 1);
 }
 
+// A batch is one collector's cycle: what it lacks of that collector's series is absent now (a
+// process that exited, a vanished netdev), and comes back with the next batch that carries it.
+// Series of other collectors are not touched.
+TEST(NodeStatePresenceTest, SeriesMissingFromTheirCollectorsLastBatchAreAbsent) {
+  NodeState node("node-p", 4, 100);
+  auto series_of = [](const char* collector, const char* pid) {
+    return GaugeSeries(collector, "fabricmon_rdma_process_qps", "h", Unit::kNone, 1.0,
+                       {{"pid", pid}});
+  };
+  const uint32_t p1 = *node.Declare(series_of("rdma_qp", "100"));
+  const uint32_t p2 = *node.Declare(series_of("rdma_qp", "200"));
+  const uint32_t other = *node.Declare(series_of("netdev", "0"));
+  auto absent = [&](uint32_t index) {
+    bool result = false;
+    node.WithSeries([&](const std::vector<Series>& all) { result = all[index].absent; });
+    return result;
+  };
+  node.AppendBatch(1, 0, kT0, {other}, {1}, {true}, kT0);
+  node.AppendBatch(2, 0, kT0, {p1, p2}, {4, 8}, {true, true}, kT0);
+  EXPECT_FALSE(absent(p1));
+  EXPECT_FALSE(absent(p2));
+
+  // pid 200 exited: the next rdma_qp cycle has only pid 100.
+  node.AppendBatch(3, 0, kT0 + kSecond, {p1}, {4}, {true}, kT0);
+  EXPECT_FALSE(absent(p1));
+  EXPECT_TRUE(absent(p2));
+  EXPECT_FALSE(absent(other));  // another collector's series
+
+  // Listed but without a value (present bit clear) is absent too.
+  node.AppendBatch(4, 0, kT0 + 2 * kSecond, {p1, p2}, {0, 9}, {false, true}, kT0);
+  EXPECT_TRUE(absent(p1));
+  EXPECT_FALSE(absent(p2));
+
+  // A batch of another collector changes nothing here.
+  node.AppendBatch(5, 0, kT0 + 3 * kSecond, {other}, {2}, {true}, kT0);
+  EXPECT_TRUE(absent(p1));
+  EXPECT_FALSE(absent(p2));
+  EXPECT_FALSE(absent(other));
+
+  // A replayed (duplicate) batch does not bring anything back.
+  node.AppendBatch(2, 0, kT0, {p1, p2}, {4, 8}, {true, true}, kT0);
+  EXPECT_TRUE(absent(p1));
+}
+
 TEST(NodeStateDeclareTest, IsIdempotentCapsSeriesAndRestartsChangedSemantics) {
   NodeState node("node-1", 4, /*max_series=*/2);
   const SeriesDesc a = Counter(32, Overflow::kWraps, 1.0, "fabricmon_a_total");

@@ -19,7 +19,7 @@ namespace fabricmon::detectors::testing {
 
 class FabricFixture {
  public:
-  FabricFixture() : store_(aggregator::StoreOptions{8, 100000}) {}
+  FabricFixture() : store_(aggregator::StoreOptions{8, 100000, {}}) {}
 
   // Connects a node (as a hello would).
   std::shared_ptr<aggregator::NodeState> Node(const std::string& name,
