@@ -14,6 +14,10 @@
 namespace fabricmon::collectors::rdma_qp {
 namespace {
 
+// Largest errno the kernel returns (MAX_ERRNO in include/linux/err.h).
+constexpr int kMaxErrno = 4095;
+
+
 // Header sizes as the kernel lays them out (NLMSG_HDRLEN = 16, NLA_HDRLEN = 4).
 constexpr size_t kNlmsgHeader = static_cast<size_t>(NLMSG_HDRLEN);
 constexpr size_t kNlaHeader = static_cast<size_t>(NLA_HDRLEN);
@@ -241,6 +245,10 @@ absl::StatusOr<RdmaNetlinkReply> ParseRdmaNetlink(absl::string_view bytes) {
         if (payload.size() >= sizeof(int)) {
           int status;
           std::memcpy(&status, payload.data(), sizeof(status));
+          if (status < -kMaxErrno) {
+            return absl::InvalidArgumentError(absl::StrCat(
+                "NLMSG_DONE at offset ", at, " carries status ", status, ", not an errno"));
+          }
           if (status < 0) {
             reply.error = -status;
           }
@@ -255,8 +263,14 @@ absl::StatusOr<RdmaNetlinkReply> ParseRdmaNetlink(absl::string_view bytes) {
         }
         int error;
         std::memcpy(&error, payload.data(), sizeof(error));
+        // The kernel sends 0 or a negative errno (-1 .. -4095); anything else is not an answer
+        // (and INT_MIN cannot even be negated).
+        if (error < -kMaxErrno || error > 0) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "NLMSG_ERROR at offset ", at, " carries ", error, ", not 0 or a negative errno"));
+        }
         reply.done = true;
-        reply.error = error < 0 ? -error : error;
+        reply.error = -error;
         break;
       }
       case NLMSG_OVERRUN:

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -121,6 +122,28 @@ TEST(RdmaNetlinkParserTest, NlmsgErrorEpermIsPermissionDenied) {
   EXPECT_THAT(status, StatusIs(absl::StatusCode::kPermissionDenied));
   EXPECT_THAT(std::string(status.message()), HasSubstr("QP dump of mlx5_0"));
   EXPECT_THAT(std::string(status.message()), HasSubstr(std::strerror(EPERM)));
+}
+
+// Fuzz finding (tests/fuzz/regressions/rdma_netlink/nlmsg_error_int_min): INT_MIN was negated.
+// Only 0 and -1..-4095 are answers; anything else is a malformed reply, not an errno.
+TEST(RdmaNetlinkParserTest, StatusesThatAreNoErrnoAreInvalid) {
+  for (int bad : {std::numeric_limits<int>::min(), -4096, 1, 12}) {
+    NetlinkBuilder error;
+    error.Error(bad);
+    EXPECT_THAT(ParseRdmaNetlink(error.bytes()), StatusIs(absl::StatusCode::kInvalidArgument))
+        << bad;
+  }
+  for (int bad : {std::numeric_limits<int>::min(), -4096}) {
+    NetlinkBuilder done;
+    done.Done(bad);
+    EXPECT_THAT(ParseRdmaNetlink(done.bytes()), StatusIs(absl::StatusCode::kInvalidArgument))
+        << bad;
+  }
+  NetlinkBuilder largest;
+  largest.Error(-4095);
+  absl::StatusOr<RdmaNetlinkReply> reply = ParseRdmaNetlink(largest.bytes());
+  ASSERT_THAT(reply, IsOk());
+  EXPECT_EQ(reply->error, 4095);
 }
 
 TEST(RdmaNetlinkParserTest, AckAndNegativeDoneStatus) {
