@@ -205,6 +205,9 @@ void Topology::Resolve() {
     } else {
       endpoint.node = guid.empty() ? raw_key : absl::StrCat("0x", guid);
     }
+    if (endpoint.is_switch && !guid.empty()) {
+      switch_name_by_guid_[guid] = endpoint.node;
+    }
     return endpoint;
   };
   for (const auto& [link, source] : fabric_links_) {
@@ -241,7 +244,21 @@ std::vector<TopologyLink> Topology::Links() const {
 }
 
 Endpoint Topology::Canonical(const Endpoint& endpoint) const {
-  if (endpoint.is_switch || endpoint.device.empty()) {
+  if (endpoint.is_switch) {
+    // A switch port series names its switch by description; the graph names a switch whose
+    // description is shared by its GUID. The GUID decides.
+    if (endpoint.guid.empty() || switch_name_by_guid_.empty()) {
+      return endpoint;
+    }
+    auto it = switch_name_by_guid_.find(CanonicalGuid(endpoint.guid));
+    if (it == switch_name_by_guid_.end() || it->second == endpoint.node) {
+      return endpoint;
+    }
+    Endpoint canonical = endpoint;
+    canonical.node = it->second;
+    return canonical;
+  }
+  if (endpoint.device.empty()) {
     return endpoint;
   }
   auto it = netdev_map_.find({endpoint.node, endpoint.device});

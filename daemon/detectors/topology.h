@@ -74,7 +74,9 @@ class Topology {
   std::optional<Endpoint> PeerOf(const Endpoint& endpoint) const;
   // Every cabled port of a switch or host (by node name and is_switch).
   std::vector<Endpoint> PortsOf(const std::string& node, bool is_switch) const;
-  // Replaces a host netdev endpoint by its RDMA device/port where the node's inventory maps it.
+  // Replaces a host netdev endpoint by its RDMA device/port where the node's inventory maps it,
+  // and a switch endpoint carrying a known GUID by the name the graph gives that switch (its
+  // description, or "0x" + GUID when the description is shared).
   Endpoint Canonical(const Endpoint& endpoint) const;
   size_t link_count() const { return peers_.size() / 2; }
   bool empty() const { return peers_.empty(); }
@@ -87,6 +89,8 @@ class Topology {
   std::map<std::pair<std::string, bool>, std::vector<Endpoint>> ports_by_node_;
   // GUID → host (node, device) from agents' sysfs inventory.
   std::map<std::string, std::pair<std::string, std::string>> host_by_guid_;
+  // Canonical GUID → graph name of each switch Resolve() placed (fabric collector, topology file).
+  std::map<std::string, std::string> switch_name_by_guid_;
   // (node, netdev) → (device, port) from agents' inventory.
   std::map<std::pair<std::string, std::string>, std::pair<std::string, uint32_t>> netdev_map_;
   struct PendingNode {

@@ -131,6 +131,37 @@ TEST(TopologyTest, SharedDescriptionsDoNotMergeFabricNodes) {
   EXPECT_EQ(peer->node, "sw-2");
 }
 
+// The fabric collector labels a switch port series with the switch's description and GUID; when
+// the description is shared the topology names the switch by GUID, and the series' endpoint must
+// still meet it (by its switch_guid).
+TEST(TopologyTest, ASwitchSeriesEndpointMeetsItsSwitchByGuid) {
+  Topology topology;
+  topology.AddInventory("", TwoSwitches(/*same_description=*/true), LinkSource::kTopologyFile);
+  topology.Resolve();
+  Endpoint series_end = Switch("Vendor 36-port switch", 1);
+  series_end.guid = "0x0000000000000a01";  // as the switch_guid label writes it
+  EXPECT_EQ(topology.Canonical(series_end).node, "0x0000000000000a01");
+  auto peer = topology.PeerOf(series_end);
+  ASSERT_TRUE(peer.has_value());
+  EXPECT_EQ(peer->node, "0x0000000000000a02");
+  EXPECT_EQ(peer->port, 2u);
+
+  // Unknown GUIDs, and switches without one (link lists), stay as they are.
+  Endpoint unknown = Switch("leaf9", 3);
+  unknown.guid = "0x00000000000000ff";
+  EXPECT_EQ(topology.Canonical(unknown).node, "leaf9");
+  EXPECT_EQ(topology.Canonical(Switch("leaf9", 3)).node, "leaf9");
+
+  // Unique descriptions name the switch; a series endpoint by description already matches.
+  Topology unique;
+  unique.AddInventory("", TwoSwitches(/*same_description=*/false), LinkSource::kTopologyFile);
+  unique.Resolve();
+  Endpoint by_description = Switch("sw-1", 1);
+  by_description.guid = "0000:0000:0000:0a01";
+  EXPECT_EQ(unique.Canonical(by_description).node, "sw-1");
+  ASSERT_TRUE(unique.PeerOf(by_description).has_value());
+}
+
 TEST(TopologyTest, LinksListEachCableOnceHostFirstWithItsMostDirectSource) {
   Topology topology;
   ASSERT_TRUE(topology
