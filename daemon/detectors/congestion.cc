@@ -32,13 +32,22 @@ std::string Percent(double fraction) { return absl::StrFormat("%.0f%%", fraction
 void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& out) {
   std::map<Endpoint, Congested> congested;
 
-  // IB: join XmitWait with XmitData of the same port.
-  std::map<Endpoint, std::pair<uint64_t, double>> data_words;
+  // IB: join XmitWait with XmitData of the same port over the same interval. Both come from one
+  // read of the port (a sysfs cycle, a sweep), so their newest two samples share timestamps; when
+  // they do not (one of the two reads failed, e.g. a MAD timed out) the port is not judged this
+  // tick: pairing a fresh wait with stale data would read as "waiting 100 % of the time".
+  struct DataInterval {
+    uint64_t words;
+    int64_t from;
+    int64_t to;
+  };
+  std::map<Endpoint, DataInterval> data_words;
   view.ForEachSeries(families::kIbXmitData, [&](const std::string& node, const Series& series) {
     uint64_t increase;
     double seconds;
     if (LatestIncrease(series, &increase, &seconds)) {
-      data_words[view.topology().Canonical(EndpointOf(node, series.desc))] = {increase, seconds};
+      data_words[view.topology().Canonical(EndpointOf(node, series.desc))] = {
+          increase, series.Previous()->timestamp_unix_nanos, series.Latest()->timestamp_unix_nanos};
     }
   });
   view.ForEachSeries(families::kIbXmitWait, [&](const std::string& node, const Series& series) {
@@ -49,7 +58,12 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
     }
     const Endpoint endpoint = view.topology().Canonical(EndpointOf(node, series.desc));
     auto data = data_words.find(endpoint);
-    const uint64_t words = data == data_words.end() ? 0 : data->second.first;
+    if (data == data_words.end() ||
+        data->second.from != series.Previous()->timestamp_unix_nanos ||
+        data->second.to != series.Latest()->timestamp_unix_nanos) {
+      return;
+    }
+    const uint64_t words = data->second.words;
     const double fraction = static_cast<double>(wait) / static_cast<double>(wait + words);
     if (fraction < options_.wait_fraction) {
       return;

@@ -224,6 +224,36 @@ TEST_F(DetectorsTest, BusyHealthyTrafficRaisesNothing) {
   EXPECT_TRUE(Active().empty());
 }
 
+// XmitWait and XmitData are judged over the same interval: when the data read of a port failed
+// (its sample is missing from the cycle), fresh wait against stale data is not "100 % waiting".
+TEST_F(DetectorsTest, WaitIsJudgedOnlyAgainstDataOfTheSameInterval) {
+  const auto wait = HostCounter(families::kIbXmitWait, "mlx5_0", 1, 32);
+  const auto data = HostCounter(families::kIbXmitData, "mlx5_0", 1, 64);
+  // The first cycle's data read failed: wait has an interval, data has one sample only.
+  fabric_.Set("n1", wait, 0u);
+  fabric_.Step();
+  fabric_.Set("n1", wait, 100u);
+  fabric_.Set("n1", data, 10000000u);
+  fabric_.Step();
+  EXPECT_TRUE(Active().empty());
+  // Later a data read fails again: wait's interval has no data interval to match.
+  fabric_.Set("n1", wait, 200u);
+  fabric_.Set("n1", data, 20000000u);
+  fabric_.Step();
+  fabric_.Set("n1", wait, 300u);
+  fabric_.Step();
+  EXPECT_TRUE(Active().empty());
+
+  // Both again, and this time the port really waits: found.
+  fabric_.Set("n1", wait, 300u + 9000000u);
+  fabric_.Set("n1", data, 20000000u + 1000000u);
+  fabric_.Step();
+  fabric_.Set("n1", wait, 300u + 18000000u);
+  fabric_.Set("n1", data, 20000000u + 2000000u);
+  fabric_.Step();
+  EXPECT_EQ(Kinds(Active()), std::vector<std::string>{"congestion"});
+}
+
 collectors::SeriesDesc Pause(const std::string& netdev, const std::string& direction) {
   return collectors::CounterSeries("ethtool", families::kRocePauseDuration, "",
                                    collectors::Unit::kSeconds, 64, collectors::Overflow::kWraps,
