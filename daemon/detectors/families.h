@@ -49,4 +49,8 @@ inline constexpr char kNvlinkState[] = "fabricmon_nvlink_state";
 inline constexpr char kNvlinkErrors[] = "fabricmon_nvlink_errors_total";
 inline constexpr char kNvlinkRecoveryEvents[] = "fabricmon_nvlink_recovery_events_total";
 
+// rdma_qp (labels pid, comm, device, type).
+inline constexpr char kRdmaProcessQps[] = "fabricmon_rdma_process_qps";
+inline constexpr char kRdmaQpProcessesDropped[] = "fabricmon_rdma_qp_processes_dropped";
+
 }  // namespace fabricmon::detectors::families

@@ -1,8 +1,12 @@
 #include "daemon/detectors/tcp_fallback.h"
 
 #include <algorithm>
+#include <set>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "daemon/detectors/families.h"
 
 namespace fabricmon::detectors {
@@ -27,7 +31,52 @@ struct NodeTraffic {
   double Rdma() const { return has_roce_rdma ? roce_rdma : std::max(0.0, hca - ipoib); }
 };
 
+const aggregator::NodeState* FindNode(const FabricView& view, const std::string& name) {
+  for (const auto& node : view.nodes()) {
+    if (node->name() == name) {
+      return node.get();
+    }
+  }
+  return nullptr;
+}
+
 }  // namespace
+
+GpuProcessQps InspectGpuProcessQps(const aggregator::NodeState& node) {
+  GpuProcessQps result;
+  std::set<uint32_t> gpu_pids;
+  const aggregator::NodeState::Summary summary = node.GetSummary(/*with_inventory=*/true);
+  for (const v1::Gpu& gpu : summary.inventory.gpus()) {
+    gpu_pids.insert(gpu.compute_pids().begin(), gpu.compute_pids().end());
+  }
+  if (gpu_pids.empty()) {
+    return result;
+  }
+  // The rdma_qp collector's last cycle is complete when it left no process out; its series are
+  // absent when it stopped reporting (no RDMA netlink, collector disabled).
+  bool complete = false;
+  node.VisitFamily(families::kRdmaQpProcessesDropped, [&](const Series& series) {
+    const aggregator::StoredSample* latest = series.Latest();
+    complete = !series.absent && latest != nullptr && latest->raw == 0;
+  });
+  if (!complete) {
+    return result;
+  }
+  std::set<uint32_t> qp_owners;
+  node.VisitFamily(families::kRdmaProcessQps, [&](const Series& series) {
+    const aggregator::StoredSample* latest = series.Latest();
+    uint32_t pid = 0;
+    if (!series.absent && latest != nullptr && latest->raw > 0 &&
+        absl::SimpleAtoi(collectors::LabelValue(series.desc, "pid"), &pid)) {
+      qp_owners.insert(pid);
+    }
+  });
+  result.known = true;
+  for (uint32_t pid : gpu_pids) {
+    (qp_owners.count(pid) ? result.with_qps : result.without_qps).push_back(pid);
+  }
+  return result;
+}
 
 void TcpFallbackDetector::Evaluate(const FabricView& view, std::vector<Finding>& out) {
   std::map<std::string, NodeTraffic> nodes;
@@ -92,26 +141,62 @@ void TcpFallbackDetector::Evaluate(const FabricView& view, std::vector<Finding>&
     const bool rdma_idle = rdma <= options_.rdma_ratio * traffic.kernel;
     const bool gpus_busy = traffic.gpu >= options_.gpu_busy;
     const bool peers_use_rdma = median_rdma >= options_.min_kernel_bytes_per_second;
-    if (!(kernel_heavy && rdma_idle && (gpus_busy || peers_use_rdma))) {
+    if (!(kernel_heavy && rdma_idle)) {
+      streak_[node] = 0;
+      continue;
+    }
+    // Only nodes whose traffic already looks like a fallback pay for the QP inventory.
+    GpuProcessQps qps;
+    if (const aggregator::NodeState* state = FindNode(view, node)) {
+      qps = InspectGpuProcessQps(*state);
+    }
+    const bool gpu_processes_without_qps = qps.known && !qps.without_qps.empty();
+    if (!(gpus_busy || peers_use_rdma || gpu_processes_without_qps)) {
       streak_[node] = 0;
       continue;
     }
     if (++streak_[node] < options_.consecutive_ticks) {
       continue;
     }
+    // Every GPU process owns QPs: the job's RDMA transport is up, the kernel bytes are most
+    // likely other traffic. Still worth a look, not a page.
+    const bool transport_up = qps.known && qps.without_qps.empty();
     Finding finding;
     finding.kind = "tcp_fallback";
-    finding.severity = Severity::kCritical;
+    finding.severity = transport_up ? Severity::kWarning : Severity::kCritical;
     finding.subject.node = node;
+    std::string qp_note;
+    if (gpu_processes_without_qps) {
+      qp_note = absl::StrFormat("; GPU process%s %s own%s no RDMA queue pairs",
+                                qps.without_qps.size() > 1 ? "es" : "",
+                                absl::StrJoin(qps.without_qps, ", "),
+                                qps.without_qps.size() > 1 ? "" : "s");
+    } else if (transport_up) {
+      qp_note = absl::StrFormat(
+          "; but its GPU process%s %s own%s RDMA queue pairs, so the kernel traffic may be "
+          "something else (storage, data loading)",
+          qps.with_qps.size() > 1 ? "es" : "", absl::StrJoin(qps.with_qps, ", "),
+          qps.with_qps.size() > 1 ? "" : "s");
+    }
     finding.summary = absl::StrFormat(
-        "%s moves %.0f MB/s through kernel networking%s but only %.1f MB/s over RDMA%s%s: the job "
-        "has most likely fallen back from RDMA to TCP sockets (NCCL 'Using network Socket')",
+        "%s moves %.0f MB/s through kernel networking%s but only %.1f MB/s over RDMA%s%s%s: %s",
         node, traffic.kernel / 1e6, traffic.ipoib > 0 ? " (incl. IPoIB)" : "", rdma / 1e6,
         gpus_busy ? absl::StrFormat(" while its GPUs are %.0f%% busy", traffic.gpu * 100) : "",
         peers_use_rdma ? absl::StrFormat(" while its peers move %.0f MB/s each over RDMA",
                                          median_rdma / 1e6)
-                       : "");
+                       : "",
+        qp_note,
+        transport_up ? "check what else this node sends"
+                     : "the job has most likely fallen back from RDMA to TCP sockets (NCCL "
+                       "'Using network Socket')");
     finding.evidence = std::move(traffic.evidence);
+    for (uint32_t pid : qps.without_qps) {
+      Evidence evidence;
+      evidence.series = families::kRdmaProcessQps;
+      evidence.labels = {absl::StrCat("pid=", pid)};
+      evidence.note = "GPU compute process (NVML) owning no RDMA queue pair";
+      finding.evidence.push_back(std::move(evidence));
+    }
     out.push_back(std::move(finding));
   }
 }

@@ -8,8 +8,16 @@
 // RDMA bytes: RoCE vport RDMA bytes where the ethtool collector has them, else the HCA port data
 // counters (on RoCE those count RDMA only; on IB they include IPoIB, which is subtracted).
 // Kernel bytes: netdev rx+tx of Ethernet, RDMA-Ethernet and IPoIB netdevs (not loopback/virtual).
+//
+// The QP inventory weighs in where the node has both an NVML and an rdma_qp collector: GPU
+// compute processes (NVML, from the node's inventory) that own no RDMA queue pairs (rdma_qp) are
+// a job that never set up its RDMA transport — enough, with the traffic shape, to report the
+// fallback on their own; GPU processes that all own QPs mean the kernel traffic is most likely
+// something else (storage, data loading), so the finding is only a warning then.
 
 #include <map>
+#include <string>
+#include <vector>
 
 #include "daemon/detectors/detector.h"
 
@@ -21,6 +29,16 @@ struct TcpFallbackOptions {
   double gpu_busy = 0.5;                       // GPU utilization that means "training"
   uint32_t consecutive_ticks = 2;
 };
+
+// What a node's QP inventory says of its GPU compute processes.
+struct GpuProcessQps {
+  // Both lists are meaningful: the node reported GPU processes and its rdma_qp collector's last
+  // cycle listed every QP-owning process (none left out by rdma_qp.max_processes).
+  bool known = false;
+  std::vector<uint32_t> without_qps;  // GPU processes owning no RDMA QP
+  std::vector<uint32_t> with_qps;
+};
+GpuProcessQps InspectGpuProcessQps(const aggregator::NodeState& node);
 
 class TcpFallbackDetector final : public Detector {
  public:

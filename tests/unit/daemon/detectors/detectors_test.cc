@@ -314,6 +314,90 @@ TEST_F(DetectorsTest, OneNodeOnTcpWhileItsPeersUseRdmaIsAFallback) {
   EXPECT_EQ(active[0].finding.subject.node, "n3");
 }
 
+v1::Inventory GpuProcesses(std::vector<uint32_t> pids) {
+  v1::Inventory inventory;
+  v1::Gpu* gpu = inventory.add_gpus();
+  gpu->set_index(0);
+  for (uint32_t pid : pids) gpu->add_compute_pids(pid);
+  return inventory;
+}
+
+collectors::SeriesDesc ProcessQps(uint32_t pid) {
+  return collectors::GaugeSeries("rdma_qp", families::kRdmaProcessQps, "",
+                                 collectors::Unit::kNone, 1.0,
+                                 {{"pid", std::to_string(pid)}, {"comm", "python3"},
+                                  {"device", "mlx5_0"}, {"type", "rc"}});
+}
+
+collectors::SeriesDesc QpProcessesDropped() {
+  return collectors::GaugeSeries("rdma_qp", families::kRdmaQpProcessesDropped, "",
+                                 collectors::Unit::kNone, 1.0, {});
+}
+
+// Kernel-heavy, RDMA-idle traffic on `node` with nothing else to compare against: no peers, no
+// GPU utilization series.
+void TcpOnlyTraffic(FabricFixture& fabric, const std::string& node, int step) {
+  fabric.Set(node, NetdevInfo("eth0", "ethernet"), 1);
+  fabric.Set(node, NetdevBytes(families::kNetdevTxBytes, "eth0"), step * 800000000ull);
+  fabric.Set(node, HostCounter(families::kIbXmitData, "mlx5_0", 1, 64,
+                               collectors::Overflow::kSaturates, 4.0), 0);
+}
+
+TEST_F(DetectorsTest, GpuProcessesOwningNoQueuePairsAreEnoughToCallAFallback) {
+  // n1: its GPU process 4242 owns no QP (another process does): a fallback on this alone.
+  // n2: the same traffic without a QP inventory: nothing to corroborate it.
+  // n3: the QP listing left a process out (max_processes): absence proves nothing.
+  fabric_.Node("n1", GpuProcesses({4242}));
+  fabric_.Node("n2", GpuProcesses({4242}));
+  fabric_.Node("n3", GpuProcesses({4242}));
+  for (int step = 0; step < 4; ++step) {
+    for (const char* node : {"n1", "n2", "n3"}) {
+      TcpOnlyTraffic(fabric_, node, step);
+    }
+    fabric_.Set("n1", ProcessQps(999), 3);
+    fabric_.Set("n1", QpProcessesDropped(), 0);
+    fabric_.Set("n3", ProcessQps(999), 3);
+    fabric_.Set("n3", QpProcessesDropped(), 1);
+    fabric_.Step();
+    engine_->Tick();
+  }
+  auto active = Active();
+  ASSERT_EQ(Kinds(active), std::vector<std::string>{"tcp_fallback"});
+  const Finding& finding = active[0].finding;
+  EXPECT_EQ(finding.subject.node, "n1");
+  EXPECT_EQ(finding.severity, Severity::kCritical);
+  EXPECT_THAT(finding.summary, ::testing::HasSubstr("GPU process 4242 owns no RDMA queue pairs"));
+  EXPECT_TRUE(std::any_of(finding.evidence.begin(), finding.evidence.end(), [](const auto& e) {
+    return e.series == families::kRdmaProcessQps && e.labels == std::vector<std::string>{"pid=4242"};
+  }));
+}
+
+TEST_F(DetectorsTest, GpuProcessesOwningQueuePairsMakeTheFallbackOnlyAWarning) {
+  fabric_.Node("n3", GpuProcesses({77, 78}));
+  for (int step = 0; step < 4; ++step) {
+    for (const char* node : {"n1", "n2", "n3", "n4"}) {
+      const bool fallen_back = std::string(node) == "n3";
+      fabric_.Set(node, NetdevInfo("eth0", "ethernet"), 1);
+      fabric_.Set(node, NetdevBytes(families::kNetdevTxBytes, "eth0"),
+                  step * (fallen_back ? 800000000ull : 1000000ull));
+      fabric_.Set(node, HostCounter(families::kIbXmitData, "mlx5_0", 1, 64,
+                                    collectors::Overflow::kSaturates, 4.0),
+                  step * (fallen_back ? 0ull : 500000000ull));
+    }
+    fabric_.Set("n3", ProcessQps(77), 8);
+    fabric_.Set("n3", ProcessQps(78), 8);
+    fabric_.Set("n3", QpProcessesDropped(), 0);
+    fabric_.Step();
+    engine_->Tick();
+  }
+  auto active = Active();
+  ASSERT_EQ(Kinds(active), std::vector<std::string>{"tcp_fallback"});
+  const Finding& finding = active[0].finding;
+  EXPECT_EQ(finding.subject.node, "n3");
+  EXPECT_EQ(finding.severity, Severity::kWarning);
+  EXPECT_THAT(finding.summary, ::testing::HasSubstr("GPU processes 77, 78 own RDMA queue pairs"));
+}
+
 TEST_F(DetectorsTest, NvlinkGoingInactiveIsDownAndErrorsAreDegraded) {
   auto state = [](int link) {
     return collectors::GaugeSeries("nvml", families::kNvlinkState, "", collectors::Unit::kState,
