@@ -202,7 +202,7 @@ v1::Hello Agent::MakeHello(const std::string& boot_id, const std::string& versio
   hello.set_node_name(options_.node_name);
   hello.set_boot_id(boot_id);
   hello.set_agent_version(version);
-  hello.set_protocol_revision(v1::PROTOCOL_REVISION_1);
+  hello.set_protocol_revision(v1::PROTOCOL_REVISION_2);
   hello.set_agent_instance_id(instance_id);
   uint32_t min_interval = 0;
   absl::MutexLock lock(&mu_);

@@ -66,6 +66,13 @@ class StreamClient::Reactor final
       case v1::AggregatorMessage::kAck:
         client_.buffer_.Ack(incoming_.ack().sequence());
         break;
+      case v1::AggregatorMessage::kRedeclare: {
+        // The aggregator retired these series while they were gone and they are back.
+        const auto& ids = incoming_.redeclare().series_ids();
+        absl::MutexLock lock(&mu_);
+        encoder_.Forget(absl::MakeConstSpan(ids.data(), ids.size()));
+        break;
+      }
       case v1::AggregatorMessage::kReject: {
         FABRICMON_LOG_EVERY_MINUTE(Error)
             << "aggregator rejected the stream: " << incoming_.reject().message();

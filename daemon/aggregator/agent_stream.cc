@@ -74,6 +74,15 @@ void AgentStream::OnReadDone(bool ok) {
     Fail(*error);
     return;
   }
+  if (end_after_batch_) {
+    absl::MutexLock lock(&mu_);
+    if (!finish_.has_value()) {
+      finish_ = grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                             "series the aggregator retired came back: reconnect to declare them");
+    }
+    MaybeWriteLocked();
+    return;
+  }
   StartRead(&incoming_);
 }
 
@@ -144,6 +153,7 @@ std::optional<AgentStream::Error> AgentStream::HandleHello(const v1::Hello& hell
                  grpc::StatusCode::ALREADY_EXISTS, std::string(attached.status().message())};
   }
   node_ = attached->node;
+  answers_redeclare_ = hello.protocol_revision() >= v1::PROTOCOL_REVISION_2;
   FABRICMON_LOG(Info) << "node " << hello.node_name() << " connected from " << peer_
                       << " (agent " << hello.agent_version() << ", stored up to sequence "
                       << attached->last_stored_sequence << ")";
@@ -168,18 +178,23 @@ std::optional<AgentStream::Error> AgentStream::HandleDeclarations(
       return Error{RejectReason::kInvalidDeclaration, v1::Reject::REASON_MALFORMED,
                    grpc::StatusCode::INVALID_ARGUMENT, std::string(declared.message())};
     }
-    absl::StatusOr<uint32_t> index = node_->Declare(*desc, now);
-    if (!index.ok()) {
-      const RejectReason reason = absl::IsUnavailable(index.status())
+    absl::StatusOr<SlotRef> slot = node_->DeclareSlot(*desc, now);
+    if (!slot.ok()) {
+      const RejectReason reason = absl::IsUnavailable(slot.status())
                                       ? RejectReason::kSeriesRateLimit
                                       : RejectReason::kSeriesLimit;
       return Error{reason, v1::Reject::REASON_LIMIT, grpc::StatusCode::RESOURCE_EXHAUSTED,
-                   std::string(index.status().message())};
+                   std::string(slot.status().message())};
     }
     if (declaration.id() >= stream_to_node_.size()) {
-      stream_to_node_.resize(declaration.id() + 1, 0);
+      stream_to_node_.resize(declaration.id() + 1);
     }
-    stream_to_node_[declaration.id()] = *index;
+    SlotRef& mapped = stream_to_node_[declaration.id()];
+    if (mapped.index != slot->index || mapped.generation != slot->generation) {
+      ++mapping_version_;  // layouts holding the old slot resolve again
+    }
+    mapped = *slot;
+    redeclare_pending_.erase(declaration.id());
   }
   return std::nullopt;
 }
@@ -195,12 +210,13 @@ std::optional<AgentStream::Error> AgentStream::HandleLayouts(const v1::Layouts& 
       return Error{RejectReason::kUnknownSeries, v1::Reject::REASON_PROTOCOL,
                    grpc::StatusCode::INVALID_ARGUMENT, std::string(added.message())};
     }
-    std::vector<uint32_t>& indices = layout_indices_[layout.id()];
-    indices.clear();
-    indices.reserve(layout.series_ids_size());
+    LayoutSlots& resolved = layout_slots_[layout.id()];
+    resolved.slots.clear();
+    resolved.slots.reserve(layout.series_ids_size());
     for (uint32_t id : layout.series_ids()) {
-      indices.push_back(stream_to_node_[id]);
+      resolved.slots.push_back(stream_to_node_[id]);
     }
+    resolved.version = mapping_version_;
   }
   return std::nullopt;
 }
@@ -221,10 +237,22 @@ std::optional<AgentStream::Error> AgentStream::HandleBatch(const v1::SampleBatch
     return Error{RejectReason::kProtocol, v1::Reject::REASON_PROTOCOL,
                  grpc::StatusCode::INVALID_ARGUMENT, "batch sequence 0 is reserved"};
   }
-  const std::vector<uint32_t>& indices = layout_indices_[batch.layout_id()];
-  const NodeState::AppendResult result =
-      node_->AppendBatch(batch.sequence(), batch.dropped_before(), batch.timestamp_unix_nanos(),
-                         indices, decoded_.values, decoded_.present, clock_.NowUnixNanos());
+  LayoutSlots& resolved = layout_slots_[batch.layout_id()];
+  if (resolved.version != mapping_version_) {
+    resolved.slots.clear();
+    for (uint32_t id : *decoded_.series_ids) {
+      resolved.slots.push_back(stream_to_node_[id]);
+    }
+    resolved.version = mapping_version_;
+  }
+  const NodeState::AppendResult result = node_->AppendBatchToSlots(
+      batch.sequence(), batch.dropped_before(), batch.timestamp_unix_nanos(), resolved.slots,
+      decoded_.values, decoded_.present, clock_.NowUnixNanos());
+  stats_.series_retired += result.retired_now;
+  if (!result.retired_positions.empty()) {
+    stats_.retired_samples += result.retired_positions.size();
+    RequestRedeclaration(result.retired_positions);
+  }
   if (result.stored) {
     ++stats_.batches;
     stats_.samples += result.samples;
@@ -235,6 +263,24 @@ std::optional<AgentStream::Error> AgentStream::HandleBatch(const v1::SampleBatch
   }
   SendAck(batch.sequence());
   return std::nullopt;
+}
+
+void AgentStream::RequestRedeclaration(const std::vector<uint32_t>& positions) {
+  if (!answers_redeclare_) {
+    end_after_batch_ = true;
+    return;
+  }
+  v1::AggregatorMessage message;
+  for (uint32_t position : positions) {
+    const uint32_t id = (*decoded_.series_ids)[position];
+    if (redeclare_pending_.insert(id).second) {
+      message.mutable_redeclare()->add_series_ids(id);
+    }
+  }
+  if (message.has_redeclare()) {
+    stats_.redeclare_requests += message.redeclare().series_ids_size();
+    Send(std::move(message));
+  }
 }
 
 void AgentStream::Fail(const Error& error) {

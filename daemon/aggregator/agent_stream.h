@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/aggregator/ingest_stats.h"
@@ -53,6 +54,9 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::A
   std::optional<Error> HandleDeclarations(const v1::SeriesDeclarations& declarations);
   std::optional<Error> HandleLayouts(const v1::Layouts& layouts);
   std::optional<Error> HandleBatch(const v1::SampleBatch& batch);
+  // Values for series the node retired came back: ask the agent to declare them again (or, for
+  // an agent before PROTOCOL_REVISION_2, end the stream so the next one declares everything).
+  void RequestRedeclaration(const std::vector<uint32_t>& positions);
   void Fail(const Error& error);
   void Send(v1::AggregatorMessage message) ABSL_LOCKS_EXCLUDED(mu_);
   void SendAck(uint64_t sequence) ABSL_LOCKS_EXCLUDED(mu_);
@@ -80,8 +84,18 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::A
   std::shared_ptr<NodeState> node_;
   wire::StreamDecoder decoder_;
   wire::DecodedBatch decoded_;
-  std::vector<uint32_t> stream_to_node_;  // stream series id → node series index
-  absl::flat_hash_map<uint32_t, std::vector<uint32_t>> layout_indices_;
+  std::vector<SlotRef> stream_to_node_;  // stream series id → node series slot
+  // A layout's slots, resolved when mapping_version_ was `version`. A re-declaration that moves
+  // an id to another slot bumps mapping_version_, and layouts are resolved again when next used.
+  struct LayoutSlots {
+    std::vector<SlotRef> slots;
+    uint64_t version = 0;
+  };
+  absl::flat_hash_map<uint32_t, LayoutSlots> layout_slots_;
+  uint64_t mapping_version_ = 0;
+  absl::flat_hash_set<uint32_t> redeclare_pending_;  // ids asked for again, not yet declared
+  bool answers_redeclare_ = false;                   // hello's protocol revision ≥ 2
+  bool end_after_batch_ = false;                     // older agent: end the stream, it reconnects
 
   // Write side.
   absl::Mutex mu_;

@@ -121,6 +121,14 @@ int Run(const v1::AggregatorConfig& config) {
   if (config.new_series_burst() > 0) {
     store_options.new_series.burst = config.new_series_burst();
   }
+  store_options.series_retention_nanos =
+      int64_t{config.has_series_retention_s() ? config.series_retention_s() : 900} * 1000000000;
+  if (store_options.series_retention_nanos != 0 && store_options.series_retention_nanos < 60e9) {
+    std::cerr << "fabricmon-aggregator: series_retention_s must be 0 (keep forever) or at least "
+                 "60, not "
+              << config.series_retention_s() << "\n";
+    return 2;
+  }
   aggregator::SeriesStore store(store_options);
   aggregator::IngestStats stats;
   aggregator::StreamOptions stream_options;

@@ -36,6 +36,9 @@ struct IngestStats {
   std::atomic<uint64_t> duplicate_batches{0};  // replayed batches already stored
   std::atomic<uint64_t> agent_dropped_batches{0};
   std::atomic<uint64_t> timestamps_backwards{0};
+  std::atomic<uint64_t> series_retired{0};      // by the nodes' retention sweeps
+  std::atomic<uint64_t> retired_samples{0};     // values for retired series, dropped
+  std::atomic<uint64_t> redeclare_requests{0};  // series ids asked for again
   std::array<std::atomic<uint64_t>, static_cast<size_t>(RejectReason::kCount)> rejected{};
 
   void Reject(RejectReason reason) { ++rejected[static_cast<size_t>(reason)]; }

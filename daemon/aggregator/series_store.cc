@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
 namespace fabricmon::aggregator {
@@ -63,10 +64,11 @@ Rate Series::CurrentRate() const {
 }
 
 NodeState::NodeState(std::string name, size_t samples_per_series, size_t max_series,
-                     NewSeriesLimit new_series)
+                     NewSeriesLimit new_series, int64_t series_retention_nanos)
     : name_(std::move(name)),
       samples_per_series_(samples_per_series < 2 ? 2 : samples_per_series),
       max_series_(max_series),
+      retention_(series_retention_nanos),
       new_series_(new_series.per_second, new_series.burst),
       inventory_stamp_(NextInventoryStamp()) {}
 
@@ -79,6 +81,16 @@ absl::StatusOr<uint32_t> NodeState::Declare(const collectors::SeriesDesc& desc,
                                             int64_t now_monotonic_nanos) {
   absl::MutexLock lock(&mu_);
   return DeclareLocked(desc, &now_monotonic_nanos);
+}
+
+absl::StatusOr<SlotRef> NodeState::DeclareSlot(const collectors::SeriesDesc& desc,
+                                               int64_t now_monotonic_nanos) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<uint32_t> index = DeclareLocked(desc, &now_monotonic_nanos);
+  if (!index.ok()) {
+    return index.status();
+  }
+  return SlotRef{*index, series_[*index].generation};
 }
 
 absl::StatusOr<uint32_t> NodeState::DeclareLocked(const collectors::SeriesDesc& desc,
@@ -95,7 +107,7 @@ absl::StatusOr<uint32_t> NodeState::DeclareLocked(const collectors::SeriesDesc& 
     }
     return it->second;
   }
-  if (series_.size() >= max_series_) {
+  if (series_.size() - free_slots_.size() >= max_series_) {
     return absl::ResourceExhaustedError(
         absl::StrCat("node ", name_, " exceeds its cap of ", max_series_, " series"));
   }
@@ -104,11 +116,20 @@ absl::StatusOr<uint32_t> NodeState::DeclareLocked(const collectors::SeriesDesc& 
         "node ", name_, " declares new series faster than ", new_series_.rate_per_second(),
         " per second after a burst of ", new_series_.burst(), " (label churn?)"));
   }
-  Series series;
+  uint32_t index;
+  if (!free_slots_.empty()) {
+    index = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    index = static_cast<uint32_t>(series_.size());
+    series_.emplace_back();
+  }
+  Series& series = series_[index];
   series.desc = desc;
   series.ring.resize(samples_per_series_);
-  series_.push_back(std::move(series));
-  const auto index = static_cast<uint32_t>(series_.size() - 1);
+  series.retired = false;
+  series.absent = false;
+  series.last_stored_unix_nanos = last_seen_;
   by_fingerprint_.emplace(identity, index);
   by_family_[desc.name].push_back(index);
   by_collector_[desc.collector].push_back(index);
@@ -116,11 +137,39 @@ absl::StatusOr<uint32_t> NodeState::DeclareLocked(const collectors::SeriesDesc& 
 }
 
 NodeState::AppendResult NodeState::AppendBatch(uint64_t sequence, uint64_t dropped_before,
-                            int64_t timestamp_unix_nanos, absl::Span<const uint32_t> indices,
-                            absl::Span<const uint64_t> values, const std::vector<bool>& present,
-                            int64_t now_unix_nanos) {
-  AppendResult result;
+                                               int64_t timestamp_unix_nanos,
+                                               absl::Span<const uint32_t> indices,
+                                               absl::Span<const uint64_t> values,
+                                               const std::vector<bool>& present,
+                                               int64_t now_unix_nanos) {
   absl::MutexLock lock(&mu_);
+  std::vector<SlotRef> slots;
+  slots.reserve(indices.size());
+  for (uint32_t index : indices) {
+    slots.push_back({index, index < series_.size() ? series_[index].generation : 0});
+  }
+  return AppendBatchLocked(sequence, dropped_before, timestamp_unix_nanos, slots, values, present,
+                           now_unix_nanos);
+}
+
+NodeState::AppendResult NodeState::AppendBatchToSlots(uint64_t sequence, uint64_t dropped_before,
+                                                      int64_t timestamp_unix_nanos,
+                                                      absl::Span<const SlotRef> slots,
+                                               absl::Span<const uint64_t> values,
+                                               const std::vector<bool>& present,
+                                               int64_t now_unix_nanos) {
+  absl::MutexLock lock(&mu_);
+  return AppendBatchLocked(sequence, dropped_before, timestamp_unix_nanos, slots, values, present,
+                           now_unix_nanos);
+}
+
+NodeState::AppendResult NodeState::AppendBatchLocked(uint64_t sequence, uint64_t dropped_before,
+                                                     int64_t timestamp_unix_nanos,
+                                                     absl::Span<const SlotRef> slots,
+                                                     absl::Span<const uint64_t> values,
+                                                     const std::vector<bool>& present,
+                                                     int64_t now_unix_nanos) {
+  AppendResult result;
   last_seen_ = now_unix_nanos;
   if (sequence <= last_stored_sequence_) {
     ++counters_.duplicate_batches;
@@ -133,12 +182,19 @@ NodeState::AppendResult NodeState::AppendBatch(uint64_t sequence, uint64_t dropp
   counters_.agent_dropped_batches += dropped_before;
   last_stored_sequence_ = sequence;
   ++counters_.batches;
-  for (size_t i = 0; i < indices.size(); ++i) {
+  for (size_t i = 0; i < slots.size(); ++i) {
     if (!present[i]) {
       continue;
     }
-    Series& series = series_[indices[i]];
+    if (!Holds(slots[i])) {
+      // Retired since the writer declared it (and maybe reused by another series).
+      result.retired_positions.push_back(static_cast<uint32_t>(i));
+      ++counters_.retired_samples;
+      continue;
+    }
+    Series& series = series_[slots[i].index];
     series.last_sequence = sequence;
+    series.last_stored_unix_nanos = now_unix_nanos;
     const uint64_t raw = values[i];
     if (series.count > 0) {
       const StoredSample& last = series.ring[series.head];
@@ -167,15 +223,83 @@ NodeState::AppendResult NodeState::AppendBatch(uint64_t sequence, uint64_t dropp
     ++counters_.samples;
     ++result.samples;
   }
-  MarkAbsentLocked(sequence, indices);
+  MarkAbsentLocked(sequence, slots);
+  // Sweep a few times per retention period; at least every minute keeps a retired series' stay
+  // close to the retention.
+  const int64_t sweep_every = std::min<int64_t>(retention_ / 4, 60'000'000'000);
+  if (retention_ > 0 && now_unix_nanos - last_sweep_ >= sweep_every) {
+    last_sweep_ = now_unix_nanos;
+    result.retired_now = RetireStaleLocked(now_unix_nanos);
+  }
   return result;
 }
 
-void NodeState::MarkAbsentLocked(uint64_t sequence, absl::Span<const uint32_t> indices) {
+uint64_t NodeState::RetireStaleLocked(int64_t now_unix_nanos) {
+  absl::flat_hash_set<uint32_t> stale;
+  for (uint32_t index = 0; index < series_.size(); ++index) {
+    Series& series = series_[index];
+    if (series.retired) {
+      continue;
+    }
+    if (series.last_stored_unix_nanos == 0) {
+      series.last_stored_unix_nanos = now_unix_nanos;  // declared before the node's first batch
+      continue;
+    }
+    if (now_unix_nanos - series.last_stored_unix_nanos > retention_) {
+      stale.insert(index);
+    }
+  }
+  if (stale.empty()) {
+    return 0;
+  }
+  // Drop the stale indices from the lookup tables, each affected list filtered once.
+  absl::flat_hash_set<std::string> families;
+  absl::flat_hash_set<std::string> collectors;
+  for (uint32_t index : stale) {
+    const collectors::SeriesDesc& desc = series_[index].desc;
+    by_fingerprint_.erase(collectors::SeriesIdentity(desc));
+    families.insert(desc.name);
+    collectors.insert(desc.collector);
+  }
+  auto filter = [&](absl::flat_hash_map<std::string, std::vector<uint32_t>>& lists,
+                    const absl::flat_hash_set<std::string>& keys) {
+    for (const std::string& key : keys) {
+      auto it = lists.find(key);
+      if (it == lists.end()) {
+        continue;
+      }
+      std::vector<uint32_t>& list = it->second;
+      list.erase(std::remove_if(list.begin(), list.end(),
+                                [&](uint32_t index) { return stale.contains(index); }),
+                 list.end());
+      if (list.empty()) {
+        lists.erase(it);
+      }
+    }
+  };
+  filter(by_family_, families);
+  filter(by_collector_, collectors);
+  for (uint32_t index : stale) {
+    Series& series = series_[index];
+    const uint32_t generation = series.generation + 1;
+    series = Series{};  // frees the description and the ring
+    series.retired = true;
+    series.absent = true;
+    series.generation = generation;
+    free_slots_.push_back(index);
+  }
+  counters_.retired_series += stale.size();
+  return stale.size();
+}
+
+void NodeState::MarkAbsentLocked(uint64_t sequence, absl::Span<const SlotRef> slots) {
   // The collectors of this batch (one, from an honest agent; a few at most).
   std::vector<const std::string*> collectors;
-  for (uint32_t index : indices) {
-    const std::string& collector = series_[index].desc.collector;
+  for (const SlotRef& slot : slots) {
+    if (!Holds(slot)) {
+      continue;
+    }
+    const std::string& collector = series_[slot.index].desc.collector;
     if (!collectors.empty() && *collectors.back() == collector) {
       continue;  // the common case: the same collector as the previous series
     }
@@ -212,7 +336,9 @@ uint64_t NodeState::inventory_stamp() const {
 void NodeState::ForEachSeries(const std::function<void(const Series&)>& visit) const {
   absl::MutexLock lock(&mu_);
   for (const Series& series : series_) {
-    visit(series);
+    if (!series.retired) {
+      visit(series);
+    }
   }
 }
 
@@ -243,7 +369,7 @@ NodeState::Summary NodeState::GetSummary(bool with_inventory) const {
   summary.boot_id = boot_id_;
   summary.agent_instance_id = agent_instance_id_;
   summary.last_stored_sequence = last_stored_sequence_;
-  summary.series = series_.size();
+  summary.series = series_.size() - free_slots_.size();
   summary.counters = counters_;
   summary.collectors = collectors_;
   if (with_inventory) {
@@ -262,7 +388,8 @@ absl::StatusOr<SeriesStore::Attachment> SeriesStore::Attach(const v1::Hello& hel
     auto& slot = nodes_[hello.node_name()];
     if (slot == nullptr) {
       slot = std::make_shared<NodeState>(hello.node_name(), options_.samples_per_series,
-                                         options_.max_series_per_node, options_.new_series);
+                                         options_.max_series_per_node, options_.new_series,
+                                         options_.series_retention_nanos);
     }
     node = slot;
   }

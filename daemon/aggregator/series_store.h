@@ -6,6 +6,14 @@
 // goes down otherwise was reset (new baseline, counted, never a negative rate), and a saturating
 // counter pinned at its maximum is flagged instead of read as a zero rate.
 //
+// Series retirement: a series that got no sample for the store's retention while its node kept
+// sending is retired (memory freed, slot reused). Processes, container veths and ethtool keys
+// come and go for as long as the aggregator runs; without this their series would pile up until
+// the node hit its series cap. A slot carries a generation bumped at retirement, and writers
+// address slots by (index, generation), so a value for a retired series can never land in the
+// series that reused its slot: it is dropped, counted, and reported back so the stream can ask
+// its agent to declare the series again.
+//
 // Thread-safety: the store and every NodeState are thread-safe. Ingest (one stream per node)
 // takes the node's own mutex; scrapes and detectors take it briefly per node.
 
@@ -52,6 +60,12 @@ struct Rate {
 Rate CounterRate(const collectors::SeriesDesc& desc, const StoredSample& previous,
                  const StoredSample& latest);
 
+// A writer's handle on a series slot: valid while the slot's generation is unchanged.
+struct SlotRef {
+  uint32_t index = 0;
+  uint32_t generation = 0;
+};
+
 // One series of one node.
 struct Series {
   collectors::SeriesDesc desc;
@@ -66,6 +80,12 @@ struct Series {
   // lacks of C's series is absent now.
   bool absent = false;
   uint64_t last_sequence = 0;  // the batch that last carried a value
+  // Aggregator clock time of the last stored sample (or of the declaration): what retirement
+  // measures, so an agent's clock jump cannot retire anything.
+  int64_t last_stored_unix_nanos = 0;
+  // Retired slots hold nothing (empty desc and ring, absent) until a declaration reuses them.
+  bool retired = false;
+  uint32_t generation = 0;  // bumped at each retirement of this slot
 
   const StoredSample* Latest() const { return count ? &ring[head] : nullptr; }
   const StoredSample* Previous() const {
@@ -84,6 +104,8 @@ struct NodeCounters {
   uint64_t resets = 0;
   uint64_t timestamps_backwards = 0;  // samples refused: older than the series' latest
   uint64_t streams = 0;               // streams accepted for this node
+  uint64_t retired_series = 0;        // series retired after series_retention without samples
+  uint64_t retired_samples = 0;       // values that arrived for a retired series (dropped)
 };
 
 // How fast a node may gain series it does not hold yet (AggregatorConfig's
@@ -95,8 +117,9 @@ struct NewSeriesLimit {
 
 class NodeState {
  public:
+  // `series_retention_nanos` 0 keeps series forever.
   NodeState(std::string name, size_t samples_per_series, size_t max_series,
-            NewSeriesLimit new_series = {});
+            NewSeriesLimit new_series = {}, int64_t series_retention_nanos = 0);
 
   const std::string& name() const { return name_; }
 
@@ -109,14 +132,29 @@ class NodeState {
   // series take none. The bucket belongs to the node, so a reconnect does not refill it.
   absl::StatusOr<uint32_t> Declare(const collectors::SeriesDesc& desc, int64_t now_monotonic_nanos)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The same, returning the slot with its generation (what a stream keeps).
+  absl::StatusOr<SlotRef> DeclareSlot(const collectors::SeriesDesc& desc,
+                                      int64_t now_monotonic_nanos) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Stores one batch. `indices` are node-level series indices (from Declare), `values` and
   // `present` run parallel to them. A sequence already stored is a duplicate (not stored again).
+  // Stored batches also run the retirement sweep now and then (a quarter of the retention, at
+  // most every minute), measured on `now_unix_nanos`.
   struct AppendResult {
     bool stored = false;
     uint64_t samples = 0;
     uint64_t timestamps_backwards = 0;
+    // Positions in the batch whose slot was retired since the writer declared it: the values
+    // were dropped (NodeCounters::retired_samples); the writer should declare them again.
+    std::vector<uint32_t> retired_positions;
+    uint64_t retired_now = 0;  // series the sweep of this call retired
   };
+  AppendResult AppendBatchToSlots(uint64_t sequence, uint64_t dropped_before,
+                                  int64_t timestamp_unix_nanos, absl::Span<const SlotRef> slots,
+                                  absl::Span<const uint64_t> values,
+                                  const std::vector<bool>& present, int64_t now_unix_nanos)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // The same by plain index, at the slots' current generations (tests, tools).
   AppendResult AppendBatch(uint64_t sequence, uint64_t dropped_before, int64_t timestamp_unix_nanos,
                    absl::Span<const uint32_t> indices, absl::Span<const uint64_t> values,
                    const std::vector<bool>& present, int64_t now_unix_nanos)
@@ -129,13 +167,14 @@ class NodeState {
   uint64_t inventory_stamp() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Visits series under the node's lock. The visitor must not call back into the node, and
-  // pointers into the series are valid only during the call.
+  // pointers into the series are valid only during the call. Retired slots are skipped.
   void ForEachSeries(const std::function<void(const Series&)>& visit) const
       ABSL_LOCKS_EXCLUDED(mu_);
   // Visits the series of one metric family (by exact name), under the node's lock.
   void VisitFamily(absl::string_view family, const std::function<void(const Series&)>& visit) const
       ABSL_LOCKS_EXCLUDED(mu_);
-  // Calls `visit` once with all series, under the node's lock (same rules as ForEachSeries).
+  // Calls `visit` once with all series, under the node's lock (same rules as ForEachSeries;
+  // retired slots are in the vector: they are absent and hold no sample).
   void WithSeries(const std::function<void(const std::vector<Series>&)>& visit) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -147,7 +186,7 @@ class NodeState {
     std::string boot_id;
     uint64_t agent_instance_id = 0;
     uint64_t last_stored_sequence = 0;
-    size_t series = 0;
+    size_t series = 0;  // live series (retired slots not counted)
     NodeCounters counters;
     v1::Inventory inventory;
     std::vector<v1::CollectorStatus> collectors;
@@ -161,16 +200,29 @@ class NodeState {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After batch `sequence` (series `indices`) is stored: marks the series of its collectors that
   // it did not carry as absent, and those it carried as present.
-  void MarkAbsentLocked(uint64_t sequence, absl::Span<const uint32_t> indices)
+  void MarkAbsentLocked(uint64_t sequence, absl::Span<const SlotRef> slots)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  AppendResult AppendBatchLocked(uint64_t sequence, uint64_t dropped_before,
+                                 int64_t timestamp_unix_nanos, absl::Span<const SlotRef> slots,
+                                 absl::Span<const uint64_t> values, const std::vector<bool>& present,
+                                 int64_t now_unix_nanos) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Retires the series without a sample for the retention; returns how many.
+  uint64_t RetireStaleLocked(int64_t now_unix_nanos) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Holds(SlotRef slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return slot.index < series_.size() && series_[slot.index].generation == slot.generation &&
+           !series_[slot.index].retired;
+  }
 
   const std::string name_;
   const size_t samples_per_series_;
   const size_t max_series_;
+  const int64_t retention_;
 
   mutable absl::Mutex mu_;
   TokenBucket new_series_ ABSL_GUARDED_BY(mu_);
   std::vector<Series> series_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint32_t> free_slots_ ABSL_GUARDED_BY(mu_);  // retired slots, reused first
+  int64_t last_sweep_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<uint64_t, uint32_t> by_fingerprint_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::vector<uint32_t>> by_family_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::vector<uint32_t>> by_collector_ ABSL_GUARDED_BY(mu_);
@@ -192,6 +244,7 @@ struct StoreOptions {
   size_t samples_per_series = 4;
   size_t max_series_per_node = 200000;
   NewSeriesLimit new_series;
+  int64_t series_retention_nanos = 0;  // 0: keep series forever (AggregatorConfig default 900 s)
 };
 
 class SeriesStore {

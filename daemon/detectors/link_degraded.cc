@@ -15,6 +15,7 @@ constexpr const char* kErrorCounters[] = {
 }  // namespace
 
 void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>& out) {
+  cursors_.StartTick();
   const int64_t now = view.now_unix_nanos();
   for (const char* family : kErrorCounters) {
     view.ForEachSeries(family, [&](const std::string& node, const aggregator::Series& series) {

@@ -32,7 +32,7 @@ class LinkDegradedDetector final : public Detector {
     std::map<std::string, Evidence> evidence;         // by family
   };
   const LinkDegradedOptions options_;
-  absl::flat_hash_map<SeriesKey, int64_t> cursors_;
+  SeriesStates<int64_t> cursors_;
   std::map<Endpoint, PortErrors> ports_;
 };
 

@@ -40,6 +40,7 @@ void LinkFlapDetector::Record(const Endpoint& endpoint, int64_t timestamp, uint6
 }
 
 void LinkFlapDetector::Evaluate(const FabricView& view, std::vector<Finding>& out) {
+  cursors_.StartTick();
   const int64_t now = view.now_unix_nanos();
 
   // The counter each endpoint's events are counted from (index into kFlapCounters).

@@ -40,7 +40,7 @@ class LinkFlapDetector final : public Detector {
   void Record(const Endpoint& endpoint, int64_t timestamp, uint64_t count, Evidence evidence);
 
   const LinkFlapOptions options_;
-  absl::flat_hash_map<SeriesKey, int64_t> cursors_;
+  SeriesStates<int64_t> cursors_;
   std::map<Endpoint, LinkEvents> links_;
 };
 

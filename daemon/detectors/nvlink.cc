@@ -22,6 +22,7 @@ Endpoint LinkEndpoint(const std::string& node, const collectors::SeriesDesc& des
 }  // namespace
 
 void NvlinkDetector::Evaluate(const FabricView& view, std::vector<Finding>& out) {
+  cursors_.StartTick();
   std::map<Endpoint, std::pair<double, std::vector<Evidence>>> degraded;
   for (const char* family : {families::kNvlinkErrors, families::kNvlinkRecoveryEvents}) {
     view.ForEachSeries(family, [&](const std::string& node, const aggregator::Series& series) {

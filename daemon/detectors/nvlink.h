@@ -28,7 +28,7 @@ class NvlinkDetector final : public Detector {
   // Links seen active at least once; the baseline of a GPU is how many of its links that is.
   // Never-cabled or disabled links are therefore not "down".
   std::set<Endpoint> ever_active_;
-  absl::flat_hash_map<SeriesKey, int64_t> cursors_;
+  SeriesStates<int64_t> cursors_;
 };
 
 }  // namespace fabricmon::detectors

@@ -10,6 +10,8 @@ using aggregator::Series;
 using aggregator::StoredSample;
 
 void PauseStormDetector::Evaluate(const FabricView& view, std::vector<Finding>& out) {
+  cursors_.StartTick();
+  streaks_.StartTick();
   const int64_t now = view.now_unix_nanos();
   std::map<Endpoint, std::pair<double, Evidence>> storming;
   view.ForEachSeries(families::kRocePauseDuration, [&](const std::string& node,

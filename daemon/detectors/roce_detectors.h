@@ -34,8 +34,8 @@ class PauseStormDetector final : public Detector {
     Evidence evidence;
   };
   const PauseStormOptions options_;
-  absl::flat_hash_map<SeriesKey, int64_t> cursors_;
-  absl::flat_hash_map<SeriesKey, Streak> streaks_;
+  SeriesStates<int64_t> cursors_;
+  SeriesStates<Streak> streaks_;
   std::map<Endpoint, int64_t> storm_events_;  // last time the NIC reported a storm event
   std::map<Endpoint, Evidence> storm_evidence_;
 };

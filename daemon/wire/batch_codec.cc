@@ -5,6 +5,14 @@
 
 namespace fabricmon::wire {
 
+void StreamEncoder::Forget(absl::Span<const uint32_t> ids) {
+  for (uint32_t id : ids) {
+    if (id < declared_.size()) {
+      declared_[id] = false;
+    }
+  }
+}
+
 void StreamEncoder::Encode(uint64_t sequence, int64_t timestamp_unix_nanos,
                            uint32_t collect_duration_us, uint64_t dropped_before,
                            const std::shared_ptr<const std::vector<uint32_t>>& layout,

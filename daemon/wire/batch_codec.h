@@ -36,6 +36,9 @@ class StreamEncoder {
   void Encode(uint64_t sequence, int64_t timestamp_unix_nanos, uint32_t collect_duration_us,
               uint64_t dropped_before, const std::shared_ptr<const std::vector<uint32_t>>& layout,
               absl::Span<const uint64_t> values, std::vector<v1::AgentMessage>* out);
+  // The peer asked for these ids' declarations again (Redeclare): the next batch carrying each
+  // declares it anew. Delta state is kept (the peer's decoder kept it too).
+  void Forget(absl::Span<const uint32_t> ids);
 
  private:
   const SeriesLookup& series_;

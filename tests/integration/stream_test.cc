@@ -7,6 +7,7 @@
 // No test asserts a duration: they wait (bounded) for states, so a loaded machine makes them
 // slower, not flaky.
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -508,6 +509,155 @@ TEST_P(StreamTest, NewSeriesBudgetRefillsWithTimeNotWithReconnects) {
   EXPECT_EQ(SampleValue(samples, "fabricmon_node_series", {{"node", kRawNode}}),
             static_cast<double>(kNewSeriesBurst + kNewSeriesPerSecond));
 }
+
+// Series retirement over a stream: a series without samples for the retention is retired while
+// the node keeps sending; when it comes back the aggregator drops that one value, asks for its
+// declaration again, and the series carries on with its exact value (the delta state of both
+// ends survives). An agent older than PROTOCOL_REVISION_2 is made to reconnect instead.
+class RetirementTest : public StreamTest {
+ protected:
+  static constexpr int64_t kSecond = 1'000'000'000;
+  AggregatorOptions RetiringOptions() {
+    AggregatorOptions options = DefaultOptions();
+    options.store.series_retention_nanos = 60 * kSecond;
+    options.clock = &fake_clock_;
+    return options;
+  }
+  // Reads until the ack of `sequence`, collecting any Redeclare; fails on a Reject or an end.
+  void ReadUntilAck(RawStream& raw, uint64_t sequence, std::vector<uint32_t>* redeclared) {
+    for (;;) {
+      std::optional<v1::AggregatorMessage> message = raw.Read();
+      ASSERT_TRUE(message.has_value()) << "stream ended before the ack of " << sequence;
+      ASSERT_FALSE(message->has_reject()) << message->reject().message();
+      if (message->has_redeclare()) {
+        redeclared->insert(redeclared->end(), message->redeclare().series_ids().begin(),
+                           message->redeclare().series_ids().end());
+      }
+      if (message->has_ack() && message->ack().sequence() >= sequence) {
+        return;
+      }
+    }
+  }
+  // Hello, series 1 and 2 (fabricmon_raw_0/1_total), layouts {1, 2} and {1}; batch 1 stores
+  // 10 and 20; batches 2..9 carry only series 1, 10 s apart on the aggregator's clock, so
+  // series 2 is retired (80 s > 60 s without a sample).
+  void RetireSeriesTwo(RawStream& raw, v1::ProtocolRevision revision) {
+    v1::AgentMessage hello = HelloMessage(kRawNode, "boot-r", 9);
+    hello.mutable_hello()->set_protocol_revision(revision);
+    ASSERT_TRUE(raw.Write(hello));
+    ASSERT_TRUE(raw.Write(CounterDeclarations(1, 2)));
+    ASSERT_TRUE(raw.Write(LayoutMessage(1, {1, 2})));
+    ASSERT_TRUE(raw.Write(LayoutMessage(2, {1})));
+    std::vector<uint32_t> redeclared;
+    ASSERT_TRUE(raw.Write(BatchMessage(1, fake_clock_.NowUnixNanos(), 1, {10, 20})));
+    ReadUntilAck(raw, 1, &redeclared);
+    for (uint64_t sequence = 2; sequence <= 9; ++sequence) {
+      fake_clock_.AdvanceMillis(10000);
+      ASSERT_TRUE(raw.Write(BatchMessage(sequence, fake_clock_.NowUnixNanos(), 2, {1})));
+      ReadUntilAck(raw, sequence, &redeclared);
+    }
+    EXPECT_TRUE(redeclared.empty());
+    EXPECT_EQ(aggregator_->Node(kRawNode)->series, 1u);
+    EXPECT_EQ(aggregator_->Node(kRawNode)->counters.retired_series, 1u);
+    const std::vector<TextSample> samples = Parse(aggregator_->Scrape());
+    EXPECT_FALSE(SampleValue(samples, "fabricmon_raw_1_total").has_value());
+    EXPECT_EQ(SampleValue(samples, "fabricmon_raw_0_total"), 18.0);
+    EXPECT_EQ(SampleValue(samples, "fabricmon_aggregator_series_retired_total"), 1.0);
+    // Series 2 comes back with +5 (25): dropped, since the aggregator no longer knows it.
+    fake_clock_.AdvanceMillis(10000);
+    ASSERT_TRUE(raw.Write(BatchMessage(10, fake_clock_.NowUnixNanos(), 1, {1, 5})));
+  }
+};
+
+TEST_P(RetirementTest, ARetiredSeriesThatComesBackIsDeclaredAgainOnTheSameStream) {
+  StartAggregator(/*http=*/false, RetiringOptions());
+  RawStream raw(aggregator_->channel());
+  ASSERT_NO_FATAL_FAILURE(RetireSeriesTwo(raw, v1::PROTOCOL_REVISION_2));
+  std::vector<uint32_t> redeclared;
+  ReadUntilAck(raw, 10, &redeclared);
+  EXPECT_THAT(redeclared, ::testing::ElementsAre(2u));
+
+  // The agent declares id 2 again before its next batch; the value is exact (20 + 5 + 5).
+  ASSERT_TRUE(raw.Write(CounterDeclarations(2, 1, 1)));
+  ASSERT_TRUE(raw.Write(BatchMessage(11, fake_clock_.NowUnixNanos(), 1, {1, 5})));
+  ReadUntilAck(raw, 11, &redeclared);
+  EXPECT_EQ(redeclared.size(), 1u);
+  const std::vector<TextSample> samples = Parse(aggregator_->Scrape());
+  EXPECT_EQ(SampleValue(samples, "fabricmon_raw_1_total"), 30.0);
+  EXPECT_EQ(SampleValue(samples, "fabricmon_raw_0_total"), 20.0);
+  EXPECT_EQ(SampleValue(samples, "fabricmon_aggregator_retired_series_samples_dropped_total"), 1.0);
+  EXPECT_EQ(SampleValue(samples, "fabricmon_aggregator_redeclare_requests_total"), 1.0);
+  EXPECT_EQ(SampleValue(samples, "fabricmon_node_series", {{"node", kRawNode}}), 2.0);
+  const RawStream::End end = raw.Finish();
+  EXPECT_TRUE(end.status.ok()) << end.status.error_message();
+}
+
+TEST_P(RetirementTest, AnAgentBeforeRevisionTwoIsMadeToReconnectInstead) {
+  StartAggregator(/*http=*/false, RetiringOptions());
+  RawStream raw(aggregator_->channel());
+  ASSERT_NO_FATAL_FAILURE(RetireSeriesTwo(raw, v1::PROTOCOL_REVISION_1));
+  const RawStream::End end = raw.Finish();
+  bool acked = false;
+  for (const v1::AggregatorMessage& message : end.messages) {
+    EXPECT_FALSE(message.has_reject()) << message.reject().message();
+    EXPECT_FALSE(message.has_redeclare());
+    acked = acked || (message.has_ack() && message.ack().sequence() == 10);
+  }
+  EXPECT_TRUE(acked) << "batch 10 (series 1's value) was not stored";
+  EXPECT_EQ(end.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(end.status.error_message(), HasSubstr("reconnect to declare them"));
+  // Not a protocol error: nothing counted as rejected.
+  for (const TextSample& sample : Parse(aggregator_->Scrape())) {
+    if (sample.name == "fabricmon_aggregator_rejected_messages_total") {
+      EXPECT_EQ(sample.value, "0") << sample.labels[0].second;
+    }
+  }
+}
+
+// The real agent: a counter file turns unreadable (non-numeric), its series is absent and, once
+// the retention has passed on the aggregator's clock, retired; when the file is readable again
+// the agent declares the series anew on the same stream and its value is back in /metrics.
+TEST_P(RetirementTest, TheAgentDeclaresARetiredSeriesAgainWithoutReconnecting) {
+  StartAggregator(/*http=*/false, RetiringOptions());
+  StartAgent();
+  const std::string path = sysfs_root_ + "/class/infiniband/mlx5_0/ports/1/counters/symbol_error";
+  const std::vector<std::pair<std::string, std::string>> port = {{"device", "mlx5_0"},
+                                                                  {"port", "1"}};
+  auto symbol_errors = [&] {
+    return SampleValue(Parse(aggregator_->Scrape()), "fabricmon_ib_symbol_error_total", port);
+  };
+  ASSERT_TRUE(WaitFor([&] { return symbol_errors().has_value(); }));
+  auto rewrite = [&](const std::string& text) {
+    const int fd = open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+    ASSERT_GE(fd, 0) << path;
+    ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    close(fd);
+  };
+  rewrite("not a number\n");
+  ASSERT_TRUE(WaitFor([&] { return !symbol_errors().has_value(); }));
+  // 90 s on the aggregator's clock, in steps short enough for every live series to report.
+  for (int step = 0; step < 9; ++step) {
+    fake_clock_.AdvanceMillis(10000);
+    ASSERT_TRUE(WaitForStored(Batches() + 3));
+  }
+  const std::vector<TextSample> retired = Parse(aggregator_->Scrape());
+  EXPECT_GE(SampleValue(retired, "fabricmon_aggregator_series_retired_total").value_or(0), 1.0);
+
+  rewrite("7\n");
+  EXPECT_TRUE(WaitFor([&] { return symbol_errors() == 7.0; }))
+      << "the series did not come back after its file was readable again";
+  const std::vector<TextSample> back = Parse(aggregator_->Scrape());
+  EXPECT_GE(SampleValue(back, "fabricmon_aggregator_redeclare_requests_total").value_or(0), 1.0);
+  const agent::StreamClientStats stats = agent_->stream().stats();
+  EXPECT_EQ(stats.connects, 1u) << "the agent had to reconnect";
+  EXPECT_EQ(stats.rejects, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, RetirementTest,
+                         ::testing::Values(Transport::kInProcess, Transport::kTcp),
+                         [](const auto& info) {
+                           return info.param == Transport::kInProcess ? "InProcess" : "Tcp";
+                         });
 
 // A second agent claiming the node (another process on the same boot, e.g. a duplicated
 // --node_name) is refused; the agent that holds the name keeps it.

@@ -111,5 +111,20 @@ TEST_F(TopologyCliTest, AMalformedTopologyFileStopsTheAggregatorWithTheLine) {
               HasSubstr("topology_file " + damaged + ": INVALID_ARGUMENT: line 14:"));
 }
 
+// A series retention too short to be meant (seconds of absence would retire series between two
+// slow collector cycles) stops the start instead of churning series.
+TEST_F(TopologyCliTest, ASeriesRetentionUnderAMinuteStopsTheAggregator) {
+  const std::string config = tree_.root() + "/aggregator.textproto";
+  std::ofstream(config) << "series_retention_s: 5\n";
+  std::vector<std::string> argv = AggregatorArgv(SharedFixture(kX5));
+  argv.push_back("--config=" + config);
+  ASSERT_TRUE(aggregator_.Start(argv, tree_.root() + "/aggregator.log"));
+  std::optional<int> code = aggregator_.Wait(absl::Seconds(20));
+  ASSERT_TRUE(code.has_value()) << "still running; log:\n" << aggregator_.Log();
+  EXPECT_EQ(*code, 2) << aggregator_.Log();
+  EXPECT_THAT(aggregator_.Log(), HasSubstr("series_retention_s must be 0 (keep forever) or at "
+                                           "least 60, not 5"));
+}
+
 }  // namespace
 }  // namespace fabricmon::testing

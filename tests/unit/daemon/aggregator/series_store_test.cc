@@ -332,6 +332,107 @@ TEST(NodeStatePresenceTest, SeriesMissingFromTheirCollectorsLastBatchAreAbsent) 
   EXPECT_TRUE(absent(p1));
 }
 
+// Retirement: series without a sample for the retention are freed while the node keeps sending;
+// a writer's stale slot can never write into the series that reuses it.
+class NodeStateRetirementTest : public ::testing::Test {
+ protected:
+  static constexpr int64_t kRetention = 60 * kSecond;
+  static SeriesDesc Pid(const char* pid) {
+    return GaugeSeries("rdma_qp", "fabricmon_rdma_process_qps", "h", Unit::kNone, 1.0,
+                       {{"pid", pid}});
+  }
+  // One rdma_qp cycle every 10 s (aggregator clock) carrying `slots`.
+  void Cycles(int count, std::vector<SlotRef> slots) {
+    for (int i = 0; i < count; ++i) {
+      now_ += 10 * kSecond;
+      std::vector<uint64_t> values(slots.size(), 1);
+      last_ = node_.AppendBatchToSlots(++sequence_, 0, now_, slots, values,
+                                       std::vector<bool>(slots.size(), true), now_);
+      retired_ += last_.retired_now;
+    }
+  }
+  std::vector<std::string> Pids() {
+    std::vector<std::string> pids;
+    node_.ForEachSeries([&](const Series& series) { pids.emplace_back(series.desc.labels[0].second); });
+    return pids;
+  }
+
+  NodeState node_{"node-r", 4, 3, {}, kRetention};
+  int64_t now_ = kT0;
+  uint64_t sequence_ = 0;
+  uint64_t retired_ = 0;
+  NodeState::AppendResult last_;
+};
+
+TEST_F(NodeStateRetirementTest, SeriesWithoutSamplesForTheRetentionAreRetiredAndTheirSlotReused) {
+  const SlotRef kept = *node_.DeclareSlot(Pid("100"), 0);
+  const SlotRef gone = *node_.DeclareSlot(Pid("200"), 0);
+  Cycles(1, {kept, gone});
+  Cycles(6, {kept});  // 60 s without pid 200: not yet past the retention
+  EXPECT_EQ(retired_, 0u);
+  Cycles(3, {kept});
+  EXPECT_EQ(retired_, 1u);
+  EXPECT_THAT(Pids(), ::testing::ElementsAre("100"));
+  NodeState::Summary summary = node_.GetSummary(false);
+  EXPECT_EQ(summary.series, 1u);
+  EXPECT_EQ(summary.counters.retired_series, 1u);
+  int visited = 0;
+  node_.VisitFamily("fabricmon_rdma_process_qps", [&](const Series&) { ++visited; });
+  EXPECT_EQ(visited, 1);
+
+  // A new process takes the freed slot, under a new generation.
+  const SlotRef fresh = *node_.DeclareSlot(Pid("300"), 0);
+  EXPECT_EQ(fresh.index, gone.index);
+  EXPECT_NE(fresh.generation, gone.generation);
+  // A writer still holding pid 200's slot is told, and pid 300 is untouched.
+  Cycles(1, {kept, gone});
+  EXPECT_THAT(last_.retired_positions, ::testing::ElementsAre(1u));
+  EXPECT_EQ(node_.GetSummary(false).counters.retired_samples, 1u);
+  node_.WithSeries([&](const std::vector<Series>& all) {
+    EXPECT_EQ(all[fresh.index].count, 0u) << "a stale slot wrote into the series reusing it";
+    EXPECT_EQ(all[fresh.index].desc.labels[0].second, "300");
+  });
+  // Declared again, pid 200 is a live series once more.
+  const SlotRef back = *node_.DeclareSlot(Pid("200"), 0);
+  Cycles(1, {kept, fresh, back});
+  EXPECT_TRUE(last_.retired_positions.empty());
+  EXPECT_THAT(Pids(), ::testing::UnorderedElementsAre("100", "300", "200"));
+}
+
+TEST_F(NodeStateRetirementTest, TheSeriesCapCountsLiveSeriesOnly) {
+  const SlotRef a = *node_.DeclareSlot(Pid("1"), 0);
+  ASSERT_THAT(node_.DeclareSlot(Pid("2"), 0).status(), IsOk());
+  ASSERT_THAT(node_.DeclareSlot(Pid("3"), 0).status(), IsOk());
+  EXPECT_THAT(node_.DeclareSlot(Pid("4"), 0).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  Cycles(10, {a});  // pids 2 and 3 never report: retired once the retention has passed
+  EXPECT_EQ(retired_, 2u);
+  EXPECT_THAT(node_.DeclareSlot(Pid("4"), 0).status(), IsOk());
+  EXPECT_THAT(node_.DeclareSlot(Pid("5"), 0).status(), IsOk());
+  EXPECT_THAT(node_.DeclareSlot(Pid("6"), 0).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted));
+}
+
+TEST(NodeStateRetentionTest, ZeroRetentionAndASilentNodeRetireNothing) {
+  NodeState forever("node-f", 4, 10, {}, 0);
+  const uint32_t a = *forever.Declare(GaugeSeries("c", "fabricmon_a", "h", Unit::kNone, 1.0, {}));
+  const uint32_t b = *forever.Declare(GaugeSeries("c", "fabricmon_b", "h", Unit::kNone, 1.0, {}));
+  forever.AppendBatch(1, 0, kT0, {a, b}, {1, 1}, {true, true}, kT0);
+  forever.AppendBatch(2, 0, kT0, {a}, {1}, {true}, kT0 + 3600 * kSecond);
+  EXPECT_EQ(forever.GetSummary(false).series, 2u);
+
+  // Retirement runs only on the node's own batches: a node that went quiet keeps its series
+  // (its last values are what an operator looks at), however long it stays away.
+  NodeState quiet("node-q", 4, 10, {}, 60 * kSecond);
+  const uint32_t c = *quiet.Declare(GaugeSeries("c", "fabricmon_c", "h", Unit::kNone, 1.0, {}));
+  quiet.AppendBatch(1, 0, kT0, {c}, {1}, {true}, kT0);
+  EXPECT_EQ(quiet.GetSummary(false).series, 1u);
+  // Its first batch after the absence refreshes its own series before the sweep looks.
+  quiet.AppendBatch(2, 0, kT0, {c}, {2}, {true}, kT0 + 3600 * kSecond);
+  EXPECT_EQ(quiet.GetSummary(false).series, 1u);
+  EXPECT_EQ(quiet.GetSummary(false).counters.retired_series, 0u);
+}
+
 TEST(NodeStateDeclareTest, IsIdempotentCapsSeriesAndRestartsChangedSemantics) {
   NodeState node("node-1", 4, /*max_series=*/2);
   const SeriesDesc a = Counter(32, Overflow::kWraps, 1.0, "fabricmon_a_total");

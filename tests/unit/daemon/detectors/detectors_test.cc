@@ -5,6 +5,7 @@
 
 #include "daemon/detectors/engine.h"
 #include "daemon/detectors/families.h"
+#include "daemon/detectors/series_key.h"
 #include "gmock/gmock.h"
 #include "prometheus/metric_family.h"
 #include "gtest/gtest.h"
@@ -422,6 +423,22 @@ TEST_F(DetectorsTest, NvlinkGoingInactiveIsDownAndErrorsAreDegraded) {
       EXPECT_EQ(tracked.finding.subject.ToString(), "n1 gpu1 link2");
     }
   }
+}
+
+TEST(SeriesStatesTest, ForgetsSeriesNotLookedUpBetweenTwoSweeps) {
+  SeriesStates<int64_t> states;
+  const SeriesKey kept{"n1", 1};
+  const SeriesKey gone{"n1", 2};
+  states.StartTick();
+  states[kept] = 10;
+  states[gone] = 20;
+  // `gone` is retired from the store and never looked up again; `kept` is, every tick.
+  for (uint32_t tick = 1; tick < 2 * SeriesStates<int64_t>::kSweepEveryTicks; ++tick) {
+    states.StartTick();
+    EXPECT_EQ(states[kept], 10);
+  }
+  EXPECT_EQ(states.size(), 1u);
+  EXPECT_EQ(states[gone], 0) << "a series that comes back starts fresh";
 }
 
 TEST_F(DetectorsTest, FindingsAreExportedAsMetrics) {

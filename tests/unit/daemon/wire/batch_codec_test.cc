@@ -279,6 +279,35 @@ TEST(StreamCodecTest, DeclaresOnlyOnFirstUseAndAgainOnANewStream) {
   EXPECT_EQ(batch.values, values);
 }
 
+// Redeclare: the aggregator retired some series and asks for them again. Only those are
+// declared again, and the deltas carry on from the state both sides kept.
+TEST(StreamCodecTest, ForgottenIdsAreDeclaredAgainWithTheirDeltasIntact) {
+  agent::SeriesTable table;
+  const SeriesSet set = MakeSeriesSet(table, 1);
+  const LayoutPtr layout = std::make_shared<const std::vector<uint32_t>>(set.ids);
+  StreamEncoder encoder(table);
+  Receiver receiver;
+  DecodedBatch batch;
+  std::vector<uint64_t> values(layout->size(), 100);
+  std::vector<v1::AgentMessage> messages;
+  encoder.Encode(1, 1, 0, 0, layout, values, &messages);
+  receiver.ReceiveAll(messages, &batch);
+
+  encoder.Forget({(*layout)[1], (*layout)[3], 0, 1u << 30});  // unknown ids are ignored
+  for (uint64_t& value : values) value += 5;
+  messages.clear();
+  encoder.Encode(2, 2, 0, 0, layout, values, &messages);
+  ASSERT_EQ(messages.size(), 2u);  // the two declarations, then the batch (layout known)
+  ASSERT_TRUE(messages[0].has_declarations());
+  std::vector<uint32_t> declared;
+  for (const auto& declaration : messages[0].declarations().series()) {
+    declared.push_back(declaration.id());
+  }
+  EXPECT_THAT(declared, ElementsAre((*layout)[1], (*layout)[3]));
+  receiver.ReceiveAll(messages, &batch);
+  EXPECT_EQ(batch.values, values);
+}
+
 TEST(StreamCodecTest, SplitsLargeDeclarationSetsIntoBoundedMessages) {
   agent::SeriesTable table;
   std::vector<uint32_t> ids;
