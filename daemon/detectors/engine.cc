@@ -405,7 +405,14 @@ std::vector<prometheus::MetricFamily> DetectionEngine::Collect() const {
   MetricFamily totals = family("fabricmon_findings_total",
                                "Findings raised (or escalated) since the aggregator started.",
                                MetricType::Counter);
-  for (const auto& [key, count] : tracker_.RaisedTotals()) {
+  // Every kind at warning and critical from the start (0), so the first finding is an increase.
+  std::map<std::pair<std::string, Severity>, uint64_t> raised = tracker_.RaisedTotals();
+  for (const char* kind : kFindingKinds) {
+    for (Severity severity : {Severity::kWarning, Severity::kCritical}) {
+      raised.try_emplace({kind, severity}, 0);
+    }
+  }
+  for (const auto& [key, count] : raised) {
     ClientMetric metric;
     metric.label = {{"kind", key.first}, {"severity", std::string(SeverityName(key.second))}};
     metric.counter.value = static_cast<double>(count);

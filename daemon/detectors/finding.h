@@ -39,6 +39,13 @@ struct Evidence {
   std::string note;                  // what it means, in words
 };
 
+// Every kind a detector raises (the strings in Finding::kind), so that counters per kind can
+// start at 0: increase() over a counter that appears with its first finding misses that finding.
+inline constexpr const char* kFindingKinds[] = {
+    "link_flapping", "link_degraded",     "congestion",   "congestion_spreading", "pause_storm",
+    "ecn_misconfigured", "tcp_fallback", "nvlink_degraded", "nvlink_down",
+};
+
 struct Finding {
   std::string kind;  // link_flapping, link_degraded, congestion, congestion_spreading, pause_storm,
                      // ecn_misconfigured, tcp_fallback, nvlink_degraded, nvlink_down
