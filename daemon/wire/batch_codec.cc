@@ -7,8 +7,9 @@ namespace fabricmon::wire {
 
 void StreamEncoder::Forget(absl::Span<const uint32_t> ids) {
   for (uint32_t id : ids) {
-    if (id < declared_.size()) {
+    if (id < declared_.size() && declared_[id]) {
       declared_[id] = false;
+      --declared_count_;
     }
   }
 }
@@ -33,6 +34,7 @@ void StreamEncoder::Encode(uint64_t sequence, int64_t timestamp_unix_nanos,
       continue;  // cannot happen for ids from the agent's own table
     }
     declared_[id] = true;
+    ++declared_count_;
     *declarations.mutable_declarations()->add_series() = ToDeclaration(*desc, id);
     if (declarations.declarations().series_size() == kDeclarationsPerMessage) {
       out->push_back(std::move(declarations));
@@ -43,22 +45,13 @@ void StreamEncoder::Encode(uint64_t sequence, int64_t timestamp_unix_nanos,
     out->push_back(std::move(declarations));
   }
 
-  auto [it, inserted] = layout_ids_.try_emplace(layout.get(), 0);
-  if (inserted) {
-    layouts_.push_back(layout);
-    it->second = static_cast<uint32_t>(layouts_.size());
-    v1::AgentMessage message;
-    v1::Layout* wire_layout = message.mutable_layouts()->add_layouts();
-    wire_layout->set_id(it->second);
-    wire_layout->mutable_series_ids()->Assign(layout->begin(), layout->end());
-    out->push_back(std::move(message));
-  }
+  const uint32_t layout_id = LayoutId(layout, out);
 
   v1::AgentMessage message;
   v1::SampleBatch* batch = message.mutable_batch();
   batch->set_sequence(sequence);
   batch->set_timestamp_unix_nanos(timestamp_unix_nanos);
-  batch->set_layout_id(it->second);
+  batch->set_layout_id(layout_id);
   batch->set_dropped_before(dropped_before);
   batch->set_collect_duration_us(collect_duration_us);
   auto* deltas = batch->mutable_value_deltas();
@@ -70,6 +63,59 @@ void StreamEncoder::Encode(uint64_t sequence, int64_t timestamp_unix_nanos,
     last_value_[id] = values[i];
   }
   out->push_back(std::move(message));
+}
+
+uint32_t StreamEncoder::LayoutId(const std::shared_ptr<const std::vector<uint32_t>>& layout,
+                                 std::vector<v1::AgentMessage>* out) {
+  auto found = layout_ids_.find(layout.get());
+  if (found != layout_ids_.end()) {
+    held_[found->second - 1].last_used = ++use_clock_;
+    return found->second;
+  }
+  // Make room: least recently used first (a linear scan, only when a layout is new).
+  const size_t budget = StreamDecoder::kMinLayoutEntryBudget +
+                        kLayoutEntriesPerSeries * declared_count_;
+  std::vector<uint32_t> evicted;
+  while (!layout_ids_.empty() && (layout_ids_.size() >= kMaxLayouts ||
+                                  layout_entries_ + layout->size() > budget)) {
+    size_t oldest = held_.size();
+    for (size_t i = 0; i < held_.size(); ++i) {
+      if (held_[i].layout != nullptr &&
+          (oldest == held_.size() || held_[i].last_used < held_[oldest].last_used)) {
+        oldest = i;
+      }
+    }
+    HeldLayout& victim = held_[oldest];
+    layout_ids_.erase(victim.layout.get());
+    layout_entries_ -= victim.layout->size();
+    victim.layout.reset();
+    evicted.push_back(static_cast<uint32_t>(oldest + 1));
+  }
+  uint32_t id;
+  if (!evicted.empty()) {
+    id = evicted.front();
+    evicted.erase(evicted.begin());
+  } else if (!free_layout_ids_.empty()) {
+    id = free_layout_ids_.back();
+    free_layout_ids_.pop_back();
+  } else {
+    held_.emplace_back();
+    id = static_cast<uint32_t>(held_.size());
+  }
+  held_[id - 1] = {layout, ++use_clock_};
+  layout_ids_.emplace(layout.get(), id);
+  layout_entries_ += layout->size();
+
+  v1::AgentMessage message;
+  for (uint32_t emptied : evicted) {
+    message.mutable_layouts()->add_layouts()->set_id(emptied);  // the decoder frees its entries
+    free_layout_ids_.push_back(emptied);
+  }
+  v1::Layout* wire_layout = message.mutable_layouts()->add_layouts();
+  wire_layout->set_id(id);
+  wire_layout->mutable_series_ids()->Assign(layout->begin(), layout->end());
+  out->push_back(std::move(message));
+  return id;
 }
 
 absl::Status StreamDecoder::Declare(uint32_t id) {

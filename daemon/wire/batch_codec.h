@@ -40,12 +40,36 @@ class StreamEncoder {
   // declares it anew. Delta state is kept (the peer's decoder kept it too).
   void Forget(absl::Span<const uint32_t> ids);
 
+  // Layouts held on the stream. Churn (processes, veths, ethtool keys coming and going) makes a
+  // new layout per change for as long as the stream lives, and the decoder ends a stream past
+  // its layout bounds; so the encoder keeps at most kMaxLayouts layouts, naming at most
+  // kMinLayoutEntryBudget + kLayoutEntriesPerSeries ids per declared series in all (half the
+  // decoder's allowance), and makes room by redefining its least recently used layouts: their
+  // ids are reused, and those not reused at once are redefined empty so the decoder frees them.
+  // An evicted layout a later (replayed) cycle uses again is simply sent again.
+  static constexpr size_t kMaxLayouts = 256;
+  static constexpr size_t kLayoutEntriesPerSeries = 8;
+  size_t layouts_held() const { return layout_ids_.size(); }
+  size_t layout_entries() const { return layout_entries_; }
+
  private:
+  // The wire id of `layout`, sending it (and the redefinitions that make room) when new.
+  uint32_t LayoutId(const std::shared_ptr<const std::vector<uint32_t>>& layout,
+                    std::vector<v1::AgentMessage>* out);
+
   const SeriesLookup& series_;
   std::vector<bool> declared_;        // by series id
+  size_t declared_count_ = 0;         // ids declared now (as the decoder counts them)
   std::vector<uint64_t> last_value_;  // by series id
-  absl::flat_hash_map<const std::vector<uint32_t>*, uint32_t> layout_ids_;
-  std::vector<std::shared_ptr<const std::vector<uint32_t>>> layouts_;  // keeps keys alive
+  struct HeldLayout {
+    std::shared_ptr<const std::vector<uint32_t>> layout;  // null: the id is free
+    uint64_t last_used = 0;
+  };
+  absl::flat_hash_map<const std::vector<uint32_t>*, uint32_t> layout_ids_;  // held, by object
+  std::vector<HeldLayout> held_;       // by wire id - 1; keeps the keys alive
+  std::vector<uint32_t> free_layout_ids_;
+  size_t layout_entries_ = 0;
+  uint64_t use_clock_ = 0;
 };
 
 // One decoded batch: values in layout order with their stream-scoped series ids.

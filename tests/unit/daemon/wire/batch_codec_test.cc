@@ -308,6 +308,68 @@ TEST(StreamCodecTest, ForgottenIdsAreDeclaredAgainWithTheirDeltasIntact) {
   EXPECT_EQ(batch.values, values);
 }
 
+// Churn: every cycle of a collector has a new shape (processes, veths coming and going) for as
+// long as the stream lives. The encoder recycles its least recently used layouts, so the decoder
+// never reaches its layout bounds and every value still decodes exactly.
+TEST(StreamCodecTest, LayoutChurnStaysWithinTheDecodersBounds) {
+  agent::SeriesTable table;
+  std::vector<uint32_t> pool;
+  for (int i = 0; i < 3000; ++i) {
+    pool.push_back(table.Intern(GaugeSeries("churn", "fabricmon_churn", "h", Unit::kNone, 1.0,
+                                            {{"pid", absl::StrCat(i)}})));
+  }
+  StreamEncoder encoder(table);
+  Receiver receiver;
+  DecodedBatch batch;
+  std::mt19937 random(7);
+  // 6,000 cycles, each a different random subset of 100..2,500 series: more layouts than the
+  // decoder holds (4,096) and far more entries than its budget.
+  for (uint64_t cycle = 1; cycle <= 6000; ++cycle) {
+    std::shuffle(pool.begin(), pool.end(), random);
+    const size_t size = 100 + random() % 2400;
+    auto layout = std::make_shared<std::vector<uint32_t>>(pool.begin(), pool.begin() + size);
+    std::sort(layout->begin(), layout->end());
+    std::vector<uint64_t> values(size);
+    for (size_t i = 0; i < size; ++i) values[i] = cycle * 10 + (*layout)[i];
+    std::vector<v1::AgentMessage> messages;
+    encoder.Encode(cycle, static_cast<int64_t>(cycle), 0, 0, layout, values, &messages);
+    receiver.ReceiveAll(messages, &batch);
+    ASSERT_EQ(batch.values, values) << "cycle " << cycle;
+    ASSERT_LE(encoder.layouts_held(), StreamEncoder::kMaxLayouts);
+  }
+  EXPECT_LE(encoder.layout_entries(),
+            StreamDecoder::kMinLayoutEntryBudget + StreamEncoder::kLayoutEntriesPerSeries * 3000);
+}
+
+// A layout pushed out and used again (a replayed cycle, a shape that comes back) is sent again
+// and decodes as before.
+TEST(StreamCodecTest, AnEvictedLayoutIsSentAgainWhenUsedAgain) {
+  agent::SeriesTable table;
+  std::vector<std::shared_ptr<const std::vector<uint32_t>>> layouts;
+  for (size_t i = 0; i <= StreamEncoder::kMaxLayouts; ++i) {
+    const uint32_t id = table.Intern(GaugeSeries("churn", "fabricmon_churn", "h", Unit::kNone,
+                                                 1.0, {{"pid", absl::StrCat(i)}}));
+    layouts.push_back(std::make_shared<const std::vector<uint32_t>>(std::vector<uint32_t>{id}));
+  }
+  StreamEncoder encoder(table);
+  Receiver receiver;
+  DecodedBatch batch;
+  std::vector<v1::AgentMessage> messages;
+  uint64_t sequence = 0;
+  for (const auto& layout : layouts) {  // one more than fits: the first is evicted
+    messages.clear();
+    encoder.Encode(++sequence, 1, 0, 0, layout, {sequence}, &messages);
+    receiver.ReceiveAll(messages, &batch);
+  }
+  messages.clear();
+  encoder.Encode(++sequence, 1, 0, 0, layouts[0], {42}, &messages);
+  ASSERT_EQ(messages.size(), 2u);
+  EXPECT_TRUE(messages[0].has_layouts());
+  receiver.ReceiveAll(messages, &batch);
+  EXPECT_THAT(batch.values, ElementsAre(42));
+  EXPECT_EQ(encoder.layouts_held(), StreamEncoder::kMaxLayouts);
+}
+
 TEST(StreamCodecTest, SplitsLargeDeclarationSetsIntoBoundedMessages) {
   agent::SeriesTable table;
   std::vector<uint32_t> ids;
