@@ -1,5 +1,7 @@
 #include "daemon/agent/agent.h"
 
+#include <limits>
+
 #include "google/protobuf/util/message_differencer.h"
 #include "daemon/agent/cycle_builder.h"
 #include "daemon/common/logging.h"
@@ -131,6 +133,20 @@ void Agent::Stop() {
   threads_.clear();
 }
 
+void Agent::ReclaimSeriesIds() {
+  // Without a stream nothing will encode a buffered cycle again.
+  const uint64_t acked =
+      stream_ != nullptr ? buffer_.acked_sequence() : std::numeric_limits<uint64_t>::max();
+  std::vector<uint32_t> ids = series_.Reclaimable(acked);
+  if (ids.empty()) {
+    return;
+  }
+  if (stream_ != nullptr) {
+    stream_->ForgetSeries(ids);  // before any of them can mean another series
+  }
+  series_.MakeReusable(ids);
+}
+
 void Agent::RunCollector(size_t index) {
   CollectorRunner& runner = *runners_[index];
   CycleBuilder builder(series_);
@@ -151,7 +167,11 @@ void Agent::RunCollector(size_t index) {
     (void)runner.Collect(builder);  // status is exported as fabricmon_collector_success
     Cycle cycle = builder.Finish(timestamp, static_cast<uint32_t>(runner.last_duration_ns() / 1000));
     auto latest = std::make_shared<Cycle>(cycle);
-    buffer_.Push(std::move(cycle));
+    const uint64_t sequence = buffer_.Push(std::move(cycle));
+    if (std::vector<uint32_t> released = builder.TakeReleased(); !released.empty()) {
+      series_.Release(released, sequence);
+    }
+    ReclaimSeriesIds();
     if (stream_ != nullptr) {
       stream_->Notify();
     }

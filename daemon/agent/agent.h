@@ -63,6 +63,9 @@ class Agent {
  private:
   struct Slot;
   void RunCollector(size_t index);
+  // Hands series ids released by the collectors back to the table once the aggregator has
+  // acknowledged every cycle that named them (SeriesTable's three steps).
+  void ReclaimSeriesIds();
   void PublishInventoryLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const AgentOptions options_;

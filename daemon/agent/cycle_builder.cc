@@ -8,7 +8,8 @@
 namespace fabricmon::agent {
 
 void CycleBuilder::Add(const collectors::SeriesDesc& desc, uint64_t raw_value) {
-  auto [it, inserted] = ids_.try_emplace(desc.fingerprint, 0);
+  auto [it, inserted] = ids_.try_emplace(desc.fingerprint);
+  it->second.last_cycle = cycle_;
   if (inserted) {
     // Validate once per series what the aggregator validates at declaration: one refused
     // declaration ends the node's whole stream (and every reconnect's), so a single odd counter
@@ -22,12 +23,12 @@ void CycleBuilder::Add(const collectors::SeriesDesc& desc, uint64_t raw_value) {
           << " left out, the aggregator would refuse it: " << accepted.status().message();
       return;  // ids_ keeps 0: left out from now on
     }
-    it->second = table_.Intern(desc);
+    it->second.id = table_.Intern(desc);
   }
-  if (it->second == 0) {
+  if (it->second.id == 0) {
     return;
   }
-  series_ids_.push_back(it->second);
+  series_ids_.push_back(it->second.id);
   values_.push_back(raw_value);
 }
 
@@ -50,6 +51,31 @@ Cycle CycleBuilder::Finish(int64_t timestamp_unix_nanos, uint32_t collect_durati
   values_.clear();
   values_.reserve(cycle.values.size());
   series_ids_.clear();
+
+  // Let go of series not produced since the cycle that was current kReleaseAfterNanos ago.
+  if (last_sweep_ == 0 || timestamp_unix_nanos - last_sweep_ >= kSweepNanos ||
+      timestamp_unix_nanos < last_sweep_) {
+    last_sweep_ = timestamp_unix_nanos;
+    sweep_marks_.emplace_back(timestamp_unix_nanos, cycle_);
+    uint64_t before = 0;  // release what was last produced before this cycle
+    while (!sweep_marks_.empty() &&
+           timestamp_unix_nanos - sweep_marks_.front().first >= kReleaseAfterNanos) {
+      before = sweep_marks_.front().second;
+      sweep_marks_.pop_front();
+    }
+    if (before != 0) {
+      for (auto it = ids_.begin(); it != ids_.end();) {
+        // Left-out series stay known (invalid_series() counts each once).
+        if (it->second.last_cycle < before && it->second.id != 0) {
+          released_.push_back(it->second.id);
+          ids_.erase(it++);
+        } else {
+          ++it;
+        }
+      }
+    }
+  }
+  ++cycle_;
   return cycle;
 }
 

@@ -20,7 +20,14 @@ class CycleBuilder final : public collectors::SampleSink {
 
   void Add(const collectors::SeriesDesc& desc, uint64_t raw_value) override;
   // Completes the cycle (sequence is assigned by the replay buffer) and resets the builder.
+  // Now and then (every kSweepNanos of cycle timestamps) it also lets go of the series it has not
+  // produced for kReleaseAfterNanos (see TakeReleased).
   Cycle Finish(int64_t timestamp_unix_nanos, uint32_t collect_duration_us);
+  // Ids of series this collector stopped producing, for SeriesTable::Release with the sequence
+  // of the cycle just pushed. A series that comes back later is interned anew.
+  std::vector<uint32_t> TakeReleased() { return std::move(released_); }
+  static constexpr int64_t kReleaseAfterNanos = int64_t{600} * 1000000000;  // 10 minutes
+  static constexpr int64_t kSweepNanos = int64_t{60} * 1000000000;
   // Distinct series left out because the aggregator would refuse their declaration
   // (wire::FromDeclaration: a name or label value too long, not UTF-8, a bad label name).
   // One such declaration would end the node's whole stream, again on every reconnect.
@@ -28,8 +35,18 @@ class CycleBuilder final : public collectors::SampleSink {
 
  private:
   SeriesTable& table_;
-  // fingerprint → id cache, avoiding the table's lock on the hot path; 0: left out (invalid).
-  absl::flat_hash_map<uint64_t, uint32_t> ids_;
+  // fingerprint → id cache, avoiding the table's lock on the hot path; id 0: left out (invalid).
+  struct Known {
+    uint32_t id = 0;
+    uint64_t last_cycle = 0;  // cycle_ when last produced
+  };
+  absl::flat_hash_map<uint64_t, Known> ids_;
+  uint64_t cycle_ = 1;
+  int64_t last_sweep_ = 0;
+  // Cycle number at the last few sweeps' timestamps: a series not produced since the cycle of
+  // kReleaseAfterNanos ago is let go (cycle numbers, not timestamps, per series: cheaper).
+  std::deque<std::pair<int64_t, uint64_t>> sweep_marks_;
+  std::vector<uint32_t> released_;
   size_t invalid_series_ = 0;
   std::vector<uint32_t> series_ids_;
   std::vector<uint64_t> values_;

@@ -145,6 +145,11 @@ class StreamClient::Reactor final
     Pump();
   }
 
+  void ForgetSeries(absl::Span<const uint32_t> ids) {
+    absl::MutexLock lock(&mu_);
+    encoder_.Forget(ids);
+  }
+
   void Cancel() { context_.TryCancel(); }
 
   void WaitDone() {
@@ -217,6 +222,13 @@ void StreamClient::Notify() {
   absl::MutexLock lock(&mu_);
   if (active_ != nullptr) {
     active_->Pump();
+  }
+}
+
+void StreamClient::ForgetSeries(absl::Span<const uint32_t> ids) {
+  absl::MutexLock lock(&mu_);
+  if (active_ != nullptr) {
+    active_->ForgetSeries(ids);
   }
 }
 

@@ -65,6 +65,9 @@ class StreamClient {
   void Notify();
   // Queues an inventory update for the current stream (and future hellos carry it anyway).
   void SendInventory(const v1::Inventory& inventory);
+  // These series ids are about to name other series (SeriesTable reuse): the current stream
+  // declares them again when next used; later streams start fresh anyway.
+  void ForgetSeries(absl::Span<const uint32_t> ids);
   // Waits up to `flush` for the buffer to be fully acknowledged, then ends the stream and joins
   // the connection thread. Idempotent.
   void Stop(absl::Duration flush);
