@@ -132,7 +132,8 @@ TEST_F(EngineTopologyFileTest, TheTopologyIsBuiltAgainWhenAnInputChangesAndOnlyT
   ASSERT_TRUE(engine_.SetLinkList("r510gluster1/mlx4_0/1 switch:0x0008f10500108bba/27\n").ok());
   engine_.Tick();
   EXPECT_EQ(engine_.topology_builds(), 4u);
-  const v1::TopologyLink* listed = LinkFrom(engine_.GetTopology(), "r510gluster1", 1);
+  const auto topology = engine_.GetTopology();  // LinkFrom points into it
+  const v1::TopologyLink* listed = LinkFrom(topology, "r510gluster1", 1);
   ASSERT_NE(listed, nullptr);
   EXPECT_EQ(listed->source(), v1::LINK_SOURCE_LINK_LIST);
 
