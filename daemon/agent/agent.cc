@@ -18,8 +18,9 @@ using collectors::Unit;
 // aggregator can tell data lost on the node from data lost in transit.
 class AgentSelfCollector final : public collectors::Collector {
  public:
-  AgentSelfCollector(const ReplayBuffer& buffer, const StreamClient* stream)
-      : buffer_(buffer), stream_(stream) {
+  AgentSelfCollector(const ReplayBuffer& buffer, const SeriesTable& series,
+                     const StreamClient* stream)
+      : buffer_(buffer), series_(series), stream_(stream) {
     auto counter = [](const char* name, const char* help) {
       return CounterSeries("agent", name, help, Unit::kNone, 64, Overflow::kWraps, 1.0, {});
     };
@@ -46,6 +47,14 @@ class AgentSelfCollector final : public collectors::Collector {
                         "Telemetry stream attempts, successful or not.");
     replayed_ = counter("fabricmon_agent_replayed_batches_total",
                         "Batches sent again after a reconnect.");
+    series_held_ = GaugeSeries("agent", "fabricmon_agent_series",
+                               "Series the agent numbers now (ids of series its collectors "
+                               "stopped producing are reused after 10 minutes).",
+                               Unit::kNone, 1.0, {});
+    series_ids_ = GaugeSeries("agent", "fabricmon_agent_series_ids",
+                              "Highest series id handed out: stays near fabricmon_agent_series "
+                              "when ids are reused under churn.",
+                              Unit::kNone, 1.0, {});
     sent_bytes_ = CounterSeries("agent", "fabricmon_agent_sent_bytes_total",
                                 "Protobuf bytes written to the telemetry stream.", Unit::kBytes, 64,
                                 Overflow::kWraps, 1.0, {});
@@ -58,6 +67,8 @@ class AgentSelfCollector final : public collectors::Collector {
     sink.Add(dropped_batches_, buffer_.dropped_cycles());
     sink.Add(dropped_samples_, buffer_.dropped_samples());
     sink.Add(unconfirmed_, buffer_.unconfirmed_evictions());
+    sink.Add(series_held_, series_.size());
+    sink.Add(series_ids_, series_.id_count());
     if (stream_ != nullptr) {
       const StreamClientStats stats = stream_->stats();
       sink.Add(connected_, stats.connected ? 1 : 0);
@@ -73,9 +84,11 @@ class AgentSelfCollector final : public collectors::Collector {
 
  private:
   const ReplayBuffer& buffer_;
+  const SeriesTable& series_;
   const StreamClient* stream_;
   collectors::SeriesDesc buffer_bytes_, buffer_cycles_, dropped_batches_, dropped_samples_,
-      unconfirmed_, connected_, connects_, attempts_, replayed_, sent_bytes_;
+      unconfirmed_, connected_, connects_, attempts_, replayed_, sent_bytes_, series_held_,
+      series_ids_;
 };
 
 }  // namespace
@@ -106,7 +119,7 @@ void Agent::DiscoverAll() {
 
 void Agent::Start() {
   runners_.push_back(std::make_unique<CollectorRunner>(
-      std::make_unique<AgentSelfCollector>(buffer_, stream_), clock_));
+      std::make_unique<AgentSelfCollector>(buffer_, series_, stream_), clock_));
   {
     absl::MutexLock lock(&mu_);
     inventories_.resize(runners_.size());
