@@ -1052,6 +1052,24 @@ def self_dashboard():
                              ("sum(rate(fabricmon_aggregator_timestamps_backwards_total{%s}[%s]))"
                               % (JI, RI), "timestamps backwards")),
                      unit="cps"), 12, 8)
+    d.add(timeseries("Series churn", "Series retired after series_retention_s without a "
+                     "sample (gone processes, veths, ethtool keys), values that arrived for a "
+                     "retired series (dropped; the agent is asked to declare it again) and those "
+                     "declarations. Steady retirement is normal on nodes with churn; dropped "
+                     "values mean series came back after the retention.",
+                     targets(("sum(rate(fabricmon_aggregator_series_retired_total{%s}[%s]))"
+                              % (JI, RI), "retired series"),
+                             ("sum(rate(fabricmon_aggregator_retired_series_samples_dropped_total"
+                              "{%s}[%s]))" % (JI, RI), "dropped values"),
+                             ("sum(rate(fabricmon_aggregator_redeclare_requests_total{%s}[%s]))"
+                              % (JI, RI), "redeclare requests")),
+                     unit="cps"), 12, 8)
+    d.add(timeseries("Series numbered per agent", "Series each agent numbers now and the highest "
+                     "id it handed out: the two stay close while ids of series gone for 10 "
+                     "minutes are reused.",
+                     targets(("max by (node) (fabricmon_agent_series{%s})" % JN, "{{node}} series"),
+                             ("max by (node) (fabricmon_agent_series_ids{%s})" % JN,
+                              "{{node}} highest id")), legend_calcs=("lastNotNull",)), 12, 8)
     d.add(timeseries("Scrape time", "/metrics build time (aggregator) and the whole scrape as "
                      "Prometheus sees it. A large shard exports ~1 M series: keep it well under "
                      "scrape_timeout.",
