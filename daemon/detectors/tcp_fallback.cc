@@ -182,8 +182,8 @@ void TcpFallbackDetector::Evaluate(const FabricView& view, std::vector<Finding>&
         "%s moves %.0f MB/s through kernel networking%s but only %.1f MB/s over RDMA%s%s%s: %s",
         node, traffic.kernel / 1e6, traffic.ipoib > 0 ? " (incl. IPoIB)" : "", rdma / 1e6,
         gpus_busy ? absl::StrFormat(" while its GPUs are %.0f%% busy", traffic.gpu * 100) : "",
-        peers_use_rdma ? absl::StrFormat(" while its peers move %.0f MB/s each over RDMA",
-                                         median_rdma / 1e6)
+        peers_use_rdma ? absl::StrFormat("%s its peers move %.0f MB/s each over RDMA",
+                                         gpus_busy ? " and" : " while", median_rdma / 1e6)
                        : "",
         qp_note,
         transport_up ? "check what else this node sends"
