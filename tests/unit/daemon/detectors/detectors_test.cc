@@ -296,16 +296,21 @@ collectors::SeriesDesc NetdevInfo(const std::string& netdev, const std::string& 
                                 {{"netdev", netdev}, {"kind", kind}});
 }
 
+// The counters of `node` at `step` (one per second): on TCP, 800 MB/s of kernel bytes and no
+// RDMA; otherwise 1 MB/s of kernel bytes and 2 GB/s of RDMA (XmitData in 4-byte words).
+void NodeTraffic(FabricFixture& fabric, const std::string& node, int step, bool on_tcp) {
+  fabric.Set(node, NetdevInfo("eth0", "ethernet"), 1);
+  fabric.Set(node, NetdevBytes(families::kNetdevTxBytes, "eth0"),
+             step * (on_tcp ? 800000000ull : 1000000ull));
+  fabric.Set(node, HostCounter(families::kIbXmitData, "mlx5_0", 1, 64,
+                               collectors::Overflow::kSaturates, 4.0),
+             step * (on_tcp ? 0ull : 500000000ull));
+}
+
 TEST_F(DetectorsTest, OneNodeOnTcpWhileItsPeersUseRdmaIsAFallback) {
   for (int step = 0; step < 4; ++step) {
     for (const char* node : {"n1", "n2", "n3", "n4"}) {
-      const bool fallen_back = std::string(node) == "n3";
-      fabric_.Set(node, NetdevInfo("eth0", "ethernet"), 1);
-      fabric_.Set(node, NetdevBytes(families::kNetdevTxBytes, "eth0"),
-                  step * (fallen_back ? 800000000ull : 1000000ull));
-      fabric_.Set(node, HostCounter(families::kIbXmitData, "mlx5_0", 1, 64,
-                                    collectors::Overflow::kSaturates, 4.0),
-                  step * (fallen_back ? 0ull : 500000000ull));
+      NodeTraffic(fabric_, node, step, /*on_tcp=*/std::string(node) == "n3");
     }
     fabric_.Step();
     engine_->Tick();  // the detector wants it on consecutive evaluations
@@ -335,15 +340,6 @@ collectors::SeriesDesc QpProcessesDropped() {
                                  collectors::Unit::kNone, 1.0, {});
 }
 
-// Kernel-heavy, RDMA-idle traffic on `node` with nothing else to compare against: no peers, no
-// GPU utilization series.
-void TcpOnlyTraffic(FabricFixture& fabric, const std::string& node, int step) {
-  fabric.Set(node, NetdevInfo("eth0", "ethernet"), 1);
-  fabric.Set(node, NetdevBytes(families::kNetdevTxBytes, "eth0"), step * 800000000ull);
-  fabric.Set(node, HostCounter(families::kIbXmitData, "mlx5_0", 1, 64,
-                               collectors::Overflow::kSaturates, 4.0), 0);
-}
-
 TEST_F(DetectorsTest, GpuProcessesOwningNoQueuePairsAreEnoughToCallAFallback) {
   // n1: its GPU process 4242 owns no QP (another process does): a fallback on this alone.
   // n2: the same traffic without a QP inventory: nothing to corroborate it.
@@ -352,8 +348,8 @@ TEST_F(DetectorsTest, GpuProcessesOwningNoQueuePairsAreEnoughToCallAFallback) {
   fabric_.Node("n2", GpuProcesses({4242}));
   fabric_.Node("n3", GpuProcesses({4242}));
   for (int step = 0; step < 4; ++step) {
-    for (const char* node : {"n1", "n2", "n3"}) {
-      TcpOnlyTraffic(fabric_, node, step);
+    for (const char* node : {"n1", "n2", "n3"}) {  // no peers, no GPU utilization series
+      NodeTraffic(fabric_, node, step, /*on_tcp=*/true);
     }
     fabric_.Set("n1", ProcessQps(999), 3);
     fabric_.Set("n1", QpProcessesDropped(), 0);
@@ -377,13 +373,7 @@ TEST_F(DetectorsTest, GpuProcessesOwningQueuePairsMakeTheFallbackOnlyAWarning) {
   fabric_.Node("n3", GpuProcesses({77, 78}));
   for (int step = 0; step < 4; ++step) {
     for (const char* node : {"n1", "n2", "n3", "n4"}) {
-      const bool fallen_back = std::string(node) == "n3";
-      fabric_.Set(node, NetdevInfo("eth0", "ethernet"), 1);
-      fabric_.Set(node, NetdevBytes(families::kNetdevTxBytes, "eth0"),
-                  step * (fallen_back ? 800000000ull : 1000000ull));
-      fabric_.Set(node, HostCounter(families::kIbXmitData, "mlx5_0", 1, 64,
-                                    collectors::Overflow::kSaturates, 4.0),
-                  step * (fallen_back ? 0ull : 500000000ull));
+      NodeTraffic(fabric_, node, step, /*on_tcp=*/std::string(node) == "n3");
     }
     fabric_.Set("n3", ProcessQps(77), 8);
     fabric_.Set("n3", ProcessQps(78), 8);
