@@ -210,13 +210,7 @@ std::optional<AgentStream::Error> AgentStream::HandleLayouts(const v1::Layouts& 
       return Error{RejectReason::kUnknownSeries, v1::Reject::REASON_PROTOCOL,
                    grpc::StatusCode::INVALID_ARGUMENT, std::string(added.message())};
     }
-    LayoutSlots& resolved = layout_slots_[layout.id()];
-    resolved.slots.clear();
-    resolved.slots.reserve(layout.series_ids_size());
-    for (uint32_t id : layout.series_ids()) {
-      resolved.slots.push_back(stream_to_node_[id]);
-    }
-    resolved.version = mapping_version_;
+    Resolve(layout.series_ids(), layout_slots_[layout.id()]);
   }
   return std::nullopt;
 }
@@ -239,11 +233,7 @@ std::optional<AgentStream::Error> AgentStream::HandleBatch(const v1::SampleBatch
   }
   LayoutSlots& resolved = layout_slots_[batch.layout_id()];
   if (resolved.version != mapping_version_) {
-    resolved.slots.clear();
-    for (uint32_t id : *decoded_.series_ids) {
-      resolved.slots.push_back(stream_to_node_[id]);
-    }
-    resolved.version = mapping_version_;
+    Resolve(*decoded_.series_ids, resolved);
   }
   const NodeState::AppendResult result = node_->AppendBatchToSlots(
       batch.sequence(), batch.dropped_before(), batch.timestamp_unix_nanos(), resolved.slots,
@@ -263,6 +253,16 @@ std::optional<AgentStream::Error> AgentStream::HandleBatch(const v1::SampleBatch
   }
   SendAck(batch.sequence());
   return std::nullopt;
+}
+
+template <typename Ids>
+void AgentStream::Resolve(const Ids& series_ids, LayoutSlots& resolved) const {
+  resolved.slots.clear();
+  resolved.slots.reserve(series_ids.size());
+  for (uint32_t id : series_ids) {
+    resolved.slots.push_back(stream_to_node_[id]);
+  }
+  resolved.version = mapping_version_;
 }
 
 void AgentStream::RequestRedeclaration(const std::vector<uint32_t>& positions) {

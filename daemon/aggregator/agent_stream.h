@@ -92,6 +92,9 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::A
     uint64_t version = 0;
   };
   absl::flat_hash_map<uint32_t, LayoutSlots> layout_slots_;
+  // Maps a layout's stream ids to node slots as of mapping_version_.
+  template <typename Ids>
+  void Resolve(const Ids& series_ids, LayoutSlots& resolved) const;
   uint64_t mapping_version_ = 0;
   absl::flat_hash_set<uint32_t> redeclare_pending_;  // ids asked for again, not yet declared
   bool answers_redeclare_ = false;                   // hello's protocol revision ≥ 2

@@ -155,9 +155,9 @@ NodeState::AppendResult NodeState::AppendBatch(uint64_t sequence, uint64_t dropp
 NodeState::AppendResult NodeState::AppendBatchToSlots(uint64_t sequence, uint64_t dropped_before,
                                                       int64_t timestamp_unix_nanos,
                                                       absl::Span<const SlotRef> slots,
-                                               absl::Span<const uint64_t> values,
-                                               const std::vector<bool>& present,
-                                               int64_t now_unix_nanos) {
+                                                      absl::Span<const uint64_t> values,
+                                                      const std::vector<bool>& present,
+                                                      int64_t now_unix_nanos) {
   absl::MutexLock lock(&mu_);
   return AppendBatchLocked(sequence, dropped_before, timestamp_unix_nanos, slots, values, present,
                            now_unix_nanos);
