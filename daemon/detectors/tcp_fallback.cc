@@ -165,18 +165,19 @@ void TcpFallbackDetector::Evaluate(const FabricView& view, std::vector<Finding>&
     finding.kind = "tcp_fallback";
     finding.severity = transport_up ? Severity::kWarning : Severity::kCritical;
     finding.subject.node = node;
+    // "GPU process 7 owns" / "GPU processes 7, 8 own".
+    auto processes_own = [](const std::vector<uint32_t>& pids) {
+      const bool many = pids.size() > 1;
+      return absl::StrFormat("GPU process%s %s own%s", many ? "es" : "",
+                             absl::StrJoin(pids, ", "), many ? "" : "s");
+    };
     std::string qp_note;
     if (gpu_processes_without_qps) {
-      qp_note = absl::StrFormat("; GPU process%s %s own%s no RDMA queue pairs",
-                                qps.without_qps.size() > 1 ? "es" : "",
-                                absl::StrJoin(qps.without_qps, ", "),
-                                qps.without_qps.size() > 1 ? "" : "s");
+      qp_note = absl::StrCat("; ", processes_own(qps.without_qps), " no RDMA queue pairs");
     } else if (transport_up) {
-      qp_note = absl::StrFormat(
-          "; but its GPU process%s %s own%s RDMA queue pairs, so the kernel traffic may be "
-          "something else (storage, data loading)",
-          qps.with_qps.size() > 1 ? "es" : "", absl::StrJoin(qps.with_qps, ", "),
-          qps.with_qps.size() > 1 ? "" : "s");
+      qp_note = absl::StrCat("; but its ", processes_own(qps.with_qps),
+                             " RDMA queue pairs, so the kernel traffic may be something else "
+                             "(storage, data loading)");
     }
     finding.summary = absl::StrFormat(
         "%s moves %.0f MB/s through kernel networking%s but only %.1f MB/s over RDMA%s%s%s: %s",
