@@ -171,8 +171,8 @@ class IoctlEthtoolApi final : public EthtoolApi {
     // (net/ethtool/ioctl.c, ethtool_get_stats):
     //  - older ones (up to at least 6.1) ignore the caller's n_stats and copy the driver's
     //    current count: the buffer keeps headroom, so a DCB change that adds a few per-priority
-    //    keys (FIELD_NOTES §3.12) still yields this cycle's values, and larger growth runs into
-    //    the guard page (EFAULT) instead of past the buffer;
+    //    keys (README.md, "The key set depends on configuration") still yields this cycle's
+    //    values, and larger growth runs into the guard page (EFAULT) instead of past the buffer;
     //  - newer ones (seen on 6.18) copy nothing and answer n_stats = 0.
     const size_t capacity = expected + std::max<size_t>(64, expected / 4);
     const size_t bytes = offsetof(ethtool_stats, data) + capacity * sizeof(uint64_t);

@@ -50,7 +50,8 @@ class EthtoolApi {
   // One ETHTOOL_GSTATS call. On entry `values.size()` must be the caller's current string-set
   // size (> 0, else InvalidArgument). On OK, `values` holds the driver's values in string-set
   // order and its size is the driver's *current* count: a size different from the caller's set
-  // means the key set changed (DCB reconfiguration, FIELD_NOTES §3.12) and the names must be
+  // means the key set changed (DCB reconfiguration; collectors/ethtool/README.md, "The key set
+  // depends on configuration") and the names must be
   // re-read before the values can be attributed. Aborted when the set changed in a way the call
   // cannot return values for (it grew past the call's headroom, or the kernel refuses a count
   // mismatch, as newer kernels do): re-read the string set; the values are lost for this call.

@@ -80,7 +80,8 @@ absl::StatusOr<std::unique_ptr<EthtoolCollector>> EthtoolCollector::Create(
     return absl::InvalidArgumentError("ethtool.interval_ms must be at least 100");
   }
   if (interval < 1000) {
-    // FIELD_NOTES §3.26: on mlx5 each GSTATS makes the firmware read PPCNT register groups.
+    // On mlx5 each GSTATS makes the firmware read PPCNT register groups
+    // (collectors/ethtool/README.md, "GSTATS costs firmware work").
     FABRICMON_LOG(Warning) << "ethtool: interval_ms " << interval
                            << " < 1000: each cycle costs synchronous NIC firmware reads";
   }
@@ -209,7 +210,7 @@ void EthtoolCollector::Bind(Netdev& netdev, const std::vector<std::string>& raw_
   netdev.keys.clear();
   netdev.keys.reserve(raw_names.size());
   for (const std::string& raw : raw_names) {
-    netdev.keys.push_back(ethtool::NormalizeStatKey(raw));  // FIELD_NOTES §3.13: trailing space
+    netdev.keys.push_back(ethtool::NormalizeStatKey(raw));  // trailing-space keys, see README.md
   }
   netdev.bindings.clear();
   netdev.extra_dropped = 0;
@@ -316,8 +317,9 @@ void EthtoolCollector::CollectNetdev(Netdev& netdev, SampleSink& sink) {
     // The set grew past what the call could hold: re-read the names now, values next cycle.
     status = Reload(netdev, /*only_if_changed=*/false);
   } else if (status.ok() && netdev.values.size() != netdev.keys.size()) {
-    // FIELD_NOTES §3.12: the key set changed (DCB, channels). The values came from one GSTATS
-    // call; they line up with the names re-read now unless the set changed yet again.
+    // The key set changed (DCB, channels; README.md, "The key set depends on configuration"). The
+    // values came from one GSTATS call; they line up with the names re-read now unless the set
+    // changed yet again.
     status = Reload(netdev, /*only_if_changed=*/false);
     values_usable = status.ok() && netdev.values.size() == netdev.keys.size();
   }

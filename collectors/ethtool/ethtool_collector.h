@@ -7,14 +7,15 @@
 //
 // Cost model: Discover() asks each netdev for its driver (GDRVINFO) and string set (GSSET_INFO +
 // GSTRINGS) and builds every series once. Collect() issues exactly one ETHTOOL_GSTATS per netdev
-// (on mlx5 it makes the firmware read PPCNT groups, FIELD_NOTES §3.26); the string set is re-read
-// only when the statistics count changes (DCB reconfiguration, §3.12), at re-discovery, or every
+// (on mlx5 it makes the firmware read PPCNT groups: collectors/ethtool/README.md, "GSTATS costs
+// firmware work"); the string set is re-read only when the statistics count changes (DCB
+// reconfiguration: README.md, "The key set depends on configuration"), at re-discovery, or every
 // cycle with `verify_string_set`.
 //
-// A missing key is absent, never zero (§3.12). A netdev without ethtool statistics (EOPNOTSUPP,
-// or an empty set) is skipped at discovery and not asked again until the next one; a netdev that
-// vanishes (ENODEV) is counted, dropped and triggers an early re-discovery; neither hides the
-// other netdevs (errors in fabricmon_collector_errors_total{collector="ethtool",kind}).
+// A missing key is absent, never zero (same section). A netdev without ethtool statistics
+// (EOPNOTSUPP, or an empty set) is skipped at discovery and not asked again until the next one;
+// a netdev that vanishes (ENODEV) is counted, dropped and triggers an early re-discovery; neither
+// hides the other netdevs (errors in fabricmon_collector_errors_total{collector="ethtool",kind}).
 //
 // Choices (see the metric table in the project README):
 //   - typed fabricmon_roce_* series only for the mlx5 driver family: the same key spelling means

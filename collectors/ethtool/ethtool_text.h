@@ -4,7 +4,8 @@
 // of captures taken on other machines) feed the ethtool collector without the SIOCETHTOOL ioctl.
 // Pure functions; thread-compatible.
 //
-// Both layouts found in the wild are accepted (../shared/fixtures/ethtool):
+// Both layouts found in real captures are accepted (tests use the shared fixtures;
+// collectors/ethtool/README.md, "ethtool -S text layouts"):
 //   NIC statistics:                 <- optional header (any "Word words:" line with no value)
 //        rx_packets: 333854100      <- ethtool's own "     %s: %llu" lines
 //   rx_packets: 845320277           <- the same without header or indentation (ethq's copy)
@@ -22,8 +23,9 @@ namespace fabricmon::collectors::ethtool {
 struct EthtoolStat {
   // The key as the driver spelled it. The parser removes only the leading indentation ethtool
   // adds; trailing spaces that belong to the kernel string are kept (one mlx5 version has
-  // "tx_pause_storm_warning_events ", FIELD_NOTES §3.13): consumers normalise with
-  // NormalizeStatKey(), exactly as they do for strings read through the ioctl.
+  // "tx_pause_storm_warning_events "; collectors/ethtool/README.md, "Trailing-space keys"):
+  // consumers normalise with NormalizeStatKey(), exactly as they do for strings read through the
+  // ioctl.
   std::string key;
   uint64_t value = 0;
 };
@@ -44,8 +46,8 @@ struct ParsedEthtoolText {
 absl::StatusOr<ParsedEthtoolText> ParseEthtoolStatsText(absl::string_view text);
 
 // The canonical form of a key from the ioctl or a capture: the kernel string up to its first NUL
-// with surrounding ASCII whitespace removed (FIELD_NOTES §3.13: a trailing space in one mlx5
-// en_stats.c copy).
+// with surrounding ASCII whitespace removed (a trailing space in one mlx5 en_stats.c version;
+// collectors/ethtool/README.md, "Trailing-space keys").
 std::string NormalizeStatKey(absl::string_view raw);
 
 // Parses `ethtool -i <netdev>` output (or a file holding just the driver name) and returns the

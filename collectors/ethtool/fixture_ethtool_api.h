@@ -7,7 +7,8 @@
 //     GetStringSet/GetStats Unimplemented (EOPNOTSUPP), like lo or a VLAN device;
 //   - GetStats returns the *current* values and count, whatever the caller's set size was (or
 //     Aborted, see SetRejectCountMismatch), so adding or removing keys reproduces a DCB key-set
-//     change (FIELD_NOTES §3.12); an empty `values` is InvalidArgument, as for the ioctl;
+//     change (collectors/ethtool/README.md, "The key set depends on configuration"); an empty
+//     `values` is InvalidArgument, as for the ioctl;
 //   - keys are kept exactly as given (a trailing space survives, as in the kernel string).
 // Not thread-safe.
 

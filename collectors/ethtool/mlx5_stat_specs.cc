@@ -199,7 +199,7 @@ ExactTable BuildExactTable() {
   ExactTable t;
   for (const char* d : {"rx", "tx"}) {
     const std::string p(d);
-    // FIELD_NOTES §3.15: three byte accountings that must not be confused.
+    // Three byte accountings that must not be confused (README.md, "Three byte accountings").
     t[p + "_bytes"] = Counter(kKernelBytes, kKernelBytesHelp, Unit::kBytes, Dir(d));
     t[p + "_packets"] = Counter(kKernelPackets, kKernelPacketsHelp, Unit::kPackets, Dir(d));
     t[p + "_bytes_phy"] = Counter(kPhyBytes, kPhyBytesHelp, Unit::kBytes, Dir(d));
@@ -220,7 +220,7 @@ ExactTable BuildExactTable() {
       t[absl::StrCat(p, "_", cast, "_bytes")] = bytes;      // pre-4.9 vport group
       t[absl::StrCat(p, "_", cast, "_packets")] = packets;  // pre-4.9 vport group
     }
-    // FIELD_NOTES §3.10: *_global_pause_duration is in µs → seconds.
+    // *_global_pause_duration is in µs → seconds (README.md, "Pause duration is in microseconds").
     Labels global = {{"direction", d}, {"priority", "global"}};
     t[p + "_global_pause"] = Counter(kPauseFrames, kPauseFramesHelp, Unit::kPackets, global);
     t[p + "_global_pause_duration"] =
@@ -229,7 +229,7 @@ ExactTable BuildExactTable() {
     t[p + "_discards_phy"] = Counter(kPhyDiscards, kPhyDiscardsHelp, Unit::kPackets, Dir(d));
     t[p + "_pci_signal_integrity"] = Counter(kPciIntegrity, kPciIntegrityHelp, Unit::kNone, Dir(d));
   }
-  // FIELD_NOTES §3.11: the transition counter exists for RX only.
+  // The transition counter exists for RX only (README.md, "Pause direction").
   t["rx_global_pause_transition"] = Counter(kPauseTransitions, kPauseTransitionsHelp, Unit::kNone,
                                             {{"direction", "rx"}, {"priority", "global"}});
   // Pre-4.9 IEEE 802.3 group names.
@@ -240,7 +240,7 @@ ExactTable BuildExactTable() {
   Alias(t, "pause_ctrl_rx", "rx_pause_ctrl_phy");
   Alias(t, "pause_ctrl_tx", "tx_pause_ctrl_phy");
 
-  // FIELD_NOTES §3.13: warning = minor watermark; error = critical, pause TX disabled.
+  // warning = minor watermark; error = critical, pause TX disabled (README.md, "Pause storms").
   t["tx_pause_storm_warning_events"] = Counter(kStormWarning, kStormWarningHelp, Unit::kNone, {});
   t["tx_pause_storm_error_events"] = Counter(kStormError, kStormErrorHelp, Unit::kNone, {});
 
@@ -248,7 +248,7 @@ ExactTable BuildExactTable() {
   t["rx_buffer_passed_thres_phy"] =
       Counter(kBufferThreshold, kBufferThresholdHelp, Unit::kNone, {});
 
-  // FIELD_NOTES §3.9 / §4.3: link_down_events_phy is the one 32-bit mlx5 ethtool counter.
+  // The one 32-bit mlx5 ethtool counter (README.md, "link_down_events_phy is 32-bit").
   t["link_down_events_phy"] = Counter(kLinkDown, kLinkDownHelp, Unit::kNone, {}, 32);
   t["total_success_recovery_phy"] = Counter(kRecovery, kRecoveryHelp, Unit::kNone, {});
   t["rx_bits_phy"] = Counter(kRxBits, kRxBitsHelp, Unit::kBits, {});
@@ -259,8 +259,9 @@ ExactTable BuildExactTable() {
   t["rx_symbol_err_phy"] = Counter(kSymbol, kSymbolHelp, Unit::kNone, {});
   Alias(t, "symbol_err", "rx_symbol_err_phy");
 
-  // FIELD_NOTES §3.14: outbound_pci_stalled_{rd,wr} are percent of the last second — gauges
-  // (a generic "everything is a counter" dump mis-types them). Percent × 0.01 → ratio.
+  // outbound_pci_stalled_{rd,wr} are percent of the last second — gauges (a generic "everything
+  // is a counter" dump mis-types them; README.md, "PCIe stall keys are gauges"). Percent × 0.01 →
+  // ratio.
   t["outbound_pci_stalled_rd"] =
       Gauge(kPciStalled, kPciStalledHelp, Unit::kRatio, 0.01, {{"operation", "read"}});
   t["outbound_pci_stalled_wr"] =
@@ -314,12 +315,14 @@ std::optional<StatSpec> PrioritySpec(absl::string_view key) {
   const std::string priority(1, p);
   const Labels dir_prio = {{"direction", direction}, {"priority", priority}};
   const Labels prio = {{"priority", priority}};
-  // FIELD_NOTES §3.11/§3.12: per-priority pause stats exist only for PFC-enabled priorities.
+  // Per-priority pause stats exist only for PFC-enabled priorities (README.md, "The key set
+  // depends on configuration").
   if (rest == "pause") {
     return Counter(kPauseFrames, kPauseFramesHelp, Unit::kPackets, dir_prio);
   }
   if (rest == "pause_duration") {
-    // FIELD_NOTES §3.10: microseconds → seconds, so rate() = fraction of time paused.
+    // Microseconds → seconds, so rate() = fraction of time paused (README.md, "Pause duration
+    // is in microseconds").
     return Counter(kPauseDuration, kPauseDurationHelp, Unit::kSeconds, dir_prio, 64, 1e-6);
   }
   if (rest == "bytes") {
@@ -334,8 +337,8 @@ std::optional<StatSpec> PrioritySpec(absl::string_view key) {
   if (rest == "pause_transition") {
     return Counter(kPauseTransitions, kPauseTransitionsHelp, Unit::kNone, dir_prio);
   }
-  // FIELD_NOTES §4.3: four different per-priority RX drop/mark causes; kept apart because they
-  // are not known to be disjoint.
+  // Four different per-priority RX drop/mark causes (README.md, "Per-priority receive drops"); kept
+  // apart because they are not known to be disjoint.
   if (rest == "discards") {
     return Counter(kPrioDiscards, kPrioDiscardsHelp, Unit::kPackets, prio);
   }

@@ -1,8 +1,9 @@
 #pragma once
 
 // Pure mapping from mlx5 ethtool statistic names to typed, labelled fabricmon series. Hardware
-// semantics are cited at the line that encodes them (../shared/FIELD_NOTES.md §3.9–3.15, §4.3,
-// and the kernel's Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst).
+// semantics are cited at the line that encodes them (collectors/ethtool/README.md, "Field
+// knowledge", and the kernel's
+// Documentation/networking/device_drivers/ethernet/mellanox/mlx5/counters.rst).
 //
 // Only the mlx5 driver family is mapped: the same spelling means different things (or units) in
 // other drivers, so their keys are reachable only through `extra_keys`.

@@ -397,7 +397,8 @@ void IbFabricCollector::BuildPortSeries(const SweptNode& node, SweptPort& port) 
       continue;
     }
     const ib_fabric::PmaCounterSpec& spec = ib_fabric::SpecOf(counter);
-    // IBA PM counters stop at all ones (FIELD_NOTES §3.5): saturate, at whatever width.
+    // IBA PM counters stop at all ones (collectors/ib_fabric/README.md, "PMA capabilities"):
+    // saturate, at whatever width.
     port.counters.emplace_back(
         counter, CounterSeries(c, std::string(spec.metric), std::string(spec.help), spec.unit,
                                ib_fabric::CounterWidth(counter, node.caps), Overflow::kSaturates,

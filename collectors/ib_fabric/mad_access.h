@@ -1,7 +1,8 @@
 #pragma once
 
 // Before any MAD: which HCA port to sweep from, and whether MADs can be sent through it. Turns the
-// usual failures into precise statuses instead of libibumad's "-EIO" (FIELD_NOTES §3.24):
+// usual failures into precise statuses instead of libibumad's "-EIO" (collectors/ib_fabric/
+// README.md, "MAD access and its failures"):
 //   - RoCE port (link layer Ethernet): FailedPrecondition "MADs are not available on RoCE ports"
 //     (no SMI, no LIDs: libibumad would fail with "client_register for mgmt 1 failed");
 //   - no read/write access to /dev/infiniband/umadN: PermissionDenied naming the device file;

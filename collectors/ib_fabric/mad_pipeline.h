@@ -12,9 +12,10 @@
 // one timeout chain, not one per port.
 //
 // Threading: a MadPipeline and its transport are used by one thread at a time (the collector's).
-// One MadPort per sweeping thread (../shared/STYLE.md (c)); the pipeline replaces N threads each
-// blocking on its own port, which umad2sim (the ibsim client library) cannot even express: it
-// routes the replies of a management class to the last umad fd that registered it.
+// One MadPort per sweeping thread (libibmad's _via calls take it explicitly; never the global
+// port); the pipeline replaces N threads each blocking on its own port, which umad2sim (the ibsim
+// client library) cannot even express: it routes the replies of a management class to the last umad
+// fd that registered it.
 
 #include <array>
 #include <cstdint>

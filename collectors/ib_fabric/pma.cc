@@ -15,7 +15,7 @@ uint64_t Field64(const uint8_t* data, MAD_FIELDS field) {
 
 // Names and help follow ib_sysfs (collectors/ib_sysfs/ib_counters_parser.cc) so that a metric
 // means the same thing whichever collector produced it. Widths: IBA 1.4 Table 247 (PortCounters);
-// libibmad fields.c agrees (FIELD_NOTES §3.5).
+// libibmad fields.c agrees (collectors/ib_sysfs/README.md, "Counter widths and saturation").
 constexpr PmaCounterSpec kSpecs[] = {
     {PmaCounter::kSymbolError, "fabricmon_ib_symbol_error_total",
      "Minor link errors detected on one or more physical lanes.", Unit::kNone, 1.0, 16},
@@ -54,7 +54,7 @@ constexpr PmaCounterSpec kSpecs[] = {
      "back-pressure). Tick length is device-specific.",
      Unit::kTicks, 1.0, 32},
     // PortXmitData/PortRcvData count octets divided by 4 (IBA 16.1.3.5; perfquery(8)): bytes =
-    // value × 4, never × lanes (FIELD_NOTES §3.1).
+    // value × 4, never × lanes (collectors/ib_sysfs/README.md, "Data counters count 4-byte words").
     {PmaCounter::kXmitData, "fabricmon_ib_port_xmit_data_bytes_total",
      "Bytes transmitted on the port (data words × 4).", Unit::kBytes, 4.0, 32},
     {PmaCounter::kRcvData, "fabricmon_ib_port_rcv_data_bytes_total",

@@ -4,7 +4,8 @@
 // how to decode ClassPortInfo, PortCounters, PortCountersExtended and PortInfo payloads.
 // References: IBA 1.4 vol. 1 §16.1.3 (ClassPortInfo Table 212 CapabilityMask bits, PortCounters
 // Table 247, PortCountersExtended Table 250), §14.2.5.6 (PortInfo); libibmad fields.c for the
-// field offsets it decodes (IB_PC_*, IB_PC_EXT_*); ../shared/FIELD_NOTES.md §3.5, §4.4.
+// field offsets it decodes (IB_PC_*, IB_PC_EXT_*); collectors/ib_fabric/README.md, "Field
+// knowledge", and collectors/ib_sysfs/README.md, "Counter widths and saturation".
 //
 // Pure functions over MAD payloads (the 192 bytes after the 64-byte GS header, or the 64 bytes of
 // SMP data); they use libibmad's field table but send nothing. Thread-compatible.
@@ -23,7 +24,8 @@ inline constexpr size_t kGsDataBytes = 192;
 inline constexpr size_t kSmpDataBytes = 64;
 
 // ClassPortInfo.CapabilityMask bits of the PerfMgt class (IBA Table 212 / 16.1.3.1;
-// FIELD_NOTES §4.4). Values are host-order bit positions of the 16-bit field.
+// collectors/ib_fabric/README.md, "PMA capabilities"). Values are host-order bit positions of the
+// 16-bit field.
 inline constexpr uint16_t kCapAllPortSelect = 1u << 8;         // PortSelect=0xFF aggregates
 inline constexpr uint16_t kCapExtendedWidth = 1u << 9;         // PortCountersExtended, all fields
 inline constexpr uint16_t kCapExtendedWidthNoIetf = 1u << 10;  // ... without uni/multicast
@@ -100,7 +102,8 @@ const PmaCounterSpec& SpecOf(PmaCounter counter);
 
 // Whether `counter` exists on a PMA with `caps`, and its width there. Data and packet counters are
 // 64-bit with PortCountersExtended, else the 32-bit PortCounters ones; error counters are 64-bit
-// only with the additional extended counters (FIELD_NOTES §3.5: PortXmitWait is 32-bit otherwise).
+// only with the additional extended counters (PortXmitWait is 32-bit otherwise;
+// collectors/ib_sysfs/README.md, "XmitWait is 32-bit").
 bool CounterAvailable(PmaCounter counter, const PmaCapabilities& caps);
 uint8_t CounterWidth(PmaCounter counter, const PmaCapabilities& caps);
 

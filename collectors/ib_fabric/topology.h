@@ -124,9 +124,9 @@ std::string FormatGuid(uint64_t guid);
 // 0x/0X prefix, surrounding whitespace). nullopt otherwise.
 std::optional<uint64_t> ParseGuid(absl::string_view text);
 
-// Node descriptions come from a 64-byte MAD field: NUL padded, often with trailing spaces
-// (ibnetdiscover -p output in ../shared/fixtures shows ' 5FB0406-spine-IB02 '). Strips NULs,
-// whitespace and non-printable characters at both ends; interior bytes are kept, except that
+// Node descriptions come from a 64-byte MAD field: NUL padded, often with trailing spaces (real
+// ibnetdiscover -p captures show ' 5FB0406-spine-IB02 '; tests use the shared fixtures). Strips
+// NULs, whitespace and non-printable characters at both ends; interior bytes are kept, except that
 // control characters become spaces.
 std::string CleanDescription(absl::string_view raw);
 

@@ -35,7 +35,8 @@ constexpr PmaField kPmaFields[] = {
     {"excessive_buffer_overrun_errors", 4, "Consecutive flow-control buffer overrun periods."},
     {"vl15_dropped", 16, "Incoming VL15 (subnet management) packets dropped."},
     {"port_rcv_discards", 16, "Received packets discarded (older kernels' name)."},
-    // XmitWait is 32-bit even where the port has the extended group (FIELD_NOTES §3.5).
+    // XmitWait is 32-bit even where the port has the extended group (README.md, "XmitWait is
+    // 32-bit").
     {"port_xmit_wait", 32,
      "Ticks during which the port had data to send but no flow-control credits (congestion "
      "back-pressure). Tick length is device-specific."},
@@ -77,7 +78,7 @@ CounterSpec SpecForCounter(CounterGroup group, absl::string_view file, bool pma_
 
   if (group == CounterGroup::kHwCounters) {
     if (name == "lifespan") {
-      spec.skip = true;  // the hw_counters cache lifetime in ms, a setting (FIELD_NOTES §3.7)
+      spec.skip = true;  // the hw_counters cache lifetime in ms, a setting (README, "hw_counters")
       return spec;
     }
     const bool mlx5 = absl::StartsWith(driver, "mlx5");
@@ -107,7 +108,7 @@ CounterSpec SpecForCounter(CounterGroup group, absl::string_view file, bool pma_
 
   if (name == "port_xmit_data" || name == "port_rcv_data") {
     // PortXmitData/PortRcvData count octets divided by 4 (IBA; perfquery(8)): bytes = value × 4,
-    // never × lanes (FIELD_NOTES §3.1).
+    // never × lanes (README.md, "Data counters count 4-byte words").
     spec.metric = absl::StrCat("fabricmon_ib_", name, "_bytes_total");
     spec.help = name == "port_xmit_data" ? "Bytes transmitted on the port (data words × 4)."
                                          : "Bytes received on the port (data words × 4).";
@@ -123,7 +124,8 @@ CounterSpec SpecForCounter(CounterGroup group, absl::string_view file, bool pma_
       spec.help = absl::StrCat("Packets counted by ", file, ".");
     }
     // Without the extended group the kernel exposes the 32-bit PortCounters fields, which clamp
-    // at all ones: 2^32 × 4 B saturates in ~0.34 s at 400 Gb/s (FIELD_NOTES §3.4).
+    // at all ones: 2^32 × 4 B saturates in ~0.34 s at 400 Gb/s (README.md, "Which counter group
+    // the kernel exposes").
     spec.width_bits = pma_extended ? 64 : 32;
     spec.overflow = Overflow::kSaturates;
     return spec;

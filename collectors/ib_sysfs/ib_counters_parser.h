@@ -2,7 +2,7 @@
 
 // Pure mapping from kernel file names and contents to fabricmon series semantics for
 // /sys/class/infiniband. Hardware facts are cited at the line that encodes them; see
-// ../shared/FIELD_NOTES.md §3 and §4.1–4.2.
+// collectors/ib_sysfs/README.md, "Field knowledge".
 
 #include <cstdint>
 #include <string>

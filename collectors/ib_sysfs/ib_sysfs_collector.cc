@@ -43,7 +43,8 @@ struct Candidate {
 // PortCountersExtended). The kernel's pma_group_noietf (ClassPortInfo EXT_WIDTH_NOIETF, e.g.
 // hfi1) has 64-bit data and packet counters without the unicast/multicast files, so a value above
 // 2^32 - 1 proves the inference wrong: widen rather than export a raw value the series declares
-// impossible (FIELD_NOTES §3.4). Only the PMA traffic counters have this ambiguity.
+// impossible (README.md, "Which counter group the kernel exposes"). Only the PMA traffic counters
+// have this ambiguity.
 bool IsLegacyTraffic(const SeriesDesc& series) {
   return series.width_bits == 32 && series.overflow == Overflow::kSaturates &&
          (series.unit == Unit::kBytes || series.unit == Unit::kPackets);
@@ -160,7 +161,7 @@ absl::StatusOr<IbSysfsCollector::Device> IbSysfsCollector::DiscoverDevice(
   Device device;
   device.name = name;
   // Identify the driver by the device/driver link, never by the device name: systemd renames
-  // HCAs (FIELD_NOTES §3.22).
+  // HCAs (README.md, "Devices are found by driver, not by name").
   absl::StatusOr<std::string> driver = ReadLinkBasename(JoinPath(dir, "device/driver"));
   inventory.set_name(name);
   inventory.set_driver(driver.ok() ? *driver : "");

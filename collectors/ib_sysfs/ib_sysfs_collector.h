@@ -6,8 +6,8 @@
 //
 // Cost model: Discover() opens every counter file once and keeps the descriptor; Collect() is one
 // pread(2) + parse per value. A file that answered EINVAL (firmware-restricted PFs log a kernel
-// error on every read, FIELD_NOTES §3.20) or "N/A (no PMA)" is not read again until the next
-// discovery.
+// error on every read: README.md, "Firmware-restricted functions") or "N/A (no PMA)" is not read
+// again until the next discovery.
 
 #include <memory>
 #include <string>

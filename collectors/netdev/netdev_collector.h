@@ -5,8 +5,9 @@
 // node-wide TCP counters from <procfs_root>/net/snmp and <procfs_root>/net/netstat.
 //
 // Why: the aggregator's TCP-fallback detector compares kernel-stack bytes with RDMA bytes on the
-// same node (FIELD_NOTES §5). fabricmon_netdev_info{kind} says which netdevs are RDMA-capable
-// Ethernet (RoCE), IPoIB, loopback, virtual or plain Ethernet; counters carry only {netdev} so
+// same node (collectors/netdev/README.md, "The RDMA→TCP fallback signature").
+// fabricmon_netdev_info{kind} says which netdevs are RDMA-capable Ethernet (RoCE), IPoIB,
+// loopback, virtual or plain Ethernet; counters carry only {netdev} so
 // their series stay stable if a netdev's classification changes. Loopback and virtual netdevs
 // are exported like the rest (node_exporter does the same) and consumers filter on kind; use
 // netdev.netdevs.exclude to stop reading them (e.g. "lo|veth.*|cali.*" on Kubernetes nodes).
@@ -15,7 +16,8 @@
 // descriptor; Collect() is one pread(2) + parse per value, one directory listing of class/net
 // (to notice netdevs that vanish, appear or are renamed) and one read of each /proc/net file.
 // `speed` is the exception: reading it calls the driver's get_link_ksettings, which on mlx5 is a
-// firmware command (FIELD_NOTES §3.26; restricted PFs log a kernel error per call, §3.20), so it
+// firmware command (restricted PFs log a kernel error per call; collectors/netdev/README.md,
+// "speed is a firmware query on mlx5"), so it
 // is read at discovery and then only when carrier_changes or operstate moved since the previous
 // cycle — a speed change always comes with a link renegotiation. (A bond's speed can change when
 // one slave drops while the bond stays up; it is refreshed at the next discovery.)

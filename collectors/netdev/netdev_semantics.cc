@@ -9,7 +9,8 @@ namespace {
 
 // Kernel Documentation/ABI/testing/sysfs-class-net-statistics, condensed. rx_bytes/tx_bytes are
 // what the kernel stack (and drivers' software paths) moved: on RoCE NICs RDMA traffic bypasses
-// them (FIELD_NOTES §3.15), which is exactly why they reveal an RDMA→TCP fallback.
+// them (collectors/netdev/README.md, "Kernel bytes exclude RDMA"), which is exactly why they
+// reveal an RDMA→TCP fallback.
 struct KnownStatistic {
   absl::string_view file;
   absl::string_view help;

@@ -94,7 +94,7 @@ inline constexpr nvmlEnableState_t NVML_FEATURE_DISABLED = 0;
 inline constexpr nvmlEnableState_t NVML_FEATURE_ENABLED = 1;
 
 // nvml.h: `typedef enum nvmlNvLinkErrorCounter_enum {...} nvmlNvLinkErrorCounter_t;`
-// (FIELD_NOTES §4.6).
+// (collectors/nvml/README.md, "NVLink error counters").
 using nvmlNvLinkErrorCounter_t = int;
 inline constexpr nvmlNvLinkErrorCounter_t NVML_NVLINK_ERROR_DL_REPLAY = 0;  // data link TX replays
 inline constexpr nvmlNvLinkErrorCounter_t NVML_NVLINK_ERROR_DL_RECOVERY = 1;  // link recoveries
@@ -104,8 +104,8 @@ inline constexpr nvmlNvLinkErrorCounter_t NVML_NVLINK_ERROR_DL_ECC_DATA = 4;  //
 inline constexpr nvmlNvLinkErrorCounter_t NVML_NVLINK_ERROR_COUNT = 5;
 
 // nvml.h: NVML_NVLINK_MAX_LINKS, which grew with the GPU generations (6, 12, 18) and is 36 in
-// API 13 (FIELD_NOTES §4.6). Only an upper bound for the probe loop: the real count is found by
-// asking until the driver answers NOT_SUPPORTED or INVALID_ARGUMENT.
+// API 13 (collectors/nvml/README.md, "Link count"). Only an upper bound for the probe loop: the
+// real count is found by asking until the driver answers NOT_SUPPORTED or INVALID_ARGUMENT.
 inline constexpr unsigned int NVML_NVLINK_MAX_LINKS = 36;
 
 // nvml.h: `typedef enum nvmlValueType_enum {...} nvmlValueType_t;`
@@ -130,8 +130,8 @@ union nvmlValue_t {
 };
 
 // nvml.h: nvmlFieldValue_t. The caller sets fieldId and scopeId (the NVLink id for per-link
-// fields, FIELD_NOTES §3.18); NVML fills the rest. nvmlReturn is per value and must be checked
-// before value is read: it is undefined unless NVML_SUCCESS.
+// fields; collectors/nvml/README.md, "Field values and scopeId"); NVML fills the rest. nvmlReturn
+// is per value and must be checked before value is read: it is undefined unless NVML_SUCCESS.
 struct nvmlFieldValue_t {
   unsigned int fieldId;
   unsigned int scopeId;
@@ -142,7 +142,8 @@ struct nvmlFieldValue_t {
   nvmlValue_t value;
 };
 
-// nvml.h NVML_FI_DEV_* field ids (FIELD_NOTES §4.7). Per-link with scopeId = link; NVLink5
+// nvml.h NVML_FI_DEV_* field ids (collectors/nvml/README.md, "Blackwell (NVLink5) counters").
+// Per-link with scopeId = link; NVLink5
 // (Blackwell) and later only — earlier GPUs answer NOT_SUPPORTED per value.
 inline constexpr unsigned int NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_SUCCESSFUL_EVENTS = 213;
 inline constexpr unsigned int NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS = 214;

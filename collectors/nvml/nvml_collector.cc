@@ -45,7 +45,8 @@ struct ErrorCounterSpec {
   int counter;  // nvmlNvLinkErrorCounter_t
   const char* type;
 };
-// FIELD_NOTES §4.6: the five nvmlNvLinkErrorCounter_t values before NVML_NVLINK_ERROR_COUNT.
+// The five nvmlNvLinkErrorCounter_t values before NVML_NVLINK_ERROR_COUNT (nvml.h;
+// collectors/nvml/README.md, "NVLink error counters").
 constexpr ErrorCounterSpec kErrorCounters[] = {
     {abi::NVML_NVLINK_ERROR_DL_REPLAY, "replay"},
     {abi::NVML_NVLINK_ERROR_DL_RECOVERY, "recovery"},
@@ -60,8 +61,9 @@ struct FieldSpec {
   const char* help;
   const char* outcome;  // extra "outcome" label, or null
 };
-// FIELD_NOTES §4.7 and §3.18: per-link with scopeId = link id; ids 161–163 (DL_*) are gone on
-// Blackwell, where these take over (§5 "Link flaps": Δ FAILED_EVENTS is the NVLink5 flap edge).
+// Per-link with scopeId = link id; ids 161–163 (DL_*) are gone on Blackwell, where these take
+// over (Δ FAILED_EVENTS is the NVLink5 flap edge). collectors/nvml/README.md, "Blackwell
+// (NVLink5) counters" and "Link flaps".
 constexpr FieldSpec kFieldSpecs[] = {
     {abi::NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_SUCCESSFUL_EVENTS,
      "fabricmon_nvlink_recovery_events_total", kNvLinkRecoveryHelp, "successful"},
@@ -521,7 +523,7 @@ void NvmlCollector::CollectGpu(Gpu& gpu, SampleSink& sink) {
       if (result == abi::NVML_SUCCESS) {
         sink.Add(counter.series, value);
       } else if (result == abi::NVML_ERROR_NOT_SUPPORTED) {
-        // e.g. DL counters on Blackwell (FIELD_NOTES §3.18), ECC on generations without it.
+        // e.g. DL counters on Blackwell (collectors/nvml/README.md), ECC on generations without it.
         counter.supported = false;
         ++gpu.unsupported_queries;
       } else if (HandleFailure(gpu, result, "nvmlDeviceGetNvLinkErrorCounter", &sink)) {
@@ -549,7 +551,7 @@ void NvmlCollector::CollectFieldValues(Gpu& gpu, SampleSink& sink) {
       }
       abi::nvmlFieldValue_t value{};
       value.fieldId = field.field_id;
-      value.scopeId = link.index;  // FIELD_NOTES §3.18: scopeId carries the link id
+      value.scopeId = link.index;  // per-link fields: scopeId carries the link id
       request.push_back(value);
       targets.push_back(&field);
     }

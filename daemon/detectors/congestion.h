@@ -4,9 +4,9 @@
 //
 // Per port:
 //   IB: a port whose XmitWait grows has data to send but no credits from its peer: back-pressure.
-//   Tick length is device-specific (FIELD_NOTES §3.8), so we use a unit-free ratio over the last
-//   interval: wait = ΔXmitWait / (ΔXmitWait + ΔXmitData words). A blocked port tends to 1, a busy
-//   healthy one to 0.
+//   Tick length is device-specific (collectors/ib_sysfs/README.md, "XmitWait ticks are
+//   device-specific"), so we use a unit-free ratio over the last interval: wait = ΔXmitWait /
+//   (ΔXmitWait + ΔXmitData words). A blocked port tends to 1, a busy healthy one to 0.
 //   RoCE: rate(pause duration) is the fraction of time paused. direction=rx: the peer paused us
 //   (we wait on it); direction=tx: we paused the peer (we are the slow receiver).
 //

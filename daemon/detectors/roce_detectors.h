@@ -3,10 +3,11 @@
 // RoCE lossless-Ethernet health:
 //  - pause_storm: a port paused (or pausing) for nearly all of several consecutive intervals, or
 //    the NIC's own pause-storm events (tx_pause_storm_warning/error: past the minor/critical
-//    watermark; at critical the NIC stops sending pause and drops, FIELD_NOTES §3.13).
+//    watermark; at critical the NIC stops sending pause and drops; collectors/ethtool/README.md,
+//    "Pause storms").
 //  - ecn_misconfigured: rp_cnp_ignored rising (CNPs arrive but the reaction point is disabled),
 //    or heavy PFC while no packet is ECN-marked and no CNP is sent or handled (ECN thresholds not
-//    engaging: PFC does all the work, FIELD_NOTES §3.16).
+//    engaging: PFC does all the work; collectors/ib_sysfs/README.md, "ECN and CNP counters").
 
 #include <map>
 

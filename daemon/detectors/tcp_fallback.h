@@ -3,7 +3,8 @@
 // TCP fallback: a node whose inter-node traffic goes through the kernel (netdev bytes on
 // Ethernet or IPoIB) while its RDMA bytes stay near zero — during GPU activity, or while the
 // other nodes move RDMA traffic. That is what a job that silently fell back from NCCL's IB/RoCE
-// transport to sockets looks like from the counters (FIELD_NOTES §5).
+// transport to sockets looks like from the counters (collectors/netdev/README.md, "The RDMA→TCP
+// fallback signature").
 //
 // RDMA bytes: RoCE vport RDMA bytes where the ethtool collector has them, else the HCA port data
 // counters (on RoCE those count RDMA only; on IB they include IPoIB, which is subtracted).

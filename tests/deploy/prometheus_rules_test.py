@@ -5,8 +5,8 @@
   * `promtool check config deploy/prometheus/scrape.yml` (a complete prometheus.yml whose relative
     rule_files loads rules.yml)
   * `promtool test rules tests/deploy/rules_test.yml tests/deploy/rules_days_test.yml`: firing
-    and non-firing cases with full labels and annotations (FIELD_NOTES 34: a never-cabled port
-    never alerts).
+    and non-firing cases with full labels and annotations ("ever connected" gating: a
+    never-cabled port never alerts).
   * The metric contract: every metric selected in an expression or in an annotation's query is
     one of the names the exporters and the coming detectors promise (CONTRACT below).
   * Every alert has severity critical|warning|info, a summary and a description, and at least one

@@ -2,7 +2,7 @@
 // of a captured 8×H100 sysfs tree whose counters keep moving, and the StreamClient) streams over
 // real gRPC to a real aggregator (TelemetryService, DiagnosticsService, MetricsExporter behind a
 // prometheus Exposer that the tests scrape over HTTP). Every test runs twice, over an in-process
-// channel and over loopback TCP (gRPC's own pattern, see STYLE.md (d)).
+// channel and over loopback TCP (gRPC's own end-to-end test pattern).
 //
 // No test asserts a duration: they wait (bounded) for states, so a loaded machine makes them
 // slower, not flaky.

@@ -4,8 +4,9 @@
 //   FABRICMON_EINVAL_PATHS   colon-separated substrings. read/pread/pread64 (and their _chk
 //                            variants) on a file whose path contains one of them fail with EINVAL:
 //                            what a firmware-restricted ConnectX-7 PF answers for every counter
-//                            file (the PMA MAD / ACCESS_REG behind the read fails, FIELD_NOTES
-//                            §3.3, §3.20).
+//                            file (the PMA MAD / ACCESS_REG behind the read fails;
+//                            collectors/ib_sysfs/README.md, "Every counters/ read is a
+//                            firmware MAD" and "Firmware-restricted functions").
 //   FABRICMON_EINVAL_LOG     file to which the path of every read failed with EINVAL is appended
 //                            (one line each), so a test can count how often a refused file was
 //                            asked.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fabric sweep benchmark: fabricmon's ib_fabric collector vs. ibqueryerrors (infiniband-diags) on
-# the same ibsim fabric, in the same run, interleaved (../../../../shared/DESIGN.md, "Performance
-# targets": absolute times drift on shared machines, the ratio counts).
+# the same ibsim fabric, in the same run, interleaved: absolute times drift on shared machines,
+# the ratio counts (target: at least 3× faster per sweep in steady state).
 #
 #   tests/bench/ib_fabric/sweep_bench.sh [--build DIR] [--spines N] [--leaves N] [--hcas N]
 #                                        [--rounds N]

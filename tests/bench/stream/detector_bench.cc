@@ -1,6 +1,6 @@
 // fabricmon_detector_bench: the cost of one DetectionEngine::Tick() with every detector on, per
-// series evaluated, against the streaming ingest target (../shared/DESIGN.md "Performance
-// targets": 5 M samples/s per core, i.e. 200 ns per sample).
+// series evaluated, against the streaming ingest target (5 M samples/s per core, i.e. 200 ns per
+// sample).
 //
 // Setup per size N: N DGX-class nodes (the ib_sysfs series of the gpud-h100 fixture, about 500
 // series each, "mixed" counter motion) attached to a SeriesStore, two batches each so rates

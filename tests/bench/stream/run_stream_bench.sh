@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the streaming benchmarks of ../shared/DESIGN.md "Performance targets" (aggregator ingest,
+# Runs the streaming benchmarks of the README's "Benchmarks" section (aggregator ingest,
 # wire size, memory per series, reconnect after restart, /metrics exposition), each bounded in
 # time (about 4 minutes in all on a 2-core machine).
 #

@@ -156,7 +156,7 @@ TEST_F(EthtoolAllCapturesTest, Kernel515CongestedNicExactValues) {
   EXPECT_EQ(Raw(samples_, "fabricmon_roce_phy_pause_ctrl_frames_total",
                 {{"netdev", n}, {"direction", "tx"}}),
             5745055u);
-  // Three byte accountings (FIELD_NOTES §3.15).
+  // Three byte accountings (collectors/ethtool/README.md).
   EXPECT_EQ(
       Raw(samples_, "fabricmon_roce_kernel_bytes_total", {{"netdev", n}, {"direction", "rx"}}),
       20031246044u);
@@ -208,7 +208,7 @@ TEST_F(EthtoolAllCapturesTest, PciSignalIntegrityAndStallGauges) {
     const RecordedSample* stalled = FindSample(
         samples_, "fabricmon_roce_pcie_outbound_stalled_ratio", {{"netdev", n}, {"operation", op}});
     ASSERT_NE(stalled, nullptr) << op;
-    EXPECT_EQ(stalled->series.type, MetricType::kGauge);  // FIELD_NOTES §3.14
+    EXPECT_EQ(stalled->series.type, MetricType::kGauge);  // percent of the last second
     EXPECT_EQ(stalled->series.unit, Unit::kRatio);
     EXPECT_EQ(stalled->raw_value, 0u);
     const RecordedSample* events =
@@ -239,7 +239,7 @@ TEST_F(EthtoolAllCapturesTest, Ubuntu1804FullDump) {
   EXPECT_EQ(Raw(samples_, "fabricmon_roce_pfc_pause_transitions_total",
                 {{"netdev", n}, {"direction", "rx"}, {"priority", "global"}}),
             0u);
-  // link_down_events_phy is the one 32-bit counter (FIELD_NOTES §3.9).
+  // link_down_events_phy is the one 32-bit counter (collectors/ethtool/README.md).
   const RecordedSample* link_down =
       FindSample(samples_, "fabricmon_roce_link_down_events_total", {{"netdev", n}});
   ASSERT_NE(link_down, nullptr);
@@ -301,7 +301,7 @@ TEST_F(EthtoolAllCapturesTest, TruncatedByteps) {
   EXPECT_THAT(FamilySamples(samples_, "fabricmon_roce_prio_bytes_total", "bpbefore"), SizeIs(16));
 }
 
-// --- Key-set changes (FIELD_NOTES §3.12) ---
+// --- Key-set changes (collectors/ethtool/README.md, "The key set depends on configuration") ---
 
 class EthtoolKeySetTest : public ::testing::Test {
  protected:

@@ -64,8 +64,8 @@ TEST(EthtoolTextTest, SettingsDumpIsNotAStatisticsCapture) {
 }
 
 TEST(EthtoolTextTest, KeepsTrailingSpaceOfKernelStringForNormalisation) {
-  // One mlx5 en_stats.c copy has "tx_pause_storm_warning_events " (FIELD_NOTES §3.13); ethtool
-  // prints it as "name : value".
+  // One mlx5 en_stats.c version has "tx_pause_storm_warning_events " (collectors/ethtool/
+  // README.md, "Trailing-space keys"); ethtool prints it as "name : value".
   auto parsed = ParseEthtoolStatsText("     tx_pause_storm_warning_events : 7\n");
   FABRICMON_ASSERT_OK(parsed);
   ASSERT_THAT(parsed->stats, ElementsAre(Stat("tx_pause_storm_warning_events ", 7)));

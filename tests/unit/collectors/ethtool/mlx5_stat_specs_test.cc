@@ -22,13 +22,13 @@ TEST(Mlx5StatSpecsTest, PerPriorityPause) {
   ASSERT_TRUE(duration.has_value());
   EXPECT_EQ(duration->metric, "fabricmon_roce_pfc_pause_duration_seconds_total");
   EXPECT_EQ(duration->unit, Unit::kSeconds);
-  EXPECT_DOUBLE_EQ(duration->scale, 1e-6);  // FIELD_NOTES §3.10: µs
+  EXPECT_DOUBLE_EQ(duration->scale, 1e-6);  // the driver counts µs
   EXPECT_THAT(duration->labels, ElementsAre(Pair("direction", "tx"), Pair("priority", "7")));
 
   auto transition = Mlx5StatSpec("rx_prio0_pause_transition");
   ASSERT_TRUE(transition.has_value());
   EXPECT_EQ(transition->metric, "fabricmon_roce_pfc_pause_transitions_total");
-  // RX only in mlx5 (FIELD_NOTES §3.11): a tx spelling is not a known counter.
+  // RX only in mlx5 (collectors/ethtool/README.md): a tx spelling is not a known counter.
   EXPECT_FALSE(Mlx5StatSpec("tx_prio0_pause_transition").has_value());
 }
 
@@ -53,7 +53,7 @@ TEST(Mlx5StatSpecsTest, PriorityOutOfRangeIsNotTyped) {
 TEST(Mlx5StatSpecsTest, Widths) {
   auto link_down = Mlx5StatSpec("link_down_events_phy");
   ASSERT_TRUE(link_down.has_value());
-  EXPECT_EQ(link_down->width_bits, 32);  // FIELD_NOTES §3.9
+  EXPECT_EQ(link_down->width_bits, 32);  // the one 32-bit mlx5 ethtool counter
   auto discards = Mlx5StatSpec("rx_discards_phy");
   ASSERT_TRUE(discards.has_value());
   EXPECT_EQ(discards->width_bits, 64);
@@ -62,7 +62,7 @@ TEST(Mlx5StatSpecsTest, Widths) {
 TEST(Mlx5StatSpecsTest, PciStallIsAGaugeRatio) {
   auto stalled = Mlx5StatSpec("outbound_pci_stalled_wr");
   ASSERT_TRUE(stalled.has_value());
-  EXPECT_EQ(stalled->type, MetricType::kGauge);  // FIELD_NOTES §3.14
+  EXPECT_EQ(stalled->type, MetricType::kGauge);  // percent of the last second
   EXPECT_EQ(stalled->unit, Unit::kRatio);
   EXPECT_DOUBLE_EQ(stalled->scale, 0.01);
   auto events = Mlx5StatSpec("outbound_pci_stalled_wr_events");

@@ -43,7 +43,7 @@ TEST(PmaTest, WidthsFollowCapabilities) {
   const PmaCapabilities ext{kCapExtendedWidth | kCapXmitWait, 0};
   const PmaCapabilities noietf{kCapExtendedWidthNoIetf, 0};
   const PmaCapabilities addl{kCapExtendedWidth | kCapXmitWait, kCap2AdditionalExtended};
-  // FIELD_NOTES §3.5: LinkDowned 8, SymbolError 16, XmitWait 32 unless the additional counters.
+  // IBA PortCounters: LinkDowned 8, SymbolError 16, XmitWait 32 unless the additional counters.
   EXPECT_EQ(CounterWidth(PmaCounter::kLinkDowned, ext), 8);
   EXPECT_EQ(CounterWidth(PmaCounter::kSymbolError, ext), 16);
   EXPECT_EQ(CounterWidth(PmaCounter::kLocalLinkIntegrityErrors, ext), 4);

@@ -17,7 +17,7 @@ using ib_sysfs_testing::PmaFile;
 using ib_sysfs_testing::PmaFiles;
 
 // ---------------------------------------------------------------------------------------------
-// counters/ (PMA): every file of FIELD_NOTES §4.1, in both groups.
+// counters/ (PMA): every file the kernel's sysfs.c defines, in both groups.
 
 // (file, extended group?) for every file in every group it exists in (unicast/multicast only in
 // the extended group).
@@ -125,7 +125,7 @@ INSTANTIATE_TEST_SUITE_P(
                 Unit::kPackets, 1}));
 
 // ---------------------------------------------------------------------------------------------
-// hw_counters/: widths by driver (FIELD_NOTES §3.6, §4.2).
+// hw_counters/: widths by driver (collectors/ib_sysfs/README.md, "hw_counters").
 
 struct HwCase {
   const char* driver;

@@ -24,7 +24,7 @@ namespace fabricmon::collectors::ib_sysfs_testing {
 namespace fs = std::filesystem;
 
 const std::vector<PmaFile>& PmaFiles() {
-  // FIELD_NOTES §4.1 / IBA PortCounters, PortCountersExtended.
+  // IBA PortCounters, PortCountersExtended; kernel drivers/infiniband/core/sysfs.c.
   static const auto* files = new std::vector<PmaFile>{
       {"symbol_error", "fabricmon_ib_symbol_error_total", 16, false, false, Unit::kNone, 1},
       {"link_error_recovery", "fabricmon_ib_link_error_recovery_total", 8, false, false,
@@ -48,9 +48,9 @@ const std::vector<PmaFile>& PmaFiles() {
       {"VL15_dropped", "fabricmon_ib_vl15_dropped_total", 16, false, false, Unit::kNone, 1},
       {"port_rcv_discards", "fabricmon_ib_port_rcv_discards_total", 16, false, false, Unit::kNone,
        1},
-      // 32-bit in every group (PortCounters offset 320), FIELD_NOTES §3.5.
+      // 32-bit in every group (PortCounters offset 320).
       {"port_xmit_wait", "fabricmon_ib_port_xmit_wait_total", 32, false, false, Unit::kTicks, 1},
-      // Octets / 4 (FIELD_NOTES §3.1).
+      // Octets / 4 (IBA PortXmitData/PortRcvData).
       {"port_xmit_data", "fabricmon_ib_port_xmit_data_bytes_total", 32, true, false, Unit::kBytes,
        4},
       {"port_rcv_data", "fabricmon_ib_port_rcv_data_bytes_total", 32, true, false, Unit::kBytes, 4},

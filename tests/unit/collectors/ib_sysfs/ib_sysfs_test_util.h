@@ -2,7 +2,8 @@
 
 // Helpers shared by the ib_sysfs collector tests: generated trees (tests/sim/gen_sysfs_tree.py),
 // collector construction, sample lookup, and an independent table of the PMA counter files (the
-// tests' own statement of FIELD_NOTES §4.1, not derived from the code under test).
+// tests' own statement of the IBA / kernel sysfs.c counter table, not derived from the code
+// under test).
 
 #include <cstdint>
 #include <memory>

@@ -499,7 +499,7 @@ TEST_F(NvmlStandinTest, UnsupportedUtilizationIsRememberedUntilRediscovery) {
 // ---- NVLink5 field values -----------------------------------------------------------------
 
 TEST_F(NvmlStandinTest, NvLink5FieldValuesWithPerValueNotSupported) {
-  // A Blackwell-like GPU: no DL error counters (FIELD_NOTES §3.18), NVLink5 fields per link.
+  // A Blackwell-like GPU: no DL error counters (collectors/nvml/README.md); NVLink5 per link.
   // Link 0 has all five; link 1 only the recovery counters (effective/symbol answer
   // NOT_SUPPORTED per value); link 2's symbol errors answer INVALID_ARGUMENT (an older driver
   // for a newer field id); link 3's effective errors fail transiently (UNKNOWN, 999).
@@ -566,7 +566,7 @@ TEST_F(NvmlStandinTest, NvLink5FieldValuesWithPerValueNotSupported) {
   ClearCallLog();
   values = ByKey(CollectOnce(*collector));
   EXPECT_THAT(CallLog(), Contains("nvmlDeviceGetFieldValues 0 17"));
-  EXPECT_EQ(values.at(recovery(0, "failed")), 2u);  // the flap edge (FIELD_NOTES §5)
+  EXPECT_EQ(values.at(recovery(0, "failed")), 2u);  // the flap edge
   EXPECT_EQ(values.count(effective(1)), 0u);
   EXPECT_EQ(values.count(symbol(2)), 0u);
   EXPECT_EQ(values.at(effective(3)), 6u);
