@@ -189,7 +189,7 @@ class Harness:
                           "%s's ib_fabric collector over umad2sim" %
                           (len(self.cluster.switches), time.time() - t, self.cluster.nodes[0].name))
         ib.healthy_traffic(self.cluster)
-        self.sim.switch_hooks.append(ib.advance)
+        ib.start_stepping()  # its own thread: see ibsim.py on why not the playback loop
 
     def _sweeper_host(self):
         return self.cluster.nodes[0].ports[0].ibsim_id
@@ -349,7 +349,10 @@ class Harness:
             return r.read().decode(errors="replace")
 
     def dead_processes(self):
-        return [(name, p.returncode) for name, p in self.procs if p.poll() is not None]
+        dead = [(name, p.returncode) for name, p in self.procs if p.poll() is not None]
+        if self.ibsim is not None and self.ibsim.step_error is not None:
+            dead.append(("ibsim counter steps", self.ibsim.step_error))
+        return dead
 
     def wait_ready(self, timeout=30):
         """Until every node's agent streams and a few samples of each have arrived."""
@@ -488,6 +491,7 @@ def play(harness, scenario, baseline_s=3.0, poll_s=0.25, tick_s=0.2, out=print):
 
     # Recently cleared findings too: a false finding that came and went between two polls.
     note(harness.findings(include_cleared=True))
+
     return evaluate(harness, scenario, ctx, expectations, seen, full, visible_ns,
                     fault_start_ns, interval_s, step_log)
 
