@@ -123,23 +123,27 @@ class Ibsim:
             raise RuntimeError("ibsim rejected %r: %s" % (commands, reply.strip()[:500]))
         return reply
 
-    def perf_set(self, switch, port, field, value):
-        self.console('PerformanceSet "%s"[%d] %s=%d' % (switch, port, field, value))
-
     # -------------------------------------------------------------------------------------
     # Switch counters the scenarios drive.
 
-    def bump_link_downed(self, switch, port):
-        """The switch end of a cable that went down: LinkDownedCounter +1 (8 bits, saturates)."""
+    def _link_downed_command(self, switch, port):
         value = min(255, self.link_downed.get((switch, port), 0) + 1)
         self.link_downed[(switch, port)] = value
-        self.perf_set(switch, port, "PortCounters.LinkDownedCounter", value)
+        return 'PerformanceSet "%s"[%d] PortCounters.LinkDownedCounter=%d' % (switch, port, value)
+
+    def bump_link_downed(self, switch, port):
+        """The switch end of a cable that went down: LinkDownedCounter +1 (8 bits, saturates)."""
+        with self._lock:
+            self.console(self._link_downed_command(switch, port))
 
     def cable_down(self, switch, port):
         """The cable at a switch port goes down: Unlink (both ports Down/Polling in ibsim) and
-        LinkDownedCounter +1 on the switch port."""
-        self.console('Unlink "%s"[%d]' % (switch, port))
-        self.bump_link_downed(switch, port)
+        LinkDownedCounter +1 on the switch port, in one go: on hardware the counter counts the
+        link going down, so no sweep may see the port Down with its counter not yet moved (the
+        flap detector would count the state change and the counter's rise as two events)."""
+        with self._lock:
+            self._run_file_locked("cable.cmds", ['Unlink "%s"[%d]' % (switch, port),
+                                                 self._link_downed_command(switch, port)])
 
     def cable_up(self, switch, port):
         """ReLink, then one opensm sweep: a relinked port stays in Initialize until an SM arms
@@ -249,11 +253,16 @@ class Ibsim:
             commands.append('PerformanceSet "%s"[%d] PortCounters.PortXmitWait=%d'
                             % (switch, port, c["wait"]))
         if commands:
-            # ibsim runs the file when it reads this line, in one pass of its loop: between two
-            # MADs, never during one. Relative to ibsim's directory (its console line is short).
-            with open(os.path.join(self.dir, "step.cmds"), "w") as f:
-                f.write("".join(c + "\n" for c in commands))
-            self._console_locked(("!step.cmds",), 5.0)
+            self._run_file_locked("step.cmds", commands)
+
+    def _run_file_locked(self, name, commands):
+        """Runs `commands` as one console line (`!name`): ibsim runs the file when it reads that
+        line, in one pass of its loop, so no MAD is answered between two of them. The file is
+        in ibsim's directory and named relative to it (ibsim reads console lines of up to 127
+        characters)."""
+        with open(os.path.join(self.dir, name), "w") as f:
+            f.write("".join(c + "\n" for c in commands))
+        self._console_locked(("!" + name,), 5.0)
 
     def stop(self):
         self._stepping.set()
