@@ -14,6 +14,11 @@ harness. On the playback loop they came every 200 ms only when nothing else ran:
 than the 0.5 s sweep interval, and such straddled intervals raised false congestion findings
 (the incast_congestion_ibsim flake). One line per step also means no MAD sees half of a step.
 
+Clients (opensm, the sweeping agent) reach the simulator through LD_PRELOAD=libumad2sim.so with
+IBSIM_SOCKNAME naming this simulator's socket (unique per instance, so runs never share one) and
+SIM_HOST naming the node they attach to. umad2sim writes a fake sysfs into the client's working
+directory, so each client runs in a directory of its own.
+
 Python 3 standard library only.
 """
 
