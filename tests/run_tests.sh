@@ -9,7 +9,5 @@ BUILD_DIR=${FABRICMON_BUILD_DIR:-build}
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD_DIR" --parallel "$(nproc)"
 cd "$BUILD_DIR"
-# A test that fails is run once more before the run counts it failed: the scenario tests time
-# real daemons against ibsim on a shared 2-core machine, and a rare timing race there (see
-# tests/scenarios/README.md, "Known flakes") must not hide the rest. Both attempts are in the log.
-ctest --output-on-failure --timeout 300 -j "$(nproc)" --repeat until-pass:2 "$@"
+# No rerun: a test that fails once fails the run, so an intermittent bug is seen.
+ctest --output-on-failure --timeout 300 -j "$(nproc)" "$@"

@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -189,7 +190,7 @@ class Harness:
                           "%s's ib_fabric collector over umad2sim" %
                           (len(self.cluster.switches), time.time() - t, self.cluster.nodes[0].name))
         ib.healthy_traffic(self.cluster)
-        self.sim.switch_hooks.append(ib.advance)
+        ib.start_stepping()  # its own thread: see ibsim.py on why not the playback loop
 
     def _sweeper_host(self):
         return self.cluster.nodes[0].ports[0].ibsim_id
@@ -349,7 +350,10 @@ class Harness:
             return r.read().decode(errors="replace")
 
     def dead_processes(self):
-        return [(name, p.returncode) for name, p in self.procs if p.poll() is not None]
+        dead = [(name, p.returncode) for name, p in self.procs if p.poll() is not None]
+        if self.ibsim is not None and self.ibsim.step_error is not None:
+            dead.append(("ibsim counter steps", self.ibsim.step_error))
+        return dead
 
     def wait_ready(self, timeout=30):
         """Until every node's agent streams and a few samples of each have arrived."""
@@ -418,6 +422,44 @@ def _finding_key(f):
     return f.get("id")
 
 
+class Ticker:
+    """Advances the counter model (host files) every `tick_s` from a thread of its own.
+
+    The collectors read a port's counters one file at a time, so a tick that lands between two
+    of those reads gives that sample one file from after the tick and one from before. Harmless
+    while every sampling interval holds several ticks; but when ticks ran on the playback loop
+    they waited behind each `fabricmon findings` poll (~0.35 s on a loaded 2-core machine) and
+    fell up to 0.55 s apart, so a 0.5 s interval could hold none: wait without data, a busy
+    healthy HCA "waiting 100 % of the time". Scenario steps take `lock` so that a tick never sees
+    half a fault (and a step's "visible" stamp stays after its change)."""
+
+    def __init__(self, sim, tick_s):
+        self.sim = sim
+        self.tick_s = tick_s
+        self.lock = threading.Lock()
+        self.error = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sim-ticks", daemon=True)
+
+    def start(self):
+        self._thread.start()
+
+    def _run(self):
+        while True:
+            try:
+                with self.lock:
+                    self.sim.tick(time.time())
+            except OSError as e:
+                self.error = "counter ticks stopped: %s" % e
+                return
+            if self._stop.wait(self.tick_s):
+                return
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
 def play(harness, scenario, baseline_s=3.0, poll_s=0.25, tick_s=0.2, out=print):
     """Plays `scenario` on a started, ready harness. Returns the result dict."""
     ctx = Context(harness)
@@ -435,9 +477,9 @@ def play(harness, scenario, baseline_s=3.0, poll_s=0.25, tick_s=0.2, out=print):
     last_visible = fault_start + max([s.at for s in steps if s.visible] or [0.0])
     hard_end = last_visible + scenario.observe_s + 2 * interval_s + 4.0
     found_all_at = None
-    next_tick = start
     next_poll = start
     pending = list(steps)
+    ticker = Ticker(harness.sim, tick_s)
 
     def note(findings):
         for f in findings:
@@ -453,41 +495,47 @@ def play(harness, scenario, baseline_s=3.0, poll_s=0.25, tick_s=0.2, out=print):
                 any(e.matches(f) for f in full.values()) for e in expectations):
             found_all_at = time.monotonic()
 
-    while True:
-        now = time.monotonic()
-        if now >= next_tick:
-            harness.sim.tick(time.time())
-            next_tick = max(next_tick + tick_s, now)
-        while pending and fault_start + pending[0].at <= now:
-            step = pending.pop(0)
-            if fault_start_ns is None:
-                fault_start_ns = time.time_ns()
-            step.action(ctx)
-            harness.sim.flush()
-            stamp = time.time_ns()
-            if step.visible and visible_ns is None:
-                visible_ns = stamp
-            step_log.append((stamp, step.label, step.visible))
-        if now >= next_poll:
-            poll()
-            next_poll = time.monotonic() + poll_s
-        if not pending:
-            if expectations:
-                if found_all_at is not None and now >= max(found_all_at + scenario.tail_s,
-                                                           last_step_at + scenario.tail_s):
+    # Ticks go on until the last findings are read: frozen counters would read as idle ports.
+    ticker.start()
+    try:
+        while True:
+            now = time.monotonic()
+            while pending and fault_start + pending[0].at <= now:
+                step = pending.pop(0)
+                if fault_start_ns is None:
+                    fault_start_ns = time.time_ns()
+                with ticker.lock:
+                    step.action(ctx)
+                    harness.sim.flush()
+                stamp = time.time_ns()
+                if step.visible and visible_ns is None:
+                    visible_ns = stamp
+                step_log.append((stamp, step.label, step.visible))
+            if now >= next_poll:
+                poll()
+                next_poll = time.monotonic() + poll_s
+            if not pending:
+                if expectations:
+                    if found_all_at is not None and now >= max(found_all_at + scenario.tail_s,
+                                                               last_step_at + scenario.tail_s):
+                        break
+                    if now >= hard_end:
+                        break
+                elif now >= max(last_step_at, last_visible) + scenario.observe_s:
                     break
-                if now >= hard_end:
-                    break
-            elif now >= max(last_step_at, last_visible) + scenario.observe_s:
-                break
-        dead = harness.dead_processes()
-        if dead:
-            raise RuntimeError("process(es) exited during the scenario: %s" % dead)
-        wake = min(next_tick, next_poll, fault_start + pending[0].at if pending else next_poll)
-        time.sleep(max(0.0, min(wake - time.monotonic(), 0.05)))
+            dead = harness.dead_processes()
+            if ticker.error:
+                dead.append(("ticker", ticker.error))
+            if dead:
+                raise RuntimeError("process(es) exited during the scenario: %s" % dead)
+            wake = min(next_poll, fault_start + pending[0].at if pending else next_poll)
+            time.sleep(max(0.0, min(wake - time.monotonic(), 0.05)))
 
-    # Recently cleared findings too: a false finding that came and went between two polls.
-    note(harness.findings(include_cleared=True))
+        # Recently cleared findings too: a false finding that came and went between two polls.
+        note(harness.findings(include_cleared=True))
+    finally:
+        ticker.stop()
+
     return evaluate(harness, scenario, ctx, expectations, seen, full, visible_ns,
                     fault_start_ns, interval_s, step_log)
 

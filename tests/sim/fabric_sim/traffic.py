@@ -401,7 +401,6 @@ class Simulation:
         self.snmp = ProcTemplate(_read_template("snmp"))
         self.netstat = ProcTemplate(_read_template("netstat"))
         self.last = None
-        self.switch_hooks = []  # callables(dt) run every tick (ibsim switch counters)
 
     def node(self, name):
         return self.nodes[name]
@@ -414,8 +413,6 @@ class Simulation:
         self.last = now
         for model in self.nodes.values():
             model.advance(dt)
-        for hook in self.switch_hooks:
-            hook(dt)
         self.flush()
 
     def flush(self):
