@@ -17,7 +17,7 @@ set -euo pipefail
 BUILD_PACKAGES=(
   g++ cmake ninja-build pkg-config git
   libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
-  prometheus-cpp-dev libcivetweb-dev zlib1g-dev libsystemd-dev
+  prometheus-cpp-dev libcivetweb-dev zlib1g-dev libsystemd-dev libssl-dev
   libibverbs-dev libibumad-dev libibmad-dev libibnetdisc-dev libre2-dev
 )
 # What the daemons need on a node at run time (the shared libraries come with the -dev packages
