@@ -21,6 +21,7 @@ enum class RejectReason : uint8_t {
   kSeriesRateLimit,  // new series beyond the node's new-series rate (label churn)
   kInvalidDeclaration,
   kIdentityMismatch,  // hello's node name is not the client certificate's (mutual TLS)
+  kRoleForbidden,     // an operator certificate tried to stream (authorization.h)
   kProtocol,
   kCount,
 };
@@ -40,6 +41,10 @@ struct IngestStats {
   std::atomic<uint64_t> retired_samples{0};     // values for retired series, dropped
   std::atomic<uint64_t> redeclare_requests{0};  // series ids asked for again
   std::array<std::atomic<uint64_t>, static_cast<size_t>(RejectReason::kCount)> rejected{};
+  // Inventories whose fabric_nodes/fabric_links were dropped: the node is not a fabric sweeper.
+  std::atomic<uint64_t> inventory_fabric_refused{0};
+  // Diagnostics calls refused: the caller's certificate is not an operator's.
+  std::atomic<uint64_t> diagnostics_not_operator{0};
 
   void Reject(RejectReason reason) { ++rejected[static_cast<size_t>(reason)]; }
 };
