@@ -2,11 +2,13 @@
 // openssl at test time, and as clients gRPC stubs with SslCredentials, the real fabricmon-agent and
 // the fabricmon CLI. Checked: a valid certificate is accepted; a certificate of another CA, an
 // expired one, none at all and plaintext are refused in the handshake (the stream never reaches
-// the aggregator's code, nothing is counted); a hello naming another node than the certificate is
+// the aggregator's code: no stream is opened, and the refusal is counted by reason in
+// fabricmon_aggregator_rejected_handshakes_total); a hello naming another node than the certificate is
 // refused with REASON_IDENTITY_MISMATCH / PERMISSION_DENIED and counted under
 // reason="identity_mismatch", and cannot take over that node's stream; and the daemons refuse to
-// start without TLS unless plaintext is asked for. After every refusal the aggregator still
-// serves a valid client.
+// start without TLS unless plaintext is asked for. Roles: only operators call Diagnostics, an
+// operator cannot stream, only a fabric sweeper's switch topology is used, and the CLI explains a
+// missing or refused certificate. After every refusal the aggregator still serves a valid client.
 
 #include <fstream>
 #include <memory>
@@ -107,12 +109,13 @@ class MtlsTest : public ::testing::Test {
     return WaitUntil([&] { return HttpGet(metrics_port_, "/metrics").ok(); }, absl::Seconds(20));
   }
 
-  // Mutual TLS; the CLI's certificate (CN and DNS fabricmon-cli) is the operator, plus `extra`
-  // config text.
-  bool StartMtlsAggregator(const std::string& extra = "") {
+  // Mutual TLS; the CLI's certificate (CN and DNS fabricmon-cli) is the operator, plus `roles`
+  // (more fields of the authorization block).
+  bool StartMtlsAggregator(const std::string& roles = "") {
     return StartAggregator(absl::StrCat("tls { ca_file: \"", ca_.cert, "\" cert_file: \"",
                                         server_.cert, "\" key_file: \"", server_.key, "\" }\n",
-                                        "authorization { operators: \"fabricmon-cli\" }\n", extra));
+                                        "authorization { operators: \"fabricmon-cli\" ", roles,
+                                        " }\n"));
   }
 
   // ListNodes through a Diagnostics stub with `client`'s certificate.
@@ -198,6 +201,26 @@ class MtlsTest : public ::testing::Test {
     ASSERT_TRUE(outcome.first.has_value()) << outcome.status.error_message();
     EXPECT_TRUE(outcome.first->has_hello_ack()) << outcome.first->ShortDebugString();
     EXPECT_TRUE(aggregator_.running());
+  }
+
+  // The refused handshake is counted under `reason` (gRPC may retry the connection in the
+  // background, each retry a refused handshake too: at least one), and under no other reason.
+  void ExpectHandshakeCounted(const std::string& reason) {
+    auto count = [&](const std::string& r) {
+      return SampleValue(Metrics(), absl::StrCat("fabricmon_aggregator_rejected_handshakes_total"
+                                                 "{reason=\"",
+                                                 r, "\"}"))
+          .value_or(-1);
+    };
+    EXPECT_TRUE(WaitUntil([&] { return count(reason) >= 1; }, absl::Seconds(20)))
+        << reason << "; aggregator log:\n"
+        << aggregator_.Log();
+    for (const char* other :
+         {"no_client_certificate", "certificate_not_verified", "not_tls", "other"}) {
+      if (other != reason) {
+        EXPECT_EQ(count(other), 0) << other;
+      }
+    }
   }
 
   void ExpectRefusedInHandshake(const StreamOutcome& outcome) {
@@ -325,24 +348,28 @@ TEST_F(MtlsTest, MismatchCannotTakeOverAnotherNodesStream) {
 TEST_F(MtlsTest, CertificateFromAnotherCaIsRefusedInTheHandshake) {
   ASSERT_TRUE(StartMtlsAggregator());
   ExpectRefusedInHandshake(Hello(Ssl(rogue_), "node-a"));
+  ExpectHandshakeCounted("certificate_not_verified");
   ExpectValidClientAccepted();
 }
 
 TEST_F(MtlsTest, ExpiredCertificateIsRefusedInTheHandshake) {
   ASSERT_TRUE(StartMtlsAggregator());
   ExpectRefusedInHandshake(Hello(Ssl(expired_), "node-a"));
+  ExpectHandshakeCounted("certificate_not_verified");
   ExpectValidClientAccepted();
 }
 
 TEST_F(MtlsTest, ClientWithoutCertificateIsRefused) {
   ASSERT_TRUE(StartMtlsAggregator());
   ExpectRefusedInHandshake(Hello(Ssl(CertFiles()), "node-a"));
+  ExpectHandshakeCounted("no_client_certificate");
   ExpectValidClientAccepted();
 }
 
 TEST_F(MtlsTest, PlaintextClientIsRefused) {
   ASSERT_TRUE(StartMtlsAggregator());
   ExpectRefusedInHandshake(Hello(grpc::InsecureChannelCredentials(), "node-a"));
+  ExpectHandshakeCounted("not_tls");
   ExpectValidClientAccepted();
 }
 
@@ -453,7 +480,7 @@ TEST_F(MtlsTest, AnOperatorCertificateCannotStream) {
 // Switch topology only from a fabric sweeper: node-a's is dropped (its hello still accepted, the
 // rest of its inventory kept), node-b's is used.
 TEST_F(MtlsTest, OnlyAFabricSweepersSwitchTopologyIsUsed) {
-  ASSERT_TRUE(StartMtlsAggregator("authorization { fabric_sweepers: \"node-b\" }\n"));
+  ASSERT_TRUE(StartMtlsAggregator("fabric_sweepers: \"node-b\""));
   auto sweep = [](uint32_t leaf_port) {
     v1::Inventory inventory;
     inventory.add_rdma_devices()->set_name("mlx5_0");
