@@ -17,10 +17,15 @@ std::function<void(HandshakeFailure)>* g_on_failure = nullptr;
 
 void LogHook(gpr_log_func_args* args) {
   const absl::string_view message = args->message != nullptr ? args->message : "";
-  if (g_on_failure != nullptr) {
-    if (std::optional<HandshakeFailure> failure = ClassifyGrpcLogMessage(message)) {
+  if (std::optional<HandshakeFailure> failure = ClassifyGrpcLogMessage(message)) {
+    if (g_on_failure != nullptr) {
       (*g_on_failure)(*failure);
     }
+    // A refused peer is worth a line, not one per retry of a misconfigured client: the counter
+    // has the number.
+    FABRICMON_LOG_EVERY_MINUTE(Warning)
+        << "refused a TLS handshake (" << HandshakeFailureName(*failure) << "): " << message;
+    return;
   }
   switch (args->severity) {
     case GPR_LOG_SEVERITY_DEBUG:
@@ -30,9 +35,7 @@ void LogHook(gpr_log_func_args* args) {
       FABRICMON_LOG(Info) << "grpc " << args->file << ":" << args->line << "] " << message;
       break;
     case GPR_LOG_SEVERITY_ERROR:
-      // A refused peer is worth a line, not one per retry of a misconfigured client.
-      FABRICMON_LOG_EVERY_MINUTE(Warning)
-          << "grpc " << args->file << ":" << args->line << "] " << message;
+      FABRICMON_LOG(Error) << "grpc " << args->file << ":" << args->line << "] " << message;
       break;
   }
 }

@@ -12,6 +12,7 @@
 // checks each case end to end, so an upgrade that changes it fails there), and it counts nothing
 // when gRPC's own verbosity is set below ERROR (GRPC_VERBOSITY=NONE).
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 
