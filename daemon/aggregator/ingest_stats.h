@@ -21,11 +21,15 @@ enum class RejectReason : uint8_t {
   kSeriesRateLimit,  // new series beyond the node's new-series rate (label churn)
   kInvalidDeclaration,
   kIdentityMismatch,  // hello's node name is not the client certificate's (mutual TLS)
+  kRoleForbidden,     // an operator certificate tried to stream (authorization.h)
   kProtocol,
   kCount,
 };
 
 absl::string_view RejectReasonName(RejectReason reason);
+
+// HandshakeFailure::kCount; kept as a number so that this header needs no gRPC.
+inline constexpr size_t kHandshakeFailureKinds = 4;
 
 struct IngestStats {
   std::atomic<uint64_t> streams_opened{0};
@@ -40,6 +44,13 @@ struct IngestStats {
   std::atomic<uint64_t> retired_samples{0};     // values for retired series, dropped
   std::atomic<uint64_t> redeclare_requests{0};  // series ids asked for again
   std::array<std::atomic<uint64_t>, static_cast<size_t>(RejectReason::kCount)> rejected{};
+  // Inventories whose fabric_nodes/fabric_links were dropped: the node is not a fabric sweeper.
+  std::atomic<uint64_t> inventory_fabric_refused{0};
+  // Diagnostics calls refused: the caller's certificate is not an operator's.
+  std::atomic<uint64_t> diagnostics_not_operator{0};
+  // TLS handshakes gRPC refused, by HandshakeFailure (daemon/common/handshake_failures.h): a
+  // client without a certificate, of another CA, expired, or plaintext.
+  std::array<std::atomic<uint64_t>, kHandshakeFailureKinds> handshakes_refused{};
 
   void Reject(RejectReason reason) { ++rejected[static_cast<size_t>(reason)]; }
 };
