@@ -73,6 +73,8 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   std::optional<Error> Handle(const v1::AgentMessage& message);
   std::optional<Error> HandleHello(const v1::Hello& hello);
   std::optional<Error> HandleDeclarations(const v1::SeriesDeclarations& declarations);
+  // The Reject for a declaration FamilyRegistry::Admit refused (by its status code).
+  static Error AdmissionError(const absl::Status& status);
   std::optional<Error> HandleLayouts(const v1::Layouts& layouts);
   std::optional<Error> HandleBatch(const v1::SampleBatch& batch);
   // Drops fabric_nodes/fabric_links from `inventory` unless `node_name` is a fabric sweeper;

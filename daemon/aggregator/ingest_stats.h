@@ -30,6 +30,8 @@ enum class RejectReason : uint8_t {
   kUndecodable,         // a message that does not parse (also invalid UTF-8 in a string)
   kForgotten,           // a stream of a node the store forgot (node_retention_s)
   kProtocol,
+  kDeclarationConflict,  // a family declared against the metric catalogue or its first declaration
+  kReservedFamily,       // a family the aggregator writes itself
   kCount,
 };
 

@@ -42,6 +42,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "collectors/core/sample.h"
+#include "daemon/aggregator/family_registry.h"
 #include "daemon/common/rate_limiter.h"
 #include "fabricmon/v1/inventory.pb.h"
 #include "fabricmon/v1/telemetry.pb.h"
@@ -394,11 +395,16 @@ class SeriesStore {
   uint64_t series_held() const { return budget_->held(); }
   const StoreOptions& options() const { return options_; }
 
+  // What every node's declarations are admitted by (the metric catalogue and the families pinned
+  // across nodes). Thread-safe.
+  FamilyRegistry& families() { return families_; }
+
  private:
   const StoreOptions options_;
   const std::shared_ptr<SeriesBudget> budget_;
   std::atomic<uint64_t> nodes_forgotten_{0};
   std::atomic<int64_t> last_forget_sweep_{0};
+  FamilyRegistry families_{wire::MetricCatalogue::Project()};
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<NodeState>> nodes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::shared_ptr<PeerBudget>> peers_ ABSL_GUARDED_BY(mu_);
