@@ -41,11 +41,8 @@ ErrorKind ErrorKindFromStatus(const absl::Status& status) {
 
 CollectorErrors::CollectorErrors(absl::string_view collector) {
   for (size_t i = 0; i < series_.size(); ++i) {
-    series_[i] = CounterSeries(
-        collector, "fabricmon_collector_errors_total",
-        "Read errors of a collector by kind (missing, empty, no_pma, not_numeric, unsupported, "
-        "permission, io).",
-        Unit::kNone, 64, Overflow::kWraps, 1.0,
+    series_[i] = SeriesFromSpec(
+        kCollectorErrorsFamily, collector,
         {{"collector", std::string(collector)},
          {"kind", std::string(ErrorKindName(static_cast<ErrorKind>(i)))}});
   }

@@ -9,9 +9,16 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "collectors/core/family_spec.h"
 #include "collectors/core/sample.h"
 
 namespace fabricmon::collectors {
+
+inline constexpr FamilySpec kCollectorErrorsFamily = CounterFamily(
+    "fabricmon_collector_errors_total",
+    "Read errors of a collector by kind (missing, empty, no_pma, not_numeric, unsupported, "
+    "permission, io).",
+    Unit::kNone, 64, Overflow::kWraps);
 
 enum class ErrorKind : uint8_t {
   kMissing,      // file or device vanished (ENOENT/ENODEV)

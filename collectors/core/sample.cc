@@ -1,5 +1,7 @@
 #include "collectors/core/sample.h"
 
+#include "collectors/core/family_spec.h"
+
 #include <limits>
 
 #include "absl/hash/hash.h"
@@ -63,6 +65,31 @@ SeriesDesc InfoSeries(absl::string_view collector, std::string name, std::string
   desc.labels = std::move(labels);
   desc.Finalize();
   return desc;
+}
+
+SeriesDesc SeriesFromSpec(const FamilySpec& spec, absl::string_view collector, Labels labels,
+                          uint8_t width_bits) {
+  SeriesDesc desc;
+  desc.collector = std::string(collector);
+  desc.name = spec.name;
+  desc.help = spec.help;
+  desc.type = spec.type;
+  desc.unit = spec.unit;
+  desc.scale = spec.scale;
+  if (spec.type == MetricType::kCounter) {
+    desc.width_bits = width_bits != 0 ? width_bits : spec.width_bits;
+    desc.overflow = spec.overflow;
+  }
+  desc.labels = std::move(labels);
+  desc.Finalize();
+  return desc;
+}
+
+void AppendFamilies(absl::string_view collector, const FamilySpec* specs, size_t count,
+                    std::vector<SeriesDesc>* out) {
+  for (size_t i = 0; i < count; ++i) {
+    out->push_back(SeriesFromSpec(specs[i], collector, {}));
+  }
 }
 
 absl::string_view LabelValue(const SeriesDesc& desc, absl::string_view name) {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "collectors/ethtool/capture_dir_ethtool_api.h"
 #include "collectors/ethtool/ethtool_text.h"
+#include "collectors/ethtool/ethtool_families.h"
 #include "collectors/ethtool/mlx5_stat_specs.h"
 #include "collectors/ethtool/netdev_discovery.h"
 #include "daemon/common/logging.h"
@@ -16,14 +17,16 @@
 namespace fabricmon::collectors {
 namespace {
 
+using ethtool::kEthtoolExtraDroppedFamily;
+using ethtool::kEthtoolExtraFamily;
+using ethtool::kEthtoolReloadsFamily;
+using ethtool::kEthtoolStatKeysFamily;
+using ethtool::kRoceNetdevInfoFamily;
+
 constexpr int64_t kDefaultIntervalMs = 1000;
 constexpr int64_t kDefaultRediscoverMs = 60000;
 constexpr uint32_t kDefaultExtraKeysLimit = 64;
 
-constexpr char kExtraFamily[] = "fabricmon_ethtool_stat_total";
-constexpr char kExtraHelp[] =
-    "An ethtool statistic selected by extra_keys (untyped driver key, exported as a 64-bit "
-    "counter; key is the trimmed ETH_SS_STATS name).";
 
 // Label values must be valid UTF-8; kernel stat names are ASCII, but a capture or a buggy driver
 // may carry anything. Non-printable and non-ASCII bytes become '_'.
@@ -158,23 +161,13 @@ absl::Status EthtoolCollector::Discover(v1::Inventory& inventory) {
       continue;
     }
     const Labels labels = {{"netdev", netdev.name}};
-    netdev.info = InfoSeries(
-        kEthtoolCollectorName, "fabricmon_roce_netdev_info",
-        "Netdev read by the ethtool collector; value 1. driver from ETHTOOL_GDRVINFO; "
-        "rdma_device lists the RDMA devices behind it (comma-separated, empty if none).",
+    netdev.info = SeriesFromSpec(
+        kRoceNetdevInfoFamily, kEthtoolCollectorName,
         {{"netdev", netdev.name}, {"driver", netdev.driver}, {"rdma_device", netdev.rdma_devices}});
-    netdev.key_count = GaugeSeries(kEthtoolCollectorName, "fabricmon_ethtool_stat_keys",
-                                   "Keys in the netdev's ETH_SS_STATS string set (changes with DCB "
-                                   "configuration and channel count).",
-                                   Unit::kNone, 1.0, labels);
-    netdev.reloads = CounterSeries(
-        kEthtoolCollectorName, "fabricmon_ethtool_string_set_reloads_total",
-        "Times the ETH_SS_STATS string set was re-read after its size or names changed.",
-        Unit::kNone, 64, Overflow::kWraps, 1.0, labels);
+    netdev.key_count = SeriesFromSpec(kEthtoolStatKeysFamily, kEthtoolCollectorName, labels);
+    netdev.reloads = SeriesFromSpec(kEthtoolReloadsFamily, kEthtoolCollectorName, labels);
     netdev.extra_dropped_series =
-        GaugeSeries(kEthtoolCollectorName, "fabricmon_ethtool_extra_keys_dropped",
-                    "Keys matching extra_keys that are not exported because of extra_keys_limit.",
-                    Unit::kNone, 1.0, labels);
+        SeriesFromSpec(kEthtoolExtraDroppedFamily, kEthtoolCollectorName, labels);
     Bind(netdev, *names);
 
     v1::Netdev& entry = InventoryNetdev(inventory, netdev.name);
@@ -248,8 +241,8 @@ void EthtoolCollector::Bind(Netdev& netdev, const std::vector<std::string>& raw_
       continue;
     }
     SeriesDesc series =
-        CounterSeries(kEthtoolCollectorName, kExtraFamily, kExtraHelp, Unit::kNone, 64,
-                      Overflow::kWraps, 1.0, {{"netdev", netdev.name}, {"key", LabelSafe(key)}});
+        SeriesFromSpec(kEthtoolExtraFamily, kEthtoolCollectorName,
+                       {{"netdev", netdev.name}, {"key", LabelSafe(key)}});
     if (seen_series.insert(series.fingerprint).second) {
       netdev.bindings.push_back({i, std::move(series)});
       ++extra_kept;

@@ -394,4 +394,21 @@ std::vector<std::string> Mlx5MetricFamilies() {
   return std::vector<std::string>(names.begin(), names.end());
 }
 
+std::vector<StatSpec> Mlx5FamilySpecs() {
+  std::vector<StatSpec> specs;
+  for (const auto& [key, spec] : Exact()) {
+    specs.push_back(spec);
+  }
+  // One key per pattern family (PrioritySpec, LaneSpec).
+  for (const char* key :
+       {"rx_prio0_pause", "rx_prio0_pause_duration", "rx_prio0_pause_transition",
+        "rx_prio0_bytes", "rx_prio0_packets", "rx_prio0_discards", "rx_prio0_buf_discard",
+        "rx_prio0_cong_discard", "rx_prio0_marked", "rx_err_lane_0_phy"}) {
+    if (std::optional<StatSpec> spec = Mlx5StatSpec(key)) {
+      specs.push_back(*std::move(spec));
+    }
+  }
+  return specs;
+}
+
 }  // namespace fabricmon::collectors::ethtool

@@ -38,5 +38,8 @@ std::optional<StatSpec> Mlx5StatSpec(absl::string_view key);
 
 // Every family Mlx5StatSpec can produce (documentation and naming tests).
 std::vector<std::string> Mlx5MetricFamilies();
+// One spec of every family Mlx5StatSpec can produce (each width and type it gives them): what
+// the aggregator's metric catalogue is built from.
+std::vector<StatSpec> Mlx5FamilySpecs();
 
 }  // namespace fabricmon::collectors::ethtool

@@ -7,8 +7,10 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "collectors/ib_fabric/ib_fabric_families.h"
 #include "collectors/ib_fabric/mad_access.h"
 #include "collectors/ib_fabric/mad_port.h"
+#include "collectors/ib_sysfs/ib_sysfs_families.h"
 #include "daemon/common/logging.h"
 #include "daemon/common/status.h"
 #include "re2/re2.h"
@@ -259,39 +261,25 @@ IbFabricCollector::IbFabricCollector(IbFabricOptions options, Clock& clock,
       exclude_description_(std::move(exclude)),
       errors_(kIbFabricCollectorName) {
   const std::string c = kIbFabricCollectorName;
-  sweep_duration_ = GaugeSeries(c, "fabricmon_ib_fabric_sweep_duration_seconds",
-                                "Wall time of the last sweep of the subnet's port counters.",
-                                Unit::kSeconds, 1e-9, {});
-  discovery_duration_ = GaugeSeries(c, "fabricmon_ib_fabric_discovery_duration_seconds",
-                                    "Wall time of the last subnet discovery (libibnetdisc).",
-                                    Unit::kSeconds, 1e-9, {});
+  sweep_duration_ = SeriesFromSpec(ib_fabric::kSweepDurationFamily, c, {});
+  discovery_duration_ = SeriesFromSpec(ib_fabric::kDiscoveryDurationFamily, c, {});
   auto mads = [&c](const char* result) {
-    return CounterSeries(c, "fabricmon_ib_fabric_mads_total",
-                         "MAD requests of the sweeps by outcome: ok, timeout (every attempt), "
-                         "error (status or send error), skipped (node had timed out).",
-                         Unit::kNone, 64, Overflow::kWraps, 1.0, {{"result", result}});
+    return SeriesFromSpec(ib_fabric::kMadsFamily, c, {{"result", result}});
   };
   mads_ok_ = mads("ok");
   mads_timeout_ = mads("timeout");
   mads_error_ = mads("error");
   mads_skipped_ = mads("skipped");
-  retries_ = CounterSeries(c, "fabricmon_ib_fabric_mad_retries_total",
-                           "MADs re-sent after an attempt timed out.", Unit::kNone, 64,
-                           Overflow::kWraps, 1.0, {});
-  discovery_smps_ = CounterSeries(c, "fabricmon_ib_fabric_discovery_smps_total",
-                                  "SMPs libibnetdisc used for subnet discoveries.", Unit::kNone, 64,
-                                  Overflow::kWraps, 1.0, {});
+  retries_ = SeriesFromSpec(ib_fabric::kMadRetriesFamily, c, {});
+  discovery_smps_ = SeriesFromSpec(ib_fabric::kDiscoverySmpsFamily, c, {});
   auto nodes = [&c](const char* type) {
-    return GaugeSeries(c, "fabricmon_ib_fabric_nodes", "Nodes in the subnet at the last discovery.",
-                       Unit::kNone, 1.0, {{"type", type}});
+    return SeriesFromSpec(ib_fabric::kNodesFamily, c, {{"type", type}});
   };
   nodes_switch_ = nodes("switch");
   nodes_ca_ = nodes("ca");
   nodes_router_ = nodes("router");
-  links_ = GaugeSeries(c, "fabricmon_ib_fabric_links", "Cabled links at the last discovery.",
-                       Unit::kNone, 1.0, {});
-  swept_ports_ = GaugeSeries(c, "fabricmon_ib_fabric_swept_ports",
-                             "Ports whose counters the sweeps read.", Unit::kNone, 1.0, {});
+  links_ = SeriesFromSpec(ib_fabric::kLinksFamily, c, {});
+  swept_ports_ = SeriesFromSpec(ib_fabric::kSweptPortsFamily, c, {});
 }
 
 IbFabricCollector::~IbFabricCollector() = default;
@@ -375,13 +363,9 @@ void IbFabricCollector::BuildPlan() {
     swept.lid = swept.ports.front().lid;
     const Labels labels = NodeLabels(swept);
     const std::string c = kIbFabricCollectorName;
-    swept.up = GaugeSeries(c, "fabricmon_ib_fabric_node_up",
-                           "1 if the node's PMA answered in the last sweep, 0 if it timed out.",
-                           Unit::kNone, 1.0, labels);
+    swept.up = SeriesFromSpec(ib_fabric::kNodeUpFamily, c, labels);
     swept.timeouts_series =
-        CounterSeries(c, "fabricmon_ib_fabric_mad_timeouts_total",
-                      "MAD requests to the node that went unanswered on every attempt.",
-                      Unit::kNone, 64, Overflow::kWraps, 1.0, labels);
+        SeriesFromSpec(ib_fabric::kMadTimeoutsFamily, c, labels);
     plan_.push_back(std::move(swept));
   }
 }
@@ -404,20 +388,10 @@ void IbFabricCollector::BuildPortSeries(const SweptNode& node, SweptPort& port) 
                                spec.scale, labels));
   }
   // The same families and help as ib_sysfs (collectors/ib_sysfs/ib_sysfs_collector.cc).
-  port.state = GaugeSeries(c, "fabricmon_ib_port_state",
-                           "Port logical state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER.",
-                           Unit::kState, 1.0, labels);
-  port.phys_state = GaugeSeries(
-      c, "fabricmon_ib_port_phys_state",
-      "Port physical state: 1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, "
-      "5 LinkUp, 6 LinkErrorRecovery, 7 PhyTest.",
-      Unit::kState, 1.0, labels);
-  port.rate = GaugeSeries(c, "fabricmon_ib_port_rate_bytes_per_second",
-                          "Negotiated port data rate (sysfs rate), in bytes per second.",
-                          Unit::kBytesPerSecond, 1.0 / 8, labels);
-  port.width = GaugeSeries(c, "fabricmon_ib_fabric_port_width_lanes",
-                           "Active link width in lanes (PortInfo.LinkWidthActive); 0 when Down.",
-                           Unit::kNone, 1.0, labels);
+  port.state = SeriesFromSpec(ib_sysfs::kIbPortStateFamily, c, labels);
+  port.phys_state = SeriesFromSpec(ib_sysfs::kIbPortPhysStateFamily, c, labels);
+  port.rate = SeriesFromSpec(ib_sysfs::kIbPortRateFamily, c, labels);
+  port.width = SeriesFromSpec(ib_fabric::kPortWidthFamily, c, labels);
   port.has_link_info = false;
   const Port& discovered = port.discovered;
   if (node.type == NodeType::kSwitch && discovered.remote_node.has_value() &&
@@ -431,10 +405,7 @@ void IbFabricCollector::BuildPortSeries(const SweptNode& node, SweptPort& port) 
     info.emplace_back("peer_type", std::string(ib_fabric::TypeLabel(peer.type)));
     info.emplace_back("width", discovered.width != 0 ? absl::StrCat(discovered.width, "x") : "");
     info.emplace_back("speed", std::string(ib_fabric::LinkSpeedName(discovered.speed)));
-    port.link_info = InfoSeries(c, "fabricmon_ib_fabric_link_info",
-                                "The cable on a switch port: the peer node and port, link width "
-                                "and speed, from the last discovery; value 1.",
-                                std::move(info));
+    port.link_info = SeriesFromSpec(ib_fabric::kLinkInfoFamily, c, std::move(info));
     port.has_link_info = true;
   }
   port.series_built = true;

@@ -70,6 +70,18 @@ uint8_t Mlx5HwCounterWidth(absl::string_view name) {
 
 }  // namespace
 
+std::vector<absl::string_view> KnownCounterFiles() {
+  std::vector<absl::string_view> files = {
+      "port_xmit_data",         "port_rcv_data",          "port_xmit_packets",
+      "port_rcv_packets",       "unicast_xmit_packets",   "unicast_rcv_packets",
+      "multicast_xmit_packets", "multicast_rcv_packets",
+  };
+  for (const PmaField& field : kPmaFields) {
+    files.push_back(field.file);
+  }
+  return files;
+}
+
 CounterSpec SpecForCounter(CounterGroup group, absl::string_view file, bool pma_extended,
                            absl::string_view driver) {
   CounterSpec spec;
@@ -120,7 +132,9 @@ CounterSpec SpecForCounter(CounterGroup group, absl::string_view file, bool pma_
   if (IsTrafficCounter(name)) {
     if (spec.unit == Unit::kNone) {
       spec.unit = Unit::kPackets;
-      spec.help = absl::StrCat("Packets counted by ", file, ".");
+      // Named after the counter, not the file (counters_ext/port_xmit_packets_64 is
+      // port_xmit_packets): one family, one HELP, whichever file or collector feeds it.
+      spec.help = absl::StrCat("Packets counted by ", name, ".");
     }
     // Without the extended group the kernel exposes the 32-bit PortCounters fields, which clamp
     // at all ones: 2^32 × 4 B saturates in ~0.34 s at 400 Gb/s (FIELD_NOTES §3.4).

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "collectors/core/sample.h"
@@ -37,6 +38,10 @@ struct CounterSpec {
 // device/driver (e.g. "mlx5_core"), used for hw_counters widths.
 CounterSpec SpecForCounter(CounterGroup group, absl::string_view file, bool pma_extended,
                            absl::string_view driver);
+
+// The counters/ files with a fixed meaning (PortCounters fields, data and packet counters):
+// every other counters/ file is exported under a name derived from it.
+std::vector<absl::string_view> KnownCounterFiles();
 
 // The driver family used to pick hw_counters widths: the device/driver link's basename when
 // present ("mlx5_core"). Trees without the link (captures, containers without /sys/devices) fall

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "collectors/core/sysfs_value.h"
 #include "collectors/ib_sysfs/ib_counters_parser.h"
+#include "collectors/ib_sysfs/ib_sysfs_families.h"
 #include "daemon/common/logging.h"
 #include "daemon/common/status.h"
 
@@ -17,6 +18,13 @@ namespace {
 
 using ib_sysfs::CounterGroup;
 using ib_sysfs::CounterSpec;
+using ib_sysfs::kIbDeviceInfoFamily;
+using ib_sysfs::kIbHwCountersLifespanFamily;
+using ib_sysfs::kIbPortInfoFamily;
+using ib_sysfs::kIbPortPhysStateFamily;
+using ib_sysfs::kIbPortRateFamily;
+using ib_sysfs::kIbPortStateFamily;
+using ib_sysfs::kIbPortUnreadableFamily;
 
 constexpr int64_t kDefaultIntervalMs = 1000;
 constexpr int64_t kDefaultRediscoverMs = 60000;
@@ -205,9 +213,8 @@ absl::StatusOr<IbSysfsCollector::Device> IbSysfsCollector::DiscoverDevice(
            "ib_sysfs.devices.exclude to stop the kernel log messages.";
   }
 
-  device.info = InfoSeries(
-      kIbSysfsCollectorName, "fabricmon_ib_device_info",
-      "RDMA device identity; value 1. driver is from device/driver (not the device name).",
+  device.info = SeriesFromSpec(
+      kIbDeviceInfoFamily, kIbSysfsCollectorName,
       {{"device", name},
        {"driver", inventory.driver()},
        {"fw_ver", inventory.fw_ver()},
@@ -329,36 +336,25 @@ absl::StatusOr<IbSysfsCollector::Port> IbSysfsCollector::DiscoverPort(
     return attribute;
   };
   port.state = open_attribute(
-      "state", GaugeSeries(kIbSysfsCollectorName, "fabricmon_ib_port_state",
-                           "Port logical state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, 5 ACTIVE_DEFER.",
-                           Unit::kState, 1.0, labels));
+      "state", SeriesFromSpec(kIbPortStateFamily, kIbSysfsCollectorName, labels));
   port.phys_state = open_attribute(
       "phys_state",
-      GaugeSeries(kIbSysfsCollectorName, "fabricmon_ib_port_phys_state",
-                  "Port physical state: 1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, "
-                  "5 LinkUp, 6 LinkErrorRecovery, 7 PhyTest.",
-                  Unit::kState, 1.0, labels));
+      SeriesFromSpec(kIbPortPhysStateFamily, kIbSysfsCollectorName, labels));
   port.rate = open_attribute(
-      "rate", GaugeSeries(kIbSysfsCollectorName, "fabricmon_ib_port_rate_bytes_per_second",
-                          "Negotiated port data rate (sysfs rate), in bytes per second.",
-                          Unit::kBytesPerSecond, 1.0 / 8, labels));
+      "rate", SeriesFromSpec(kIbPortRateFamily, kIbSysfsCollectorName, labels));
 
   std::string netdevs;
   for (const std::string& netdev : inventory.netdevs()) {
     absl::StrAppend(&netdevs, netdevs.empty() ? "" : ",", netdev);
   }
-  port.info = InfoSeries(kIbSysfsCollectorName, "fabricmon_ib_port_info",
-                         "RDMA port attributes; value 1. netdev lists mapped netdevs (RoCE, IPoIB).",
+  port.info = SeriesFromSpec(kIbPortInfoFamily, kIbSysfsCollectorName,
                          {{"device", device.name},
                           {"port", port_label},
                           {"link_layer", inventory.link_layer()},
                           {"netdev", netdevs},
                           {"lid", absl::StrCat(inventory.lid())},
                           {"sm_lid", absl::StrCat(inventory.sm_lid())}});
-  port.unreadable = GaugeSeries(
-      kIbSysfsCollectorName, "fabricmon_ib_port_unreadable_counters",
-      "Counter files of the port that are not read: EINVAL (restricted firmware) or N/A (no PMA).",
-      Unit::kNone, 1.0, labels);
+  port.unreadable = SeriesFromSpec(kIbPortUnreadableFamily, kIbSysfsCollectorName, labels);
 
   // Gather candidates from the three groups; when two files map to one metric (counters/ 32-bit
   // port_xmit_data vs counters_ext/ port_xmit_data_64), the wider one wins, and counters_ext/
@@ -398,9 +394,7 @@ absl::StatusOr<IbSysfsCollector::Port> IbSysfsCollector::DiscoverPort(
   if (hw_counters_) {
     gather("hw_counters", CounterGroup::kHwCounters);
   }
-  port.lifespan = GaugeSeries(kIbSysfsCollectorName, "fabricmon_ib_hw_counters_lifespan_seconds",
-                              "hw_counters cache lifetime: reads within it return the same value.",
-                              Unit::kSeconds, 1e-3, labels);
+  port.lifespan = SeriesFromSpec(kIbHwCountersLifespanFamily, kIbSysfsCollectorName, labels);
 
   ProbeTally tally;
   bool traffic_widened = false;

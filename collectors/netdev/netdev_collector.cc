@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "collectors/core/sysfs_value.h"
+#include "collectors/netdev/netdev_families.h"
 #include "collectors/netdev/proc_net_snmp_parser.h"
 #include "daemon/common/logging.h"
 #include "daemon/common/status.h"
@@ -28,17 +29,6 @@ constexpr size_t kAttributeBufferSize = 64;
 constexpr size_t kProcNetInitialBuffer = 16 * 1024;
 constexpr size_t kProcNetMaxBuffer = 1024 * 1024;
 
-// sysfs prints netdev statistics from rtnl_link_stats64 (u64); drivers without ndo_get_stats64
-// fill the legacy struct net_device_stats, whose fields are unsigned long, and the core widens
-// them (net/core/dev.c netdev_stats_to_stats64). /proc/net/snmp and netstat fields are unsigned
-// long too. On the 64-bit kernels GPU nodes run (x86_64, aarch64) all of them wrap at 2^64.
-constexpr uint8_t kKernelLongBits = 64;
-// carrier_changes / carrier_up_count / carrier_down_count are atomic_t printed with "%d"
-// (net/core/net-sysfs.c): 32-bit, and they print negative past 2^31.
-constexpr uint8_t kCarrierCounterBits = 32;
-
-// sysfs speed is Mb/s (ethtool SPEED_*): bytes/s = Mb/s × 10^6 / 8.
-constexpr double kMegabitsToBytes = 1e6 / 8;
 
 // ethtool speed is a u32 printed with "%d": SPEED_UNKNOWN (0xffffffff, up without link) reads
 // "-1". Negative → unknown.
@@ -210,43 +200,25 @@ std::optional<NetdevCollector::Netdev> NetdevCollector::DiscoverNetdev(
   const Labels labels = {{"netdev", name}};
   netdev.oper_state = OpenAttribute(
       dir, "operstate",
-      GaugeSeries(kNetdevCollectorName, "fabricmon_netdev_oper_state",
-                  "RFC 2863 operational state (sysfs operstate): 0 unknown, 1 notpresent, 2 down, "
-                  "3 lowerlayerdown, 4 testing, 5 dormant, 6 up.",
-                  Unit::kState, 1.0, labels));
+      SeriesFromSpec(netdev::kOperStateFamily, kNetdevCollectorName, labels));
   netdev.carrier = OpenAttribute(
       dir, "carrier",
-      GaugeSeries(kNetdevCollectorName, "fabricmon_netdev_carrier",
-                  "1 when the netdev has carrier (physical link up), 0 when not; absent while the "
-                  "netdev is administratively down.",
-                  Unit::kState, 1.0, labels));
+      SeriesFromSpec(netdev::kCarrierFamily, kNetdevCollectorName, labels));
   netdev.carrier_changes = OpenAttribute(
       dir, "carrier_changes",
-      CounterSeries(kNetdevCollectorName, "fabricmon_netdev_carrier_changes_total",
-                    "Carrier transitions up or down since the netdev was created (= carrier_up + "
-                    "carrier_down); 32-bit, wraps.",
-                    Unit::kNone, kCarrierCounterBits, Overflow::kWraps, 1.0, labels));
+      SeriesFromSpec(netdev::kCarrierChangesFamily, kNetdevCollectorName, labels));
   netdev.carrier_up = OpenAttribute(
       dir, "carrier_up_count",
-      CounterSeries(kNetdevCollectorName, "fabricmon_netdev_carrier_up_total",
-                    "Times the carrier came up (sysfs carrier_up_count); 32-bit, wraps.",
-                    Unit::kNone, kCarrierCounterBits, Overflow::kWraps, 1.0, labels));
+      SeriesFromSpec(netdev::kCarrierUpFamily, kNetdevCollectorName, labels));
   netdev.carrier_down =
       OpenAttribute(dir, "carrier_down_count",
-                    CounterSeries(kNetdevCollectorName, "fabricmon_netdev_carrier_down_total",
-                                  "Times the carrier went down: link flaps, edge-exact (sysfs "
-                                  "carrier_down_count); 32-bit, wraps.",
-                                  Unit::kNone, kCarrierCounterBits, Overflow::kWraps, 1.0, labels));
+                    SeriesFromSpec(netdev::kCarrierDownFamily, kNetdevCollectorName, labels));
   netdev.mtu = OpenAttribute(
       dir, "mtu",
-      GaugeSeries(kNetdevCollectorName, "fabricmon_netdev_mtu_bytes",
-                  "Netdev MTU in bytes (L3 payload size).", Unit::kBytes, 1.0, labels));
+      SeriesFromSpec(netdev::kMtuFamily, kNetdevCollectorName, labels));
   netdev.speed = OpenAttribute(
       dir, "speed",
-      GaugeSeries(kNetdevCollectorName, "fabricmon_netdev_speed_bytes_per_second",
-                  "Negotiated link speed (sysfs speed, Mb/s) in bytes per second; absent when "
-                  "unknown (link down, no link settings).",
-                  Unit::kBytesPerSecond, kMegabitsToBytes, labels));
+      SeriesFromSpec(netdev::kSpeedFamily, kNetdevCollectorName, labels));
 
   // statistics/: walk the directory so counters new kernels add are exported too.
   const std::string stats_dir = JoinPath(dir, "statistics");
@@ -262,7 +234,7 @@ std::optional<NetdevCollector::Netdev> NetdevCollector::DiscoverNetdev(
       netdev.statistics.push_back(
           OpenAttribute(stats_dir, file.c_str(),
                         CounterSeries(kNetdevCollectorName, spec.metric, spec.help, spec.unit,
-                                      kKernelLongBits, Overflow::kWraps, 1.0, labels)));
+                                      netdev::kKernelLongBits, Overflow::kWraps, 1.0, labels)));
       if (!netdev.statistics.back().file.is_open()) {
         netdev.statistics.pop_back();
       }
@@ -294,11 +266,8 @@ std::optional<NetdevCollector::Netdev> NetdevCollector::DiscoverNetdev(
     inventory.set_operstate(std::string(absl::StripAsciiWhitespace(*oper)));
   }
 
-  netdev.info = InfoSeries(
-      kNetdevCollectorName, "fabricmon_netdev_info",
-      "Netdev identity; value 1. kind: ethernet, rdma_ethernet (RoCE/iWARP: RDMA bypasses the "
-      "byte counters), ipoib, loopback, virtual or other. driver from device/driver; "
-      "rdma_device is the RDMA device on it.",
+  netdev.info = SeriesFromSpec(
+      netdev::kNetdevInfoFamily, kNetdevCollectorName,
       {{"netdev", name},
        {"kind", std::string(netdev::NetdevKindName(netdev.kind))},
        {"driver", inventory.driver()},
@@ -354,7 +323,7 @@ void NetdevCollector::DiscoverTcp() {
               ? GaugeSeries(kNetdevCollectorName, std::string(spec.metric), std::string(spec.help),
                             spec.unit, 1.0, std::move(labels))
               : CounterSeries(kNetdevCollectorName, std::string(spec.metric),
-                              std::string(spec.help), spec.unit, kKernelLongBits, Overflow::kWraps,
+                              std::string(spec.help), spec.unit, netdev::kKernelLongBits, Overflow::kWraps,
                               1.0, std::move(labels));
       source.fields.push_back({&spec, std::move(series), index});
     }

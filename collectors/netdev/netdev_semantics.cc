@@ -213,6 +213,14 @@ std::optional<int64_t> ParseOperState(absl::string_view text) {
   return std::nullopt;
 }
 
+std::vector<absl::string_view> KnownStatisticFiles() {
+  std::vector<absl::string_view> files;
+  for (const KnownStatistic& known : kKnownStatistics) {
+    files.push_back(known.file);
+  }
+  return files;
+}
+
 StatisticSpec SpecForStatistic(absl::string_view file) {
   StatisticSpec spec;
   const std::string name = SanitizeName(file);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -68,6 +69,8 @@ struct StatisticSpec {
   Unit unit = Unit::kPackets;
 };
 StatisticSpec SpecForStatistic(absl::string_view file);
+// The statistics/ files with a documented meaning (their own HELP).
+std::vector<absl::string_view> KnownStatisticFiles();
 
 // Which /proc/net file a TCP counter comes from.
 enum class ProcNetFile : uint8_t { kSnmp, kNetstat };

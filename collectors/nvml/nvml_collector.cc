@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "collectors/nvml/nvml_families.h"
 #include "collectors/nvml/nvml_loader.h"
 #include "daemon/common/logging.h"
 
@@ -19,27 +20,6 @@ namespace abi = nvml::abi;
 // sub-second sampling buys nothing.
 constexpr int64_t kDefaultIntervalMs = 5000;
 constexpr int64_t kDefaultRediscoverMs = 60000;
-
-constexpr char kNvLinkStateHelp[] =
-    "NVLink state from nvmlDeviceGetNvLinkState: 1 active, 0 inactive.";
-constexpr char kNvLinkInfoHelp[] =
-    "NVLink remote end; value 1. remote_pci_bus_id is nvmlDeviceGetNvLinkRemotePciInfo_v2 (a GPU "
-    "or an NVSwitch), empty when NVML does not report one (inactive link).";
-constexpr char kNvLinkErrorsHelp[] =
-    "NVLink data-link error counters (nvmlDeviceGetNvLinkErrorCounter; 64-bit, reset only by "
-    "nvmlDeviceResetNvLinkErrorCounters or driver reload): replay = TX replays, recovery = link "
-    "recoveries (pre-Blackwell flap signal), crc_flit / crc_data = CRC errors, ecc_data = data "
-    "ECC errors. Absent where the GPU generation does not support the counter.";
-constexpr char kNvLinkRecoveryHelp[] =
-    "NVLink5 link recoveries by outcome (NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_*): successful = "
-    "self-healed, failed = recovery failed and the link went down (a flap), all = every event. "
-    "Blackwell and later only.";
-constexpr char kNvLinkEffectiveHelp[] =
-    "NVLink5 effective errors of the link (NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_ERRORS). Blackwell "
-    "and later only.";
-constexpr char kNvLinkSymbolHelp[] =
-    "NVLink5 symbol errors of the link (NVML_FI_DEV_NVLINK_COUNT_SYMBOL_ERRORS). Blackwell and "
-    "later only.";
 
 struct ErrorCounterSpec {
   int counter;  // nvmlNvLinkErrorCounter_t
@@ -64,15 +44,15 @@ struct FieldSpec {
 // Blackwell, where these take over (§5 "Link flaps": Δ FAILED_EVENTS is the NVLink5 flap edge).
 constexpr FieldSpec kFieldSpecs[] = {
     {abi::NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_SUCCESSFUL_EVENTS,
-     "fabricmon_nvlink_recovery_events_total", kNvLinkRecoveryHelp, "successful"},
+     nvml::kNvLinkRecoveryFamily.name, nvml::kNvLinkRecoveryFamily.help, "successful"},
     {abi::NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS,
-     "fabricmon_nvlink_recovery_events_total", kNvLinkRecoveryHelp, "failed"},
-    {abi::NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_EVENTS, "fabricmon_nvlink_recovery_events_total",
-     kNvLinkRecoveryHelp, "all"},
-    {abi::NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_ERRORS, "fabricmon_nvlink_effective_errors_total",
-     kNvLinkEffectiveHelp, nullptr},
-    {abi::NVML_FI_DEV_NVLINK_COUNT_SYMBOL_ERRORS, "fabricmon_nvlink_symbol_errors_total",
-     kNvLinkSymbolHelp, nullptr},
+     nvml::kNvLinkRecoveryFamily.name, nvml::kNvLinkRecoveryFamily.help, "failed"},
+    {abi::NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_EVENTS, nvml::kNvLinkRecoveryFamily.name,
+     nvml::kNvLinkRecoveryFamily.help, "all"},
+    {abi::NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_ERRORS, nvml::kNvLinkEffectiveErrorsFamily.name,
+     nvml::kNvLinkEffectiveErrorsFamily.help, nullptr},
+    {abi::NVML_FI_DEV_NVLINK_COUNT_SYMBOL_ERRORS, nvml::kNvLinkSymbolErrorsFamily.name,
+     nvml::kNvLinkSymbolErrorsFamily.help, nullptr},
 };
 
 ErrorKind KindOf(nvmlReturn_t result) {
@@ -179,55 +159,31 @@ NvmlCollector::~NvmlCollector() {
 
 void NvmlCollector::BuildGpuSeries(Gpu& gpu) {
   const Labels labels = {{"gpu", gpu.label}};
-  gpu.info = InfoSeries(
-      kNvmlCollectorName, "fabricmon_gpu_info",
-      "GPU identity from NVML; value 1. gpu is the NVML index (PCI bus order), "
-      "pci_bus_id is NVML's nvmlPciInfo_t.busId.",
+  gpu.info = SeriesFromSpec(
+      nvml::kGpuInfoFamily, kNvmlCollectorName,
       {{"gpu", gpu.label}, {"uuid", gpu.uuid}, {"pci_bus_id", gpu.pci_bus_id}, {"name", gpu.name}});
-  gpu.lost_series = GaugeSeries(
-      kNvmlCollectorName, "fabricmon_gpu_lost",
-      "1 if NVML reports the GPU lost (NVML_ERROR_GPU_IS_LOST: fallen off the bus or otherwise "
-      "inaccessible), else 0.",
-      Unit::kState, 1.0, {{"gpu", gpu.label}, {"uuid", gpu.uuid}});
-  // nvmlUtilization_t is in percent; scale makes it a 0–1 ratio at export.
-  gpu.utilization = GaugeSeries(
-      kNvmlCollectorName, "fabricmon_gpu_utilization_ratio",
-      "Fraction of the driver's last sample period (1/6 s to 1 s) during which one or more "
-      "kernels ran (nvmlUtilization_t.gpu).",
-      Unit::kRatio, 0.01, labels);
-  gpu.memory_utilization = GaugeSeries(
-      kNvmlCollectorName, "fabricmon_gpu_memory_utilization_ratio",
-      "Fraction of the driver's last sample period during which device memory was being read or "
-      "written (nvmlUtilization_t.memory; bandwidth activity, not capacity used).",
-      Unit::kRatio, 0.01, labels);
-  gpu.compute_processes = GaugeSeries(
-      kNvmlCollectorName, "fabricmon_gpu_compute_processes",
-      "Compute processes with a context on the GPU (nvmlDeviceGetComputeRunningProcesses).",
-      Unit::kNone, 1.0, labels);
-  gpu.unsupported = GaugeSeries(
-      kNvmlCollectorName, "fabricmon_gpu_unsupported_queries",
-      "NVML queries of the GPU and its links that answered NOT_SUPPORTED and are skipped until "
-      "the next discovery (why a metric is absent).",
-      Unit::kNone, 1.0, labels);
+  gpu.lost_series = SeriesFromSpec(
+      nvml::kGpuLostFamily, kNvmlCollectorName, {{"gpu", gpu.label}, {"uuid", gpu.uuid}});
+  gpu.utilization = SeriesFromSpec(nvml::kGpuUtilizationFamily, kNvmlCollectorName, labels);
+  gpu.memory_utilization = SeriesFromSpec(nvml::kGpuMemoryUtilizationFamily, kNvmlCollectorName, labels);
+  gpu.compute_processes = SeriesFromSpec(nvml::kGpuComputeProcessesFamily, kNvmlCollectorName, labels);
+  gpu.unsupported = SeriesFromSpec(nvml::kGpuUnsupportedFamily, kNvmlCollectorName, labels);
 }
 
 void NvmlCollector::BuildLinkSeries(const Gpu& gpu, Link& link) {
   const std::string link_label = absl::StrCat(link.index);
   const Labels labels = {{"gpu", gpu.label}, {"link", link_label}};
-  link.state = GaugeSeries(kNvmlCollectorName, "fabricmon_nvlink_state", kNvLinkStateHelp,
-                           Unit::kState, 1.0, labels);
-  link.info = InfoSeries(
-      kNvmlCollectorName, "fabricmon_nvlink_info", kNvLinkInfoHelp,
+  link.state = SeriesFromSpec(nvml::kNvLinkStateFamily, kNvmlCollectorName, labels);
+  link.info = SeriesFromSpec(
+      nvml::kNvLinkInfoFamily, kNvmlCollectorName,
       {{"gpu", gpu.label}, {"link", link_label}, {"remote_pci_bus_id", link.remote_pci_bus_id}});
   link.errors.clear();
   if (api_->Has(Feature::kNvLinkErrorCounters)) {
     for (const ErrorCounterSpec& spec : kErrorCounters) {
       ErrorCounter counter;
       counter.counter = spec.counter;
-      // nvml.h: unsigned long long, so 64-bit and wrapping (never saturating).
-      counter.series = CounterSeries(
-          kNvmlCollectorName, "fabricmon_nvlink_errors_total", kNvLinkErrorsHelp, Unit::kNone, 64,
-          Overflow::kWraps, 1.0, {{"gpu", gpu.label}, {"link", link_label}, {"type", spec.type}});
+      counter.series = SeriesFromSpec(
+          nvml::kNvLinkErrorsFamily, kNvmlCollectorName, {{"gpu", gpu.label}, {"link", link_label}, {"type", spec.type}});
       link.errors.push_back(std::move(counter));
     }
   }
@@ -504,7 +460,7 @@ void NvmlCollector::CollectGpu(Gpu& gpu, SampleSink& sink) {
             link.remote_pci_bus_id = std::move(remote);
           }
         }
-        link.info = InfoSeries(kNvmlCollectorName, "fabricmon_nvlink_info", kNvLinkInfoHelp,
+        link.info = SeriesFromSpec(nvml::kNvLinkInfoFamily, kNvmlCollectorName,
                                {{"gpu", gpu.label},
                                 {"link", absl::StrCat(link.index)},
                                 {"remote_pci_bus_id", link.remote_pci_bus_id}});

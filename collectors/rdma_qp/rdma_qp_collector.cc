@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "collectors/rdma_qp/rdma_qp_families.h"
 #include "daemon/common/file_reader.h"
 #include "daemon/common/logging.h"
 #include "daemon/common/status.h"
@@ -293,10 +294,7 @@ absl::Status RdmaQpCollector::Collect(SampleSink& sink) {
 
   for (const auto& [key, count] : by_state) {
     const auto& [device, type, state] = key;
-    sink.Add(GaugeSeries(kRdmaQpCollectorName, "fabricmon_rdma_qps",
-                         "RDMA queue pairs of a device by type (rc, uc, ud, ...) and state "
-                         "(reset, init, rtr, rts, sqd, sqe, err); kernel QPs included.",
-                         Unit::kNone, 1.0,
+    sink.Add(SeriesFromSpec(rdma_qp::kRdmaQpsFamily, kRdmaQpCollectorName,
                          {{"device", device},
                           {"type", std::string(type)},
                           {"state", std::string(state)}}),
@@ -319,19 +317,14 @@ absl::Status RdmaQpCollector::Collect(SampleSink& sink) {
     if (comm == kept.end()) {
       continue;
     }
-    sink.Add(GaugeSeries(kRdmaQpCollectorName, "fabricmon_rdma_process_qps",
-                         "RDMA queue pairs owned by a user process, by device and type.",
-                         Unit::kNone, 1.0,
+    sink.Add(SeriesFromSpec(rdma_qp::kRdmaProcessQpsFamily, kRdmaQpCollectorName,
                          {{"pid", absl::StrCat(pid)},
                           {"comm", comm->second},
                           {"device", device},
                           {"type", std::string(type)}}),
              count);
   }
-  sink.Add(GaugeSeries(kRdmaQpCollectorName, "fabricmon_rdma_qp_processes_dropped",
-                       "Processes owning RDMA QPs left out of fabricmon_rdma_process_qps this "
-                       "cycle (rdma_qp.max_processes).",
-                       Unit::kNone, 1.0, {}),
+  sink.Add(SeriesFromSpec(rdma_qp::kRdmaQpProcessesDroppedFamily, kRdmaQpCollectorName, {}),
            ranked.size() - kept_count);
   errors_.Emit(sink);
   return absl::OkStatus();

@@ -3,16 +3,12 @@
 #include <limits>
 
 #include "google/protobuf/util/message_differencer.h"
+#include "daemon/agent/agent_families.h"
 #include "daemon/agent/cycle_builder.h"
 #include "daemon/common/logging.h"
 
 namespace fabricmon::agent {
 namespace {
-
-using collectors::CounterSeries;
-using collectors::GaugeSeries;
-using collectors::Overflow;
-using collectors::Unit;
 
 // The agent's own health as samples, so it travels the same path as hardware counters and the
 // aggregator can tell data lost on the node from data lost in transit.
@@ -21,43 +17,19 @@ class AgentSelfCollector final : public collectors::Collector {
   AgentSelfCollector(const ReplayBuffer& buffer, const SeriesTable& series,
                      const StreamClient* stream)
       : buffer_(buffer), series_(series), stream_(stream) {
-    auto counter = [](const char* name, const char* help) {
-      return CounterSeries("agent", name, help, Unit::kNone, 64, Overflow::kWraps, 1.0, {});
-    };
-    buffer_bytes_ = GaugeSeries("agent", "fabricmon_agent_replay_buffer_bytes",
-                                "Bytes of unacknowledged cycles held for replay.", Unit::kBytes,
-                                1.0, {});
-    buffer_cycles_ = GaugeSeries("agent", "fabricmon_agent_replay_buffer_batches",
-                                 "Unacknowledged batches held for replay.", Unit::kNone, 1.0, {});
-    dropped_batches_ = counter("fabricmon_agent_dropped_batches_total",
-                               "Batches dropped unacknowledged because the replay buffer was full "
-                               "and confirmed lost (announced to the aggregator).");
-    unconfirmed_ = GaugeSeries("agent", "fabricmon_agent_evicted_unconfirmed_batches",
-                               "Batches evicted from the full replay buffer whose fate the next "
-                               "ack or reconnect decides (lost unless the aggregator stored them).",
-                               Unit::kNone, 1.0, {});
-    dropped_samples_ = counter("fabricmon_agent_dropped_samples_total",
-                               "Samples in batches dropped from the full replay buffer.");
-    connected_ = GaugeSeries("agent", "fabricmon_agent_stream_connected",
-                             "1 while the telemetry stream to the aggregator is established.",
-                             Unit::kNone, 1.0, {});
-    connects_ = counter("fabricmon_agent_stream_connects_total",
-                        "Telemetry streams established (first connect and reconnects).");
-    attempts_ = counter("fabricmon_agent_stream_connect_attempts_total",
-                        "Telemetry stream attempts, successful or not.");
-    replayed_ = counter("fabricmon_agent_replayed_batches_total",
-                        "Batches sent again after a reconnect.");
-    series_held_ = GaugeSeries("agent", "fabricmon_agent_series",
-                               "Series the agent numbers now (ids of series its collectors "
-                               "stopped producing are reused after 10 minutes).",
-                               Unit::kNone, 1.0, {});
-    series_ids_ = GaugeSeries("agent", "fabricmon_agent_series_ids",
-                              "Highest series id handed out: stays near fabricmon_agent_series "
-                              "when ids are reused under churn.",
-                              Unit::kNone, 1.0, {});
-    sent_bytes_ = CounterSeries("agent", "fabricmon_agent_sent_bytes_total",
-                                "Protobuf bytes written to the telemetry stream.", Unit::kBytes, 64,
-                                Overflow::kWraps, 1.0, {});
+    using collectors::SeriesFromSpec;
+    buffer_bytes_ = SeriesFromSpec(kReplayBufferBytesFamily, "agent", {});
+    buffer_cycles_ = SeriesFromSpec(kReplayBufferBatchesFamily, "agent", {});
+    dropped_batches_ = SeriesFromSpec(kDroppedBatchesFamily, "agent", {});
+    unconfirmed_ = SeriesFromSpec(kEvictedUnconfirmedFamily, "agent", {});
+    dropped_samples_ = SeriesFromSpec(kDroppedSamplesFamily, "agent", {});
+    connected_ = SeriesFromSpec(kStreamConnectedFamily, "agent", {});
+    connects_ = SeriesFromSpec(kStreamConnectsFamily, "agent", {});
+    attempts_ = SeriesFromSpec(kStreamAttemptsFamily, "agent", {});
+    replayed_ = SeriesFromSpec(kReplayedBatchesFamily, "agent", {});
+    series_held_ = SeriesFromSpec(kSeriesFamily, "agent", {});
+    series_ids_ = SeriesFromSpec(kSeriesIdsFamily, "agent", {});
+    sent_bytes_ = SeriesFromSpec(kSentBytesFamily, "agent", {});
   }
   absl::string_view name() const override { return "agent"; }
   absl::Status Discover(v1::Inventory&) override { return absl::OkStatus(); }

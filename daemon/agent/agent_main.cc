@@ -123,7 +123,16 @@ class LocalMetrics final : public prometheus::Collectable {
  public:
   explicit LocalMetrics(const agent::Agent& agent) : agent_(agent) {}
   std::vector<prometheus::MetricFamily> Collect() const override {
-    return exposition::BuildFamilies(agent_.LatestSamples());
+    std::vector<prometheus::MetricFamily> families =
+        exposition::BuildFamilies(agent_.LatestSamples());
+    // prometheus-cpp's TextSerializer (what the Exposer serves) writes HELP raw; label values it
+    // escapes. Hand it HELP already escaped as the text format requires, as our writer does.
+    for (prometheus::MetricFamily& family : families) {
+      std::string escaped;
+      exposition::AppendHelp(family.help, &escaped);
+      family.help = std::move(escaped);
+    }
+    return families;
   }
 
  private:

@@ -2,25 +2,18 @@
 
 #include <string>
 
+#include "daemon/agent/agent_families.h"
 #include "daemon/common/logging.h"
 
 namespace fabricmon::agent {
-
-using collectors::GaugeSeries;
-using collectors::Unit;
 
 CollectorRunner::CollectorRunner(std::unique_ptr<collectors::Collector> collector, Clock& clock)
     : collector_(std::move(collector)), clock_(clock) {
   const std::string name(collector_->name());
   const collectors::Labels labels = {{"collector", name}};
-  success_ = GaugeSeries(name, "fabricmon_collector_success",
-                         "1 if the collector's last run succeeded (absent hardware counts as 0).",
-                         Unit::kNone, 1.0, labels);
-  duration_ = GaugeSeries(name, "fabricmon_collector_duration_seconds",
-                          "Wall time of the collector's last run.", Unit::kSeconds, 1e-9, labels);
-  present_ = GaugeSeries(name, "fabricmon_collector_hardware_present",
-                         "1 if the collector's last discovery found its hardware, 0 if absent.",
-                         Unit::kNone, 1.0, labels);
+  success_ = collectors::SeriesFromSpec(kCollectorSuccessFamily, name, labels);
+  duration_ = collectors::SeriesFromSpec(kCollectorDurationFamily, name, labels);
+  present_ = collectors::SeriesFromSpec(kCollectorPresentFamily, name, labels);
 }
 
 bool CollectorRunner::MaybeDiscover(v1::Inventory& inventory) {

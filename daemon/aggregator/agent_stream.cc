@@ -32,6 +32,10 @@ absl::string_view RejectReasonName(RejectReason reason) {
       return "invalid_declaration";
     case RejectReason::kIdentityMismatch:
       return "identity_mismatch";
+    case RejectReason::kDeclarationConflict:
+      return "declaration_conflict";
+    case RejectReason::kReservedFamily:
+      return "reserved_family";
     case RejectReason::kProtocol:
     case RejectReason::kCount:
       break;
@@ -173,6 +177,11 @@ std::optional<AgentStream::Error> AgentStream::HandleDeclarations(
       return Error{RejectReason::kInvalidDeclaration, v1::Reject::REASON_MALFORMED,
                    grpc::StatusCode::INVALID_ARGUMENT, std::string(desc.status().message())};
     }
+    // What reaches /metrics is the aggregator's: catalogue HELP, pinned families, valid names.
+    absl::Status admitted = store_.families().Admit(*desc);
+    if (!admitted.ok()) {
+      return AdmissionError(admitted);
+    }
     absl::Status declared = decoder_.Declare(declaration.id());
     if (!declared.ok()) {
       return Error{RejectReason::kInvalidDeclaration, v1::Reject::REASON_MALFORMED,
@@ -253,6 +262,24 @@ std::optional<AgentStream::Error> AgentStream::HandleBatch(const v1::SampleBatch
   }
   SendAck(batch.sequence());
   return std::nullopt;
+}
+
+AgentStream::Error AgentStream::AdmissionError(const absl::Status& status) {
+  std::string message(status.message());
+  switch (status.code()) {
+    case absl::StatusCode::kPermissionDenied:
+      return Error{RejectReason::kReservedFamily, v1::Reject::REASON_RESERVED_FAMILY,
+                   grpc::StatusCode::PERMISSION_DENIED, std::move(message)};
+    case absl::StatusCode::kFailedPrecondition:
+      return Error{RejectReason::kDeclarationConflict, v1::Reject::REASON_DECLARATION_CONFLICT,
+                   grpc::StatusCode::FAILED_PRECONDITION, std::move(message)};
+    case absl::StatusCode::kResourceExhausted:
+      return Error{RejectReason::kSeriesLimit, v1::Reject::REASON_LIMIT,
+                   grpc::StatusCode::RESOURCE_EXHAUSTED, std::move(message)};
+    default:
+      return Error{RejectReason::kInvalidDeclaration, v1::Reject::REASON_MALFORMED,
+                   grpc::StatusCode::INVALID_ARGUMENT, std::move(message)};
+  }
 }
 
 template <typename Ids>

@@ -52,6 +52,8 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::A
   std::optional<Error> Handle(const v1::AgentMessage& message);
   std::optional<Error> HandleHello(const v1::Hello& hello);
   std::optional<Error> HandleDeclarations(const v1::SeriesDeclarations& declarations);
+  // The Reject for a declaration FamilyRegistry::Admit refused (by its status code).
+  static Error AdmissionError(const absl::Status& status);
   std::optional<Error> HandleLayouts(const v1::Layouts& layouts);
   std::optional<Error> HandleBatch(const v1::SampleBatch& batch);
   // Values for series the node retired came back: ask the agent to declare them again (or, for

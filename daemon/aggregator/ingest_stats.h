@@ -22,6 +22,8 @@ enum class RejectReason : uint8_t {
   kInvalidDeclaration,
   kIdentityMismatch,  // hello's node name is not the client certificate's (mutual TLS)
   kProtocol,
+  kDeclarationConflict,  // a family declared against the metric catalogue or its first declaration
+  kReservedFamily,       // a family the aggregator writes itself
   kCount,
 };
 

@@ -190,7 +190,8 @@ std::vector<std::string> MetricsExporter::TextPieces() const {
 
   // One text body per family, filled node by node: the order of Collect() + MergeFamilies
   // (families by name; in a family, nodes in order, then each node's series in order) without a
-  // MetricFamily per series. The first series of a family sets its help and type, as there.
+  // MetricFamily per series. HELP and TYPE are the same for every series of a family (the
+  // catalogue's or the family's first declaration: FamilyRegistry).
   struct Body {
     std::string name;
     std::string help;
@@ -207,6 +208,11 @@ std::vector<std::string> MetricsExporter::TextPieces() const {
     }
     return bodies[it->second];
   };
+  // The aggregator's own families first, so that their HELP and TYPE are its own whatever a
+  // series says (agents cannot declare them: FamilyRegistry refuses reserved names).
+  for (const prometheus::MetricFamily& family : own) {
+    body_for(family.name, family.help, family.type);
+  }
   std::string saturated;  // one node's fabricmon_series_saturated lines
   for (const std::shared_ptr<NodeState>& node : up_nodes) {
     const collectors::Labels node_label = {{"node", node->name()}};

@@ -32,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "collectors/core/sample.h"
+#include "daemon/aggregator/family_registry.h"
 #include "daemon/common/rate_limiter.h"
 #include "fabricmon/v1/inventory.pb.h"
 #include "fabricmon/v1/telemetry.pb.h"
@@ -269,8 +270,13 @@ class SeriesStore {
   std::vector<std::shared_ptr<NodeState>> Nodes() const ABSL_LOCKS_EXCLUDED(mu_);
   std::shared_ptr<NodeState> Find(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // What every node's declarations are admitted by (the metric catalogue and the families pinned
+  // across nodes). Thread-safe.
+  FamilyRegistry& families() { return families_; }
+
  private:
   const StoreOptions options_;
+  FamilyRegistry families_{wire::MetricCatalogue::Project()};
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<NodeState>> nodes_ ABSL_GUARDED_BY(mu_);
 };

@@ -148,13 +148,30 @@ void AppendLabelValue(absl::string_view value, std::string* out) {
   out->append(value.data() + start, value.size() - start);
 }
 
+// The text format escapes \\ and \n in HELP (and only those: a quote stays as it is).
+// prometheus-cpp 1.0.1 writes HELP raw, so a newline in it would end the comment line and
+// start a sample line of the writer's choosing.
+void AppendHelp(absl::string_view help, std::string* out) {
+  size_t start = 0;
+  for (size_t i = 0; i < help.size(); ++i) {
+    const char c = help[i];
+    if (c == '\\' || c == '\n') {
+      out->append(help.data() + start, i - start);
+      out->push_back('\\');
+      out->push_back(c == '\n' ? 'n' : c);
+      start = i + 1;
+    }
+  }
+  out->append(help.data() + start, help.size() - start);
+}
+
 void AppendFamilyHeader(absl::string_view name, absl::string_view help, prometheus::MetricType type,
                         std::string* out) {
   if (!help.empty()) {
     out->append("# HELP ");
     out->append(name.data(), name.size());
     out->push_back(' ');
-    out->append(help.data(), help.size());
+    AppendHelp(help, out);
     out->push_back('\n');
   }
   const char* type_name = nullptr;

@@ -43,13 +43,15 @@ void MergeFamilies(std::vector<prometheus::MetricFamily> source,
 std::string SerializeText(const std::vector<prometheus::MetricFamily>& families);
 
 // Appends the text format of `families` to `out`: byte for byte what prometheus-cpp 1.0.1's
-// TextSerializer writes (every metric type, label escaping, "%.16g" values, timestamps), without
+// TextSerializer writes (every metric type, label escaping, "%.16g" values, timestamps), except
+// that HELP is escaped as the text format requires (prometheus-cpp writes it raw), without
 // iostreams; several times faster, which matters at a million series per scrape. SerializeText
 // uses it.
 void AppendText(const std::vector<prometheus::MetricFamily>& families, std::string* out);
 
 // Pieces of the same format, for writers that skip MetricFamily (the aggregator's /metrics):
-// "# HELP" (when `help` is not empty) and "# TYPE" lines of a family;
+// "# HELP" (when `help` is not empty; backslash and newline escaped) and "# TYPE" lines of a
+// family;
 void AppendFamilyHeader(absl::string_view name, absl::string_view help, prometheus::MetricType type,
                         std::string* out);
 // the sample lines of one family (what AppendText writes after its header);
@@ -59,7 +61,9 @@ void AppendSampleLine(absl::string_view name, const collectors::Labels& extra_la
                       const collectors::Labels& labels, double value, std::string* out);
 // a value as prometheus-cpp writes it ("%.16g"; "Nan", "+Inf", "-Inf");
 void AppendValue(double value, std::string* out);
-// a label value with \\, \" and \n escaped.
+// a label value with \\, \" and \n escaped;
 void AppendLabelValue(absl::string_view value, std::string* out);
+// a HELP text with \\ and \n escaped (the text format's rule for HELP).
+void AppendHelp(absl::string_view help, std::string* out);
 
 }  // namespace fabricmon::exposition

@@ -26,6 +26,8 @@ bool IsNameChar(char c, bool first, bool allow_colon) {
   return !first && c >= '0' && c <= '9';
 }
 
+}  // namespace
+
 // Well-formed UTF-8 (Unicode 15 table 3-7): no overlong forms, no surrogates, nothing above
 // U+10FFFF. Prometheus checks label values with Go's utf8.Valid, which refuses all of those, and
 // one bad value fails the whole scrape of the aggregator, every node included.
@@ -72,8 +74,6 @@ bool IsValidUtf8(absl::string_view s) {
   }
   return true;
 }
-
-}  // namespace
 
 bool IsValidMetricName(absl::string_view name) {
   if (name.empty()) {
@@ -150,9 +150,18 @@ absl::StatusOr<collectors::SeriesDesc> FromDeclaration(const v1::SeriesDeclarati
     return absl::InvalidArgumentError(absl::StrCat("series ", d.id(), ": too many labels"));
   }
   collectors::SeriesDesc desc;
-  desc.collector = d.collector().substr(0, 64);
+  // Refused rather than cut: a truncated text would be stored as if the agent had sent it.
+  if (d.collector().size() > limits.max_collector_bytes || !IsValidUtf8(d.collector())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("series ", d.id(), ": collector name too long or not UTF-8"));
+  }
+  if (d.help().size() > limits.max_help_bytes || !IsValidUtf8(d.help())) {
+    return absl::InvalidArgumentError(absl::StrCat("series ", d.id(), " (", d.name(),
+                                                   "): HELP too long or not UTF-8"));
+  }
+  desc.collector = d.collector();
   desc.name = d.name();
-  desc.help = IsValidUtf8(d.help()) ? d.help().substr(0, 1024) : "";
+  desc.help = d.help();
   absl::flat_hash_set<std::string> seen;
   for (const v1::Label& label : d.labels()) {
     if (label.name().size() > limits.max_label_name_bytes || !IsValidLabelName(label.name())) {

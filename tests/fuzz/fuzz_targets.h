@@ -19,6 +19,7 @@ void Fuzz_ibnetdiscover(const uint8_t* data, size_t size);
 void Fuzz_link_list(const uint8_t* data, size_t size);
 void Fuzz_text_config(const uint8_t* data, size_t size);
 void Fuzz_ingest(const uint8_t* data, size_t size);
+void Fuzz_exposition(const uint8_t* data, size_t size);
 
 // Every target in this build, in a fixed order.
 inline std::vector<FuzzTarget> AllFuzzTargets() {
@@ -46,6 +47,9 @@ inline std::vector<FuzzTarget> AllFuzzTargets() {
 #endif
 #ifdef FABRICMON_FUZZ_HAVE_INGEST
       {"ingest", &Fuzz_ingest},
+#endif
+#ifdef FABRICMON_FUZZ_HAVE_EXPOSITION
+      {"exposition", &Fuzz_exposition},
 #endif
   };
   return targets;

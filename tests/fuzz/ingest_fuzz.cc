@@ -22,11 +22,14 @@
 #include "daemon/aggregator/series_store.h"
 #include "daemon/detectors/engine.h"
 #include "daemon/wire/batch_codec.h"
+#include "daemon/exposition/text_exposition.h"
+#include "daemon/wire/metric_catalogue.h"
 #include "daemon/wire/series_codec.h"
 #include "fabricmon/v1/telemetry.pb.h"
 #include "prometheus/text_serializer.h"
 #include "tests/fuzz/fuzz_target.h"
 #include "tests/testing/fake_clock.h"
+#include "tests/testing/text_format_check.h"
 
 namespace {
 
@@ -135,10 +138,25 @@ class Stream {
       if (!desc.ok()) {
         return RejectReason::kInvalidDeclaration;
       }
+      const absl::Status admitted = store_.families().Admit(*desc);
+      if (!admitted.ok()) {
+        switch (admitted.code()) {
+          case absl::StatusCode::kPermissionDenied:
+            return RejectReason::kReservedFamily;
+          case absl::StatusCode::kFailedPrecondition:
+            return RejectReason::kDeclarationConflict;
+          case absl::StatusCode::kResourceExhausted:
+            return RejectReason::kSeriesLimit;
+          default:
+            return RejectReason::kInvalidDeclaration;
+        }
+      }
+      FABRICMON_FUZZ_CHECK(!fabricmon::wire::IsReservedFamily(desc->name));
       // What was accepted is exportable: a valid name, UTF-8 label values, a sane width.
       FABRICMON_FUZZ_CHECK(fabricmon::wire::IsValidMetricName(desc->name));
       for (const auto& [name, value] : desc->labels) {
         FABRICMON_FUZZ_CHECK(fabricmon::wire::IsValidLabelName(name) && name != "node");
+        FABRICMON_FUZZ_CHECK(fabricmon::wire::CheckLabelName(name).ok());
       }
       if (!decoder_.Declare(declaration.id()).ok()) {
         return RejectReason::kInvalidDeclaration;
@@ -232,11 +250,20 @@ void ReadEverything(const SeriesStore& store, const fabricmon::aggregator::Inges
   }
   fabricmon::aggregator::MetricsExporter exporter(store, stats, clock,
                                                   fabricmon::aggregator::ExporterOptions{});
-  // The streaming serializer must write exactly what prometheus-cpp writes for Collect().
+  // The streaming serializer must write exactly what prometheus-cpp writes for Collect(), except
+  // that HELP is escaped (prometheus-cpp writes it raw): then it must equal our own writer's.
   std::string direct;
   exporter.AppendText(&direct);
-  const std::string serialized = prometheus::TextSerializer().Serialize(exporter.Collect());
-  FABRICMON_FUZZ_CHECK(direct == serialized);
+  const std::vector<prometheus::MetricFamily> collected = exporter.Collect();
+  bool help_escaped = false;
+  for (const prometheus::MetricFamily& family : collected) {
+    help_escaped = help_escaped || family.help.find_first_of("\\\n") != std::string::npos;
+  }
+  FABRICMON_FUZZ_CHECK(direct == fabricmon::exposition::SerializeText(collected));
+  if (!help_escaped) {
+    FABRICMON_FUZZ_CHECK(direct == prometheus::TextSerializer().Serialize(collected));
+  }
+  FABRICMON_FUZZ_CHECK(fabricmon::testing::CheckTextFormat(direct).empty());
   (void)engine.Diagnose(names);
   (void)engine.Findings(/*include_cleared=*/true, "");
   (void)engine.Collect();

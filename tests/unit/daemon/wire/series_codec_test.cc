@@ -199,13 +199,26 @@ TEST(SeriesCodecTest, WidthBoundariesAndGaugesIgnoreWidth) {
   EXPECT_EQ(gauge->type, MetricType::kGauge);
 }
 
-TEST(SeriesCodecTest, InvalidHelpIsDroppedNotFatalAndUnknownUnitIsNone) {
+// Refused, never cut or blanked: what is stored is what the agent sent, or nothing.
+TEST(SeriesCodecTest, InvalidOrOversizedHelpAndCollectorAreRefused) {
   v1::SeriesDeclaration declaration = ValidCounter();
   declaration.set_help("bad \xff help");
+  EXPECT_THAT(FromDeclaration(declaration), StatusIs(absl::StatusCode::kInvalidArgument));
+  declaration.set_help(std::string(1025, 'h'));
+  EXPECT_THAT(FromDeclaration(declaration), StatusIs(absl::StatusCode::kInvalidArgument));
+  declaration.set_help(std::string(1024, 'h'));
+  EXPECT_THAT(FromDeclaration(declaration), IsOk());
+  declaration.set_collector(std::string(65, 'c'));
+  EXPECT_THAT(FromDeclaration(declaration), StatusIs(absl::StatusCode::kInvalidArgument));
+  declaration.set_collector("bad \xc0\x80");
+  EXPECT_THAT(FromDeclaration(declaration), StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(SeriesCodecTest, UnknownUnitIsNone) {
+  v1::SeriesDeclaration declaration = ValidCounter();
   declaration.set_unit(static_cast<v1::Unit>(99));
   absl::StatusOr<SeriesDesc> desc = FromDeclaration(declaration);
   ASSERT_THAT(desc, IsOk());
-  EXPECT_EQ(desc->help, "");
   EXPECT_EQ(desc->unit, Unit::kNone);
 }
 

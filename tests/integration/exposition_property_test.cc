@@ -1,0 +1,308 @@
+// Property: whatever HELP texts, label names and label values agents declare (newlines, quotes,
+// backslashes, '#', '{', invalid UTF-8, huge strings; catalogued families with the right or the
+// wrong type, families of their own, the aggregator's reserved families), the aggregator's
+// /metrics stays a valid exposition: `promtool check metrics` passes, every line parses, no line
+// an agent wrote reaches it as a sample of its own, and an honest node's lines never change.
+//
+// Real ingest path (AgentStream over an in-process gRPC channel, the hostile peer a raw stream)
+// and real exporter (MetricsExporter::AppendText, what /metrics serves, and Collect() through
+// exposition::SerializeText). Bounded rounds from a fixed seed, printed on failure; set
+// FABRICMON_PROPERTY_SEED to replay another.
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "daemon/exposition/text_exposition.h"
+#include "daemon/wire/metric_catalogue.h"
+#include "daemon/wire/series_codec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/stream_harness.h"
+#include "tests/testing/temp_tree.h"
+#include "tests/testing/text_format_check.h"
+
+namespace fabricmon::testing {
+namespace {
+
+using collectors::MetricType;
+
+constexpr uint32_t kDefaultSeed = 20261125;
+constexpr int kRounds = 60;
+constexpr char kVictim[] = "honest-node";
+
+std::string Promtool() {
+  for (const char* path : {"/usr/bin/promtool", "/usr/local/bin/promtool"}) {
+    if (access(path, X_OK) == 0) {
+      return path;
+    }
+  }
+  return "";
+}
+
+// Runs `promtool check metrics` on `text`; "" when it passes, else its exit status and output.
+std::string PromtoolCheck(const std::string& promtool, const std::string& text) {
+  char input_path[] = "/tmp/fabricmon_property_XXXXXX";
+  const int fd = mkstemp(input_path);
+  if (fd < 0) {
+    return "mkstemp failed";
+  }
+  close(fd);
+  {
+    std::ofstream out(input_path, std::ios::binary);
+    out << text;
+  }
+  const std::string command =
+      absl::StrCat(promtool, " check metrics < ", input_path, " 2>&1");
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string output;
+  char buffer[4096];
+  while (pipe != nullptr && fgets(buffer, sizeof(buffer), pipe) != nullptr) {
+    output += buffer;
+  }
+  const int status = pipe != nullptr ? pclose(pipe) : -1;
+  unlink(input_path);
+  if (status == 0) {
+    return "";
+  }
+  return absl::StrCat("promtool exit status ", status, ": ", output.substr(0, 2000));
+}
+
+class Generator {
+ public:
+  explicit Generator(uint32_t seed) : rng_(seed) {}
+
+  uint32_t Below(uint32_t n) { return static_cast<uint32_t>(rng_() % n); }
+
+  // A string an attacker would try: pieces of syntax, forged lines, bad and good UTF-8.
+  std::string Text() {
+    static const char* const kPieces[] = {
+        "a", " ", "help", "\n", "\"", "\\", "#", "{", "}", "=", ",", "\\n", "\r", "\t",
+        "# TYPE fabricmon_node_up counter", "\nfabricmon_node_up{node=\"victim-forged\"} 1\n",
+        "fabricmon_finding_active{kind=\"link_flapping\"} 1", "\xff", "\xc3\xa9", "\xed\xa0\x80",
+        "\xe2\x82", "\xf4\x90\x80\x80", std::string("\0", 1).c_str(), "\xe2\x9c\x93"};
+    constexpr size_t kCount = sizeof(kPieces) / sizeof(kPieces[0]);
+    std::string out;
+    if (Below(40) == 0) {
+      out.assign(1000 + Below(200000), 'x');  // huge: refused, never cut
+    }
+    const uint32_t n = Below(8);
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint32_t piece = Below(kCount + 1);
+      if (piece == kCount) {
+        out.push_back('\0');
+      } else {
+        out += kPieces[piece];
+      }
+    }
+    return out;
+  }
+
+  std::string LabelName() {
+    static const char* const kNames[] = {"device", "port", "key", "x", "_y", "le", "quantile",
+                                         "node", "metric", "__name__", "Camel", "a-b", "9x", ""};
+    if (Below(3) == 0) {
+      return Text();
+    }
+    return kNames[Below(sizeof(kNames) / sizeof(kNames[0]))];
+  }
+
+  // One declaration of a random kind.
+  v1::SeriesDeclaration Declaration(uint32_t id) {
+    collectors::SeriesDesc desc;
+    desc.collector = "hostile";
+    const auto& catalogue = wire::MetricCatalogue::Project().families();
+    switch (Below(5)) {
+      case 0:
+      case 1: {  // a catalogued family, right or (sometimes) wrong semantics
+        const wire::CatalogueFamily& family = catalogue[Below(catalogue.size())];
+        desc.name = family.name;
+        desc.type = family.type;
+        desc.unit = family.unit;
+        desc.scale = family.scale;
+        desc.overflow = family.overflow;
+        for (uint8_t w = 1; w <= 64; ++w) {
+          if (family.AllowsWidth(w)) {
+            desc.width_bits = w;
+          }
+        }
+        if (Below(4) == 0) {
+          desc.type = family.type == MetricType::kCounter ? MetricType::kGauge : MetricType::kCounter;
+          desc.width_bits = desc.type == MetricType::kCounter ? 64 : 0;
+          desc.overflow = collectors::Overflow::kWraps;
+        }
+        break;
+      }
+      case 2:
+      case 3: {  // a family of the agent's own
+        static const char* const kOwn[] = {"fabricmon_prop_a_total", "fabricmon_prop_b",
+                                           "fabricmon_prop_c_bytes", "fabricmon_x_ms",
+                                           "fabricmon_prop_d_total", "not_ours_total"};
+        desc.name = kOwn[Below(sizeof(kOwn) / sizeof(kOwn[0]))];
+        desc.type = absl::EndsWith(desc.name, "_total") ? MetricType::kCounter : MetricType::kGauge;
+        if (Below(5) == 0) {
+          desc.type = desc.type == MetricType::kCounter ? MetricType::kGauge : MetricType::kCounter;
+        }
+        break;
+      }
+      default: {  // the aggregator's own
+        static const char* const kReserved[] = {"fabricmon_node_up", "fabricmon_finding_active",
+                                                "fabricmon_aggregator_series",
+                                                "fabricmon_series_saturated"};
+        desc.name = kReserved[Below(4)];
+        desc.type = MetricType::kGauge;
+        break;
+      }
+    }
+    if (desc.type == MetricType::kCounter) {
+      if (desc.width_bits == 0) {
+        desc.width_bits = 64;
+        desc.overflow = collectors::Overflow::kWraps;
+      }
+    } else {
+      desc.width_bits = 0;
+      desc.overflow = collectors::Overflow::kNotApplicable;
+    }
+    desc.help = Below(6) == 0 ? "Plain help." : Text();
+    const uint32_t labels = Below(4);
+    for (uint32_t i = 0; i < labels; ++i) {
+      desc.labels.emplace_back(LabelName(), Text());
+    }
+    desc.Finalize();
+    return wire::ToDeclaration(desc, id);
+  }
+
+ private:
+  std::mt19937 rng_;
+};
+
+// Lines of `text` about node `node` (its series and its node health).
+std::vector<std::string> NodeLines(const std::string& text, const std::string& node) {
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (absl::StrContains(line, absl::StrCat("node=\"", node, "\"")) &&
+        !absl::StartsWith(line, "fabricmon_node_last_seen_age_seconds")) {
+      lines.emplace_back(line);
+    }
+  }
+  return lines;
+}
+
+// Sends `messages` and reads until the batch of sequence 1 is acknowledged, a Reject comes, or
+// the stream ends. The stream stays open (its node stays up) until the caller finishes it.
+std::string Drive(RawStream& raw, const std::vector<v1::AgentMessage>& messages) {
+  for (const v1::AgentMessage& message : messages) {
+    if (!raw.Write(message)) {
+      break;
+    }
+  }
+  for (;;) {
+    std::optional<v1::AggregatorMessage> reply = raw.Read();
+    if (!reply.has_value()) {
+      return "ended";
+    }
+    if (reply->has_reject()) {
+      return absl::StrCat("reject ", v1::Reject::Reason_Name(reply->reject().reason()));
+    }
+    if (reply->has_ack() && reply->ack().sequence() >= 1) {
+      return "stored";
+    }
+  }
+}
+
+TEST(ExpositionPropertyTest, HostileDeclarationsNeverBreakOrForgeMetrics) {
+  const std::string promtool = Promtool();
+  if (promtool.empty()) {
+    GTEST_SKIP() << "promtool not installed (Debian package prometheus)";
+  }
+  uint32_t seed = kDefaultSeed;
+  if (const char* env = std::getenv("FABRICMON_PROPERTY_SEED")) {
+    ASSERT_TRUE(absl::SimpleAtoi(env, &seed)) << env;
+  }
+  SCOPED_TRACE(absl::StrCat("seed ", seed, " (FABRICMON_PROPERTY_SEED=", seed, " replays it)"));
+  Generator gen(seed);
+
+  AggregatorHarness aggregator(Transport::kInProcess, AggregatorOptions{});
+  ASSERT_TRUE(aggregator.Start());
+  auto now = [] { return absl::ToUnixNanos(absl::Now()); };
+
+  // An honest node: a catalogued counter and a family of its own, stream kept open throughout.
+  RawStream victim(aggregator.channel());
+  {
+    v1::AgentMessage declarations;
+    collectors::SeriesDesc xmit = collectors::CounterSeries(
+        "ib_sysfs", "fabricmon_ib_port_xmit_data_bytes_total", "x", collectors::Unit::kBytes, 64,
+        collectors::Overflow::kSaturates, 4.0, {{"device", "mlx5_0"}, {"port", "1"}});
+    collectors::SeriesDesc own = collectors::CounterSeries(
+        "ib_sysfs", "fabricmon_prop_a_total", "The victim's own family.",
+        collectors::Unit::kNone, 64, collectors::Overflow::kWraps, 1.0, {{"device", "mlx5_0"}});
+    *declarations.mutable_declarations()->add_series() = wire::ToDeclaration(xmit, 1);
+    *declarations.mutable_declarations()->add_series() = wire::ToDeclaration(own, 2);
+    ASSERT_EQ(Drive(victim, {HelloMessage(kVictim, "boot-v", 1), declarations,
+                             LayoutMessage(1, {1, 2}), BatchMessage(1, now(), 1, {250, 17})}),
+              "stored");
+  }
+  std::string text;
+  aggregator.state().exporter->AppendText(&text);
+  const std::vector<std::string> victim_lines = NodeLines(text, kVictim);
+  ASSERT_THAT(victim_lines, ::testing::Contains(::testing::HasSubstr(
+                                "fabricmon_ib_port_xmit_data_bytes_total{node=\"honest-node\","
+                                "device=\"mlx5_0\",port=\"1\"} 1000")));
+
+  int stored = 0;
+  int rejected = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    SCOPED_TRACE(absl::StrCat("round ", round));
+    RawStream raw(aggregator.channel());
+    v1::AgentMessage declarations;
+    const uint32_t count = 1 + gen.Below(4);
+    std::vector<uint32_t> ids;
+    std::vector<int64_t> deltas;
+    for (uint32_t id = 1; id <= count; ++id) {
+      *declarations.mutable_declarations()->add_series() = gen.Declaration(id);
+      ids.push_back(id);
+      deltas.push_back(gen.Below(1000));
+    }
+    const std::string outcome =
+        Drive(raw, {HelloMessage(absl::StrCat("hostile-", round), "boot-h", 100 + round),
+                    declarations, LayoutMessage(1, ids), BatchMessage(1, now(), 1, deltas)});
+    outcome == "stored" ? ++stored : ++rejected;
+
+    // Scraped while the hostile stream is open, so whatever it got stored is exported.
+    std::string direct;
+    aggregator.state().exporter->AppendText(&direct);
+    const std::string collected = exposition::SerializeText(aggregator.state().exporter->Collect());
+    for (const std::string* scraped : {&direct, &collected}) {
+      ASSERT_EQ(CheckTextFormat(*scraped), "") << outcome;
+      ASSERT_EQ(PromtoolCheck(promtool, *scraped), "") << outcome << "\n" << *scraped;
+      for (absl::string_view line : absl::StrSplit(*scraped, '\n')) {
+        ASSERT_FALSE(absl::StartsWith(line, "fabricmon_node_up{node=\"victim")) << line;
+        ASSERT_FALSE(absl::StartsWith(line, "fabricmon_finding_active")) << line;
+      }
+      ASSERT_EQ(NodeLines(*scraped, kVictim), victim_lines);
+    }
+    (void)raw.Finish();
+  }
+  // The rounds exercised both sides of the rules.
+  EXPECT_GT(stored, 5);
+  EXPECT_GT(rejected, 5);
+  std::string final_text;
+  aggregator.state().exporter->AppendText(&final_text);
+  EXPECT_THAT(final_text, ::testing::HasSubstr("reason=\"declaration_conflict\""));
+  EXPECT_THAT(final_text, ::testing::Not(::testing::HasSubstr(
+                              "fabricmon_aggregator_rejected_messages_total{reason="
+                              "\"reserved_family\"} 0")));
+  (void)victim.Finish();
+}
+
+}  // namespace
+}  // namespace fabricmon::testing
