@@ -8,7 +8,7 @@ PACKAGES=(
   g++ cmake ninja-build pkg-config git
   # libraries fabricmon links
   libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
-  prometheus-cpp-dev libcivetweb-dev zlib1g-dev libsystemd-dev
+  prometheus-cpp-dev libcivetweb-dev zlib1g-dev libsystemd-dev libssl-dev
   libibverbs-dev libibumad-dev libibmad-dev libibnetdisc-dev libre2-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev libbenchmark-dev

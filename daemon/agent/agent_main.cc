@@ -32,6 +32,7 @@
 #include "daemon/common/file_reader.h"
 #include "daemon/common/logging.h"
 #include "daemon/common/tls.h"
+#include "daemon/exposition/http_server_limits.h"
 #include "daemon/exposition/text_exposition.h"
 #include "fabricmon/v1/config.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -145,6 +146,18 @@ int RunDaemon(const v1::AgentConfig& config) {
                  "(or --once)\n";
     return 2;
   }
+  exposition::HttpServerLimits http_limits;
+  if (config.has_metrics_request_timeout_ms()) {
+    http_limits.request_timeout_ms = config.metrics_request_timeout_ms();
+  }
+  if (config.has_metrics_max_connections()) {
+    http_limits.max_connections = config.metrics_max_connections();
+  }
+  if (absl::Status valid = exposition::ValidateHttpServerLimits(http_limits, "metrics_");
+      !valid.ok()) {
+    std::cerr << "fabricmon-agent: " << valid.message() << "\n";
+    return 2;
+  }
   // Streaming needs mutual TLS or the explicit plaintext opt-in; a named file that cannot be read
   // stops the start (exit 2) instead of becoming an empty certificate.
   std::optional<TransportSecurity> security;
@@ -226,14 +239,14 @@ int RunDaemon(const v1::AgentConfig& config) {
   std::unique_ptr<prometheus::Exposer> exposer;
   std::shared_ptr<LocalMetrics> local_metrics;
   if (!config.listen_metrics().empty()) {
-    // civetweb reports a bind failure by throwing; turn it into an exit status.
-    try {
-      exposer = std::make_unique<prometheus::Exposer>(config.listen_metrics());
-    } catch (const std::exception& e) {
-      std::cerr << "fabricmon-agent: cannot listen on " << config.listen_metrics() << ": "
-                << e.what() << "\n";
+    // Timeouts and enough workers that slow or many clients cannot block a scrape.
+    absl::StatusOr<std::unique_ptr<prometheus::Exposer>> started =
+        exposition::StartExposer(config.listen_metrics(), http_limits);
+    if (!started.ok()) {
+      std::cerr << "fabricmon-agent: " << started.status().message() << "\n";
       return 2;
     }
+    exposer = *std::move(started);
     local_metrics = std::make_shared<LocalMetrics>(agent);
     exposer->RegisterCollectable(local_metrics);
     FABRICMON_LOG(Info) << "serving /metrics on " << config.listen_metrics();

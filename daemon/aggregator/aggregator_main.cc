@@ -12,6 +12,7 @@
 
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -22,10 +23,11 @@
 #include "daemon/aggregator/metrics_exporter.h"
 #include "daemon/aggregator/metrics_server.h"
 #include "daemon/aggregator/series_store.h"
+#include "daemon/exposition/http_server_limits.h"
 #include "daemon/common/clock.h"
 #include "daemon/common/config_loader.h"
-#include "daemon/common/file_reader.h"
 #include "daemon/common/logging.h"
+#include "daemon/common/operator_file.h"
 #include "daemon/common/tls.h"
 #include "daemon/detectors/engine.h"
 #ifdef FABRICMON_HAVE_IB_TOPOLOGY
@@ -51,12 +53,16 @@ ABSL_FLAG(bool, insecure_plaintext, false,
 namespace fabricmon {
 namespace {
 
+// Largest link list accepted (refused above, never cut): a few million cables.
+constexpr size_t kMaxLinkListFileBytes = size_t{64} << 20;
+
 // Hands the cabling in an ibnetdiscover file to the detectors. InvalidArgument naming the line
 // on a malformed file; Unimplemented in a build without the ib_fabric collector's parser.
 absl::Status LoadTopologyFile(const std::string& path, detectors::DetectionEngine& engine) {
 #ifdef FABRICMON_HAVE_IB_TOPOLOGY
+  // A regular file within the parser's limit, refused (never cut) above it.
   absl::StatusOr<std::string> text =
-      ReadSmallFile(path, collectors::ib_fabric::kMaxTopologyFileBytes);
+      ReadOperatorFile(path, collectors::ib_fabric::kMaxTopologyFileBytes, "topology_file");
   if (!text.ok()) {
     return text.status();
   }
@@ -129,6 +135,21 @@ int Run(const v1::AggregatorConfig& config) {
               << config.series_retention_s() << "\n";
     return 2;
   }
+  aggregator::MetricsServerOptions metrics_options;
+  if (config.metrics_gzip_max_bytes() > 0) {
+    metrics_options.gzip_max_bytes = config.metrics_gzip_max_bytes();
+  }
+  if (config.has_metrics_request_timeout_ms()) {
+    metrics_options.http.request_timeout_ms = config.metrics_request_timeout_ms();
+  }
+  if (config.has_metrics_max_connections()) {
+    metrics_options.http.max_connections = config.metrics_max_connections();
+  }
+  if (absl::Status valid = exposition::ValidateHttpServerLimits(metrics_options.http, "metrics_");
+      !valid.ok()) {
+    std::cerr << "fabricmon-aggregator: " << valid.message() << "\n";
+    return 2;
+  }
   aggregator::SeriesStore store(store_options);
   aggregator::IngestStats stats;
   aggregator::StreamOptions stream_options;
@@ -144,7 +165,8 @@ int Run(const v1::AggregatorConfig& config) {
   const int64_t tick = int64_t{config.detectors().tick_ms() > 0 ? config.detectors().tick_ms() : 1000} * 1000000;
   auto engine = std::make_shared<detectors::DetectionEngine>(store, clock, config.detectors(), tick);
   if (!config.link_list_file().empty()) {
-    absl::StatusOr<std::string> text = ReadSmallFile(config.link_list_file(), 64 << 20);
+    absl::StatusOr<std::string> text =
+        ReadOperatorFile(config.link_list_file(), kMaxLinkListFileBytes, "link_list_file");
     absl::Status status = text.ok() ? engine->SetLinkList(*text) : text.status();
     if (!status.ok()) {
       std::cerr << "fabricmon-aggregator: link_list_file: " << status << "\n";
@@ -159,6 +181,16 @@ int Run(const v1::AggregatorConfig& config) {
       return 2;
     }
   }
+  // The port file is created before anything listens: an unwritable path stops the start.
+  std::optional<PortFile> port_file;
+  if (!absl::GetFlag(FLAGS_port_file).empty()) {
+    absl::StatusOr<PortFile> prepared = PortFile::Prepare(absl::GetFlag(FLAGS_port_file));
+    if (!prepared.ok()) {
+      std::cerr << "fabricmon-aggregator: " << prepared.status() << "\n";
+      return 2;
+    }
+    port_file = *std::move(prepared);
+  }
   diagnostics.SetFindingsProvider(engine.get());
   diagnostics.SetTopologyProvider(engine.get());
   const std::string grpc_listen = config.grpc_listen().empty() ? "127.0.0.1:7470" : config.grpc_listen();
@@ -167,27 +199,50 @@ int Run(const v1::AggregatorConfig& config) {
   builder.AddListeningPort(grpc_listen, MakeServerCredentials(*security), &bound_port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(stream_options.max_message_bytes));
   builder.RegisterService(&telemetry);
-  builder.RegisterService(&diagnostics);
+  // diagnostics_listen: the Diagnostics service (the CLI) on a server of its own, with the same
+  // credentials, and not on grpc_listen; unset, both services share grpc_listen.
+  const bool own_diagnostics = !config.diagnostics_listen().empty();
+  std::unique_ptr<grpc::Server> diagnostics_server;
+  int diagnostics_port = 0;
+  if (own_diagnostics) {
+    grpc::ServerBuilder diagnostics_builder;
+    diagnostics_builder.AddListeningPort(config.diagnostics_listen(),
+                                         MakeServerCredentials(*security), &diagnostics_port);
+    diagnostics_builder.RegisterService(&diagnostics);
+    diagnostics_server = diagnostics_builder.BuildAndStart();
+    if (diagnostics_server == nullptr || diagnostics_port == 0) {
+      std::cerr << "fabricmon-aggregator: cannot listen on " << config.diagnostics_listen()
+                << " (diagnostics_listen)\n";
+      return 2;
+    }
+  } else {
+    builder.RegisterService(&diagnostics);
+  }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound_port == 0) {
     std::cerr << "fabricmon-aggregator: cannot listen on " << grpc_listen << "\n";
+    if (diagnostics_server != nullptr) {
+      diagnostics_server->Shutdown();
+    }
     return 2;
   }
-  FABRICMON_LOG(Info) << "telemetry and diagnostics on port " << bound_port;
-  if (!absl::GetFlag(FLAGS_port_file).empty()) {
-    FILE* f = std::fopen(absl::GetFlag(FLAGS_port_file).c_str(), "w");
-    if (f != nullptr) {
-      std::fprintf(f, "%d\n", bound_port);
-      std::fclose(f);
+  if (own_diagnostics) {
+    FABRICMON_LOG(Info) << "telemetry on port " << bound_port << ", diagnostics on "
+                        << config.diagnostics_listen() << " (port " << diagnostics_port << ")";
+  } else {
+    FABRICMON_LOG(Info) << "telemetry and diagnostics on port " << bound_port;
+  }
+  if (port_file.has_value()) {
+    // Written whole and renamed into place: a reader never sees a partial number.
+    if (absl::Status written = port_file->Commit(bound_port); !written.ok()) {
+      std::cerr << "fabricmon-aggregator: " << written << "\n";
+      server->Shutdown();
+      return 2;
     }
   }
 
   const std::string metrics_listen =
       config.metrics_listen().empty() ? "127.0.0.1:9470" : config.metrics_listen();
-  aggregator::MetricsServerOptions metrics_options;
-  if (config.metrics_gzip_max_bytes() > 0) {
-    metrics_options.gzip_max_bytes = config.metrics_gzip_max_bytes();
-  }
   absl::StatusOr<std::unique_ptr<aggregator::MetricsServer>> metrics =
       aggregator::MetricsServer::Listen(metrics_listen, metrics_options);
   if (!metrics.ok()) {
@@ -217,6 +272,9 @@ int Run(const v1::AggregatorConfig& config) {
   (*metrics)->Clear();
   engine->Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (diagnostics_server != nullptr) {
+    diagnostics_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
   return 0;
 }
 

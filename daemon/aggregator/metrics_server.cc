@@ -67,13 +67,12 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Listen(
     const std::string& address, MetricsServerOptions options) {
   CivetCallbacks callbacks;  // all null
   callbacks.begin_request = &MetricsServer::BeginRequest;
-  std::unique_ptr<prometheus::Exposer> exposer;
-  try {
-    // civetweb reports a failed bind by throwing; it must not escape.
-    exposer = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/2, &callbacks);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", address, ": ", e.what()));
+  absl::StatusOr<std::unique_ptr<prometheus::Exposer>> started =
+      exposition::StartExposer(address, options.http, &callbacks);
+  if (!started.ok()) {
+    return started.status();
   }
+  std::unique_ptr<prometheus::Exposer> exposer = *std::move(started);
   const std::vector<int> ports = exposer->GetListeningPorts();
   if (ports.empty()) {
     return absl::UnavailableError(absl::StrCat("cannot listen on ", address, ": no port bound"));

@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/aggregator/metrics_exporter.h"
+#include "daemon/exposition/http_server_limits.h"
 #include "prometheus/collectable.h"
 #include "prometheus/exposer.h"
 
@@ -37,6 +38,9 @@ struct MetricsServerOptions {
   // (AggregatorConfig.metrics_gzip_max_bytes): deflating 90 MB (a million series) at the fastest
   // level takes over a second on a 2 GHz core, more than writing the text.
   size_t gzip_max_bytes = size_t{32} << 20;
+  // Timeouts and workers of the HTTP server (AggregatorConfig.metrics_request_timeout_ms,
+  // metrics_max_connections): slow or many clients cannot block a scrape.
+  exposition::HttpServerLimits http;
 };
 
 class MetricsServer {

@@ -1,11 +1,10 @@
 #include "daemon/common/config_loader.h"
 
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "daemon/common/operator_file.h"
 #include "daemon/common/status.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
@@ -48,13 +47,11 @@ absl::Status ParseTextConfig(absl::string_view text, absl::string_view source_na
 }
 
 absl::Status LoadTextConfig(const std::string& path, google::protobuf::Message* message) {
-  std::ifstream in(path);
-  if (!in) {
-    return ErrnoToStatus(errno, absl::StrCat("config file ", path));
+  absl::StatusOr<std::string> text = ReadOperatorFile(path, kMaxConfigFileBytes, "config file");
+  if (!text.ok()) {
+    return text.status();
   }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return ParseTextConfig(buffer.str(), path, message);
+  return ParseTextConfig(*text, path, message);
 }
 
 }  // namespace fabricmon

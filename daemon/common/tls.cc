@@ -1,12 +1,17 @@
 #include "daemon/common/tls.h"
 
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 #include <sys/stat.h>
+
+#include <memory>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "daemon/common/file_reader.h"
+#include "daemon/common/operator_file.h"
 #include "daemon/common/status.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
@@ -18,27 +23,71 @@ enum class PemKind { kCertificate, kPrivateKey };
 
 // Reads one configured PEM file. `what` names its role in messages ("ca_file").
 absl::StatusOr<std::string> ReadPem(absl::string_view what, const std::string& path, PemKind kind) {
-  // One byte more than allowed, so that an oversized file is told apart from one that fits.
-  absl::StatusOr<std::string> content = ReadSmallFile(path, kMaxPemFileBytes + 1);
-  if (!content.ok()) {
-    return Annotate(content.status(), absl::StrCat("tls ", what, " \"", path, "\""));
-  }
-  if (content->size() > kMaxPemFileBytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("tls ", what, " \"", path, "\" is larger than ", kMaxPemFileBytes, " bytes"));
-  }
+  // A regular file within the limit, or an error naming it (a FIFO, a device, a directory).
+  FABRICMON_ASSIGN_OR_RETURN(std::string content,
+                             ReadOperatorFile(path, kMaxPemFileBytes, absl::StrCat("tls ", what)));
   // RFC 7468 encapsulation boundaries. Only presence is checked here: the TLS library parses the
   // blocks, and a corrupt one still fails (the server does not start, a client cannot connect).
   const bool ok = kind == PemKind::kCertificate
-                      ? absl::StrContains(*content, "-----BEGIN CERTIFICATE-----")
-                      : absl::StrContains(*content, "-----BEGIN ") &&
-                            absl::StrContains(*content, "PRIVATE KEY-----");
+                      ? absl::StrContains(content, "-----BEGIN CERTIFICATE-----")
+                      : absl::StrContains(content, "-----BEGIN ") &&
+                            absl::StrContains(content, "PRIVATE KEY-----");
   if (!ok) {
     return absl::InvalidArgumentError(
         absl::StrCat("tls ", what, " \"", path, "\" holds no PEM ",
                      kind == PemKind::kCertificate ? "CERTIFICATE" : "PRIVATE KEY", " block"));
   }
-  return *std::move(content);
+  return content;
+}
+
+struct BioFree {
+  void operator()(BIO* bio) const { BIO_free(bio); }
+};
+struct X509Free {
+  void operator()(X509* x509) const { X509_free(x509); }
+};
+struct PkeyFree {
+  void operator()(EVP_PKEY* key) const { EVP_PKEY_free(key); }
+};
+
+// The first certificate of `cert_pem` (the leaf) and the key of `key_pem` must be one pair: gRPC
+// finds out only when it builds the listener or the first handshake, and says "cannot listen" or
+// nothing useful. Encrypted keys are not supported by gRPC either (no passphrase callback), so a
+// key that does not parse without one is refused here too.
+absl::Status CheckKeyMatchesCert(const v1::TlsConfig& config, const std::string& cert_pem,
+                                 const std::string& key_pem) {
+  std::unique_ptr<BIO, BioFree> cert_bio(
+      BIO_new_mem_buf(cert_pem.data(), static_cast<int>(cert_pem.size())));
+  std::unique_ptr<BIO, BioFree> key_bio(
+      BIO_new_mem_buf(key_pem.data(), static_cast<int>(key_pem.size())));
+  if (cert_bio == nullptr || key_bio == nullptr) {
+    return absl::ResourceExhaustedError("tls: cannot allocate an OpenSSL BIO");
+  }
+  // An empty passphrase callback: an encrypted key fails instead of prompting on the terminal.
+  pem_password_cb* no_passphrase = [](char*, int, int, void*) { return 0; };
+  std::unique_ptr<X509, X509Free> cert(
+      PEM_read_bio_X509(cert_bio.get(), nullptr, no_passphrase, nullptr));
+  if (cert == nullptr) {
+    ERR_clear_error();
+    return absl::InvalidArgumentError(absl::StrCat("tls cert_file \"", config.cert_file(),
+                                                   "\": its first CERTIFICATE block does not parse"));
+  }
+  std::unique_ptr<EVP_PKEY, PkeyFree> key(
+      PEM_read_bio_PrivateKey(key_bio.get(), nullptr, no_passphrase, nullptr));
+  if (key == nullptr) {
+    ERR_clear_error();
+    return absl::InvalidArgumentError(
+        absl::StrCat("tls key_file \"", config.key_file(),
+                     "\": its PRIVATE KEY block does not parse (or is encrypted; gRPC needs an "
+                     "unencrypted key)"));
+  }
+  if (X509_check_private_key(cert.get(), key.get()) != 1) {
+    ERR_clear_error();
+    return absl::InvalidArgumentError(absl::StrCat("tls key_file ", config.key_file(),
+                                                   " does not match cert_file ",
+                                                   config.cert_file()));
+  }
+  return absl::OkStatus();
 }
 
 // A private key others can read is no longer private.
@@ -115,6 +164,8 @@ absl::StatusOr<TransportSecurity> LoadTransportSecurity(const v1::TlsConfig& con
                                ReadPem("cert_file", config.cert_file(), PemKind::kCertificate));
     FABRICMON_ASSIGN_OR_RETURN(security.material.key_pem,
                                ReadPem("key_file", config.key_file(), PemKind::kPrivateKey));
+    FABRICMON_RETURN_IF_ERROR(
+        CheckKeyMatchesCert(config, security.material.cert_pem, security.material.key_pem));
     CheckKeyMode(config.key_file(), &security.warnings);
   }
   return security;

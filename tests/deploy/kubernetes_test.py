@@ -14,6 +14,12 @@
   * Aggregator Deployment + Service: ports 7470 (grpc) and 9470 (metrics) on both, readiness and
     liveness probes on declared ports, prometheus.io annotations on the pods, the Service selects
     the pods.
+  * No plaintext, no wildcard listener without TLS: no config sets insecure_plaintext and no
+    container passes --insecure_plaintext; a gRPC listener on 0.0.0.0 / [::] comes with all
+    three TLS files; an HTTP listener (metrics_listen, listen_metrics) is never on 0.0.0.0 /
+    [::]; every TLS file a config names lies in a Secret or hostPath volume the container mounts
+    read-only (never a ConfigMap), the aggregator's Secret is a cert-manager Certificate's whose
+    dnsNames hold the Service name the agents dial, and no workload mounts a CA's key.
   * The ConfigMaps' configs load in the real daemons: the agent's with `fabricmon-agent --once`
     (on a captured sysfs tree, so it must print HCA counters), the aggregator's by starting
     `fabricmon-aggregator` on it (listen addresses overridden to 127.0.0.1:0), waiting for its
@@ -154,6 +160,89 @@ def config_from(where, docs, spec, volumes, container, key_name):
     return None
 
 
+WILDCARD_HOSTS = ("0.0.0.0", "[::]", "::", "")
+GRPC_LISTENERS = ("grpc_listen", "diagnostics_listen")
+HTTP_LISTENERS = ("metrics_listen", "listen_metrics")
+
+
+def config_fields(text):
+    """Top-level and nested `name: "value"` pairs of a text-format config (comments dropped)."""
+    fields = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0]
+        for name, value in re.findall(r'(\w+)\s*:\s*"([^"]*)"', line):
+            fields.setdefault(name, value)
+    return fields
+
+
+def listen_host(address):
+    return address.rsplit(":", 1)[0] if ":" in address else ""
+
+
+def check_no_plaintext(where, text, container, volumes, docs):
+    """No plaintext anywhere; wildcard listeners only with TLS; TLS files from Secrets/hostPath."""
+    args = container.get("args", []) + container.get("command", [])
+    if re.search(r"insecure_plaintext\s*:\s*true", "\n".join(
+            line.split("#", 1)[0] for line in text.splitlines())):
+        fail(f"{where}: config sets insecure_plaintext")
+    if any(a.startswith("--insecure_plaintext") for a in args):
+        fail(f"{where}: --insecure_plaintext in the container's arguments")
+    fields = config_fields(text)
+    tls_files = [fields.get(k) for k in ("ca_file", "cert_file", "key_file")]
+    listeners = {k: fields[k] for k in GRPC_LISTENERS + HTTP_LISTENERS if k in fields}
+    for k in GRPC_LISTENERS + HTTP_LISTENERS:
+        value = flag_value(args, k)
+        if value is not None:
+            listeners[k] = value
+    for name, address in listeners.items():
+        wildcard = listen_host(address) in WILDCARD_HOSTS
+        if name in HTTP_LISTENERS and wildcard:
+            fail(f"{where}: {name} {address} serves plain HTTP on every address")
+        if name in GRPC_LISTENERS and wildcard and not all(tls_files):
+            fail(f"{where}: {name} {address} on every address without TLS files")
+    if "aggregator" in fields and not all(tls_files):
+        fail(f"{where}: streams to {fields['aggregator']} without TLS files")
+    mounts = container.get("volumeMounts", [])
+    for path in filter(None, tls_files):
+        mount = next((m for m in mounts
+                      if path.startswith(m["mountPath"].rstrip("/") + "/")), None)
+        if mount is None:
+            fail(f"{where}: TLS file {path} is in no mounted volume")
+            continue
+        volume = volumes.get(mount["name"], {})
+        if not mount.get("readOnly"):
+            fail(f"{where}: TLS volume {mount['name']} is not mounted readOnly")
+        if "secret" not in volume and "hostPath" not in volume:
+            fail(f"{where}: TLS file {path} comes from neither a Secret nor a hostPath")
+    certificates = {get(d, "spec.secretName"): d for d in docs
+                    if d.get("kind") == "Certificate"}
+    for volume in volumes.values():
+        secret = get(volume, "secret.secretName")
+        if secret is None:
+            continue
+        cert = certificates.get(secret)
+        if cert is None:
+            fail(f"{where}: Secret {secret} is issued by no cert-manager Certificate here")
+        elif get(cert, "spec.isCA") and [i.get("key") for i in
+                                         get(volume, "secret.items", [])] != ["ca.crt"]:
+            fail(f"{where}: mounts the CA Secret {secret} with more than ca.crt (its key)")
+    print(f"ok: {where}: no plaintext, listeners {listeners or 'none'}")
+
+
+def make_test_pki(tmp):
+    """A CA and an aggregator certificate (openssl), to start the aggregator on its config."""
+    def run(*argv):
+        subprocess.run(["openssl", *argv], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, cwd=tmp)
+    run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", "ca.key", "-out", "ca.crt", "-days", "2", "-subj", "/CN=test CA")
+    run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", "tls.key", "-out", "tls.csr", "-subj", "/CN=fabricmon-aggregator")
+    run("x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "tls.crt", "-days", "2")
+    os.chmod(os.path.join(tmp, "tls.key"), 0o600)
+
+
 def run_agent_config(agent, text, sysfs, tmp):
     path = os.path.join(tmp, "agent.textproto")
     with open(path, "w") as f:
@@ -168,6 +257,15 @@ def run_agent_config(agent, text, sysfs, tmp):
 
 
 def run_aggregator_config(aggregator, text, tmp):
+    # The Secret's files, made here by openssl, where the config expects them.
+    pki = os.path.join(tmp, "pki")
+    os.makedirs(pki, exist_ok=True)
+    try:
+        make_test_pki(pki)
+    except (OSError, subprocess.CalledProcessError) as e:
+        fail(f"aggregator ConfigMap config: cannot make a test CA with openssl: {e}")
+        return
+    text = text.replace("/etc/fabricmon/tls/", pki + "/")
     path = os.path.join(tmp, "aggregator.textproto")
     port_file = os.path.join(tmp, "port")
     with open(path, "w") as f:
@@ -271,6 +369,7 @@ def main():
             if text is not None:
                 if "fabricmon-aggregator.fabricmon.svc:7470" not in text:
                     fail(f"{where}: agent config does not stream to the aggregator Service")
+                check_no_plaintext(where, text, agent, volumes, docs)
                 if os.path.isdir(sysfs):
                     run_agent_config(args.agent, text, sysfs, tmp)
                 else:
@@ -308,10 +407,24 @@ def main():
                 fail(f"Service selector {selector} does not select the pods {labels}")
             text = config_from(where, docs, spec, volumes, c, "aggregator.textproto")
             if text is not None:
-                for listen in ('grpc_listen: "0.0.0.0:7470"', 'metrics_listen: "0.0.0.0:9470"'):
-                    if listen not in text:
-                        fail(f"{where}: aggregator config lacks {listen} (pods must listen on "
-                             "all addresses)")
+                check_no_plaintext(where, text, c, volumes, docs)
+                # Reachable through the Service: gRPC on every address (with TLS, checked
+                # above), /metrics on the pod IP.
+                if 'grpc_listen: "0.0.0.0:7470"' not in text:
+                    fail(f"{where}: aggregator config lacks grpc_listen: \"0.0.0.0:7470\"")
+                if flag_value(c.get("args", []), "metrics_listen") != "$(POD_IP):9470" or not any(
+                        e.get("name") == "POD_IP"
+                        and get(e, "valueFrom.fieldRef.fieldPath") == "status.podIP"
+                        for e in c.get("env", [])):
+                    fail(f"{where}: /metrics must listen on the pod IP "
+                         "(--metrics_listen=$(POD_IP):9470, POD_IP from status.podIP)")
+                agg_cert = next((d for d in docs if d.get("kind") == "Certificate" and
+                                 get(d, "spec.secretName") == get(volumes.get("tls", {}),
+                                                                  "secret.secretName")), None)
+                if agg_cert is None or "fabricmon-aggregator.fabricmon.svc" not in get(
+                        agg_cert, "spec.dnsNames", []):
+                    fail(f"{where}: the aggregator's certificate does not name "
+                         "fabricmon-aggregator.fabricmon.svc (what the agents dial)")
                 run_aggregator_config(args.aggregator, text, tmp)
 
     if failures:

@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
@@ -181,7 +182,38 @@ TEST_F(TlsTest, OversizedFileIsInvalid) {
   config.set_ca_file(tree_.root() + "/big.pem");
   absl::StatusOr<TransportSecurity> security = LoadTransportSecurity(config, TlsRole::kAgent);
   EXPECT_THAT(security, StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(security.status().message(), HasSubstr("larger than"));
+  EXPECT_THAT(security.status().message(), HasSubstr("the limit is"));
+  EXPECT_THAT(security.status().message(), HasSubstr("big.pem"));
+}
+
+TEST_F(TlsTest, KeyOfAnotherCertificateIsRefusedNamingBoth) {
+  testing::CertFactory factory(tree_.root());
+  absl::StatusOr<testing::CertFiles> other = factory.Issue(ca_, "node-b", "node-b", {"DNS:node-b"});
+  ASSERT_TRUE(other.ok()) << other.status();
+  v1::TlsConfig config = Full();
+  config.set_key_file(other->key);
+  for (TlsRole role : {TlsRole::kAgent, TlsRole::kAggregator, TlsRole::kCli}) {
+    absl::StatusOr<TransportSecurity> security = LoadTransportSecurity(config, role);
+    EXPECT_THAT(security, StatusIs(absl::StatusCode::kInvalidArgument));
+    EXPECT_THAT(security.status().message(),
+                HasSubstr(absl::StrCat("key_file ", other->key, " does not match cert_file ",
+                                       leaf_.cert)));
+  }
+}
+
+TEST_F(TlsTest, FifoAndDeviceAreRefusedWithoutReading) {
+  const std::string fifo = tree_.root() + "/cert.fifo";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  v1::TlsConfig config = Full();
+  config.set_cert_file(fifo);
+  absl::StatusOr<TransportSecurity> security = LoadTransportSecurity(config, TlsRole::kAgent);
+  EXPECT_THAT(security, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(security.status().message(), HasSubstr("cert.fifo\" is a FIFO"));
+  config = Full();
+  config.set_ca_file("/dev/zero");
+  security = LoadTransportSecurity(config, TlsRole::kAgent);
+  EXPECT_THAT(security, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(security.status().message(), HasSubstr("\"/dev/zero\" is a character device"));
 }
 
 TEST_F(TlsTest, WorldReadableKeyIsWarnedAbout) {
