@@ -1,6 +1,8 @@
 #include "daemon/aggregator/agent_stream.h"
 
+#include <algorithm>
 #include <atomic>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/aggregator/peer_identity.h"
@@ -10,7 +12,28 @@
 namespace fabricmon::aggregator {
 namespace {
 std::atomic<uint64_t> g_next_token{1};
+
+// Whose new-series bucket a stream spends (PeerBudget): the certificate identity when TLS
+// authenticated the peer, else the peer's address without its port (a plaintext peer opens as
+// many connections as it likes from one host, but has one host).
+std::string PeerKey(const PeerIdentity& identity, const std::string& peer) {
+  if (identity.authenticated) {
+    return absl::StrCat("certificate ", identity.Describe());
+  }
+  const size_t colon = peer.rfind(':');
+  const size_t scheme = peer.find(':');
+  if (colon == std::string::npos || colon == scheme) {
+    return peer;  // no port ("inproc" and the like)
+  }
+  return peer.substr(0, colon);
+}
+
 }  // namespace
+
+int GrpcReceiveLimit(uint32_t max_message_bytes) {
+  const uint64_t doubled = uint64_t{max_message_bytes} * 2;
+  return static_cast<int>(std::min<uint64_t>(doubled, std::numeric_limits<int>::max()));
+}
 
 absl::string_view RejectReasonName(RejectReason reason) {
   switch (reason) {
@@ -36,6 +59,20 @@ absl::string_view RejectReasonName(RejectReason reason) {
       return "declaration_conflict";
     case RejectReason::kReservedFamily:
       return "reserved_family";
+    case RejectReason::kNodeLimit:
+      return "node_limit";
+    case RejectReason::kSeriesTotalLimit:
+      return "series_total_limit";
+    case RejectReason::kIdentityConflict:
+      return "identity_conflict";
+    case RejectReason::kValueOutOfRange:
+      return "value_out_of_range";
+    case RejectReason::kTooLarge:
+      return "too_large";
+    case RejectReason::kUndecodable:
+      return "undecodable";
+    case RejectReason::kForgotten:
+      return "node_forgotten";
     case RejectReason::kProtocol:
     case RejectReason::kCount:
       break;
@@ -59,7 +96,7 @@ AgentStream::AgentStream(grpc::CallbackServerContext* context, SeriesStore& stor
   }
   ++stats_.streams_opened;
   ++stats_.streams_active;
-  StartRead(&incoming_);
+  StartRead(&incoming_bytes_);
 }
 
 void AgentStream::OnReadDone(bool ok) {
@@ -72,7 +109,25 @@ void AgentStream::OnReadDone(bool ok) {
     MaybeWriteLocked();
     return;
   }
-  stats_.bytes += incoming_.ByteSizeLong();
+  const size_t size = incoming_bytes_.Length();
+  stats_.bytes += size;
+  if (size > options_.max_message_bytes) {
+    incoming_bytes_.Clear();
+    Fail(Error{RejectReason::kTooLarge, v1::Reject::REASON_TOO_LARGE,
+               grpc::StatusCode::RESOURCE_EXHAUSTED,
+               absl::StrCat("message of ", size, " bytes is above max_message_bytes (",
+                            options_.max_message_bytes, ")")});
+    return;
+  }
+  if (!grpc::SerializationTraits<v1::AgentMessage>::Deserialize(&incoming_bytes_, &incoming_)
+           .ok()) {
+    Fail(Error{RejectReason::kUndecodable, v1::Reject::REASON_UNDECODABLE,
+               grpc::StatusCode::INVALID_ARGUMENT,
+               absl::StrCat("a message of ", size,
+                            " bytes does not decode as a fabricmon.v1.AgentMessage (broken "
+                            "encoding, or a string that is not valid UTF-8)")});
+    return;
+  }
   std::optional<Error> error = Handle(incoming_);
   if (error.has_value()) {
     Fail(*error);
@@ -87,7 +142,7 @@ void AgentStream::OnReadDone(bool ok) {
     MaybeWriteLocked();
     return;
   }
-  StartRead(&incoming_);
+  StartRead(&incoming_bytes_);
 }
 
 std::optional<AgentStream::Error> AgentStream::Handle(const v1::AgentMessage& message) {
@@ -151,12 +206,25 @@ std::optional<AgentStream::Error> AgentStream::HandleHello(const v1::Hello& hell
           cancel->context->TryCancel();
         }
       },
-      clock_.NowUnixNanos());
+      clock_.NowUnixNanos(), PeerKey(identity_, peer_));
   if (!attached.ok()) {
-    return Error{RejectReason::kDuplicateNode, v1::Reject::REASON_DUPLICATE_NODE,
-                 grpc::StatusCode::ALREADY_EXISTS, std::string(attached.status().message())};
+    const std::string message(attached.status().message());
+    switch (attached.status().code()) {
+      case absl::StatusCode::kResourceExhausted:
+        return Error{RejectReason::kNodeLimit, v1::Reject::REASON_LIMIT,
+                     grpc::StatusCode::RESOURCE_EXHAUSTED, message};
+      case absl::StatusCode::kFailedPrecondition:
+        FABRICMON_LOG_EVERY_MINUTE(Warning) << "stream from " << peer_ << " refused: " << message;
+        return Error{RejectReason::kIdentityConflict, v1::Reject::REASON_IDENTITY_CONFLICT,
+                     grpc::StatusCode::FAILED_PRECONDITION, message};
+      default:
+        return Error{RejectReason::kDuplicateNode, v1::Reject::REASON_DUPLICATE_NODE,
+                     grpc::StatusCode::ALREADY_EXISTS, message};
+    }
   }
   node_ = attached->node;
+  peer_budget_ = attached->peer;
+  store_.MaybeForget(clock_.NowUnixNanos(), clock_.MonotonicNanos());
   answers_redeclare_ = hello.protocol_revision() >= v1::PROTOCOL_REVISION_2;
   FABRICMON_LOG(Info) << "node " << hello.node_name() << " connected from " << peer_
                       << " (agent " << hello.agent_version() << ", stored up to sequence "
@@ -187,10 +255,12 @@ std::optional<AgentStream::Error> AgentStream::HandleDeclarations(
       return Error{RejectReason::kInvalidDeclaration, v1::Reject::REASON_MALFORMED,
                    grpc::StatusCode::INVALID_ARGUMENT, std::string(declared.message())};
     }
-    absl::StatusOr<SlotRef> slot = node_->DeclareSlot(*desc, now);
+    absl::StatusOr<SlotRef> slot = node_->DeclareSlot(*desc, now, peer_budget_.get());
     if (!slot.ok()) {
       const RejectReason reason = absl::IsUnavailable(slot.status())
                                       ? RejectReason::kSeriesRateLimit
+                                  : IsSeriesTotalLimit(slot.status())
+                                      ? RejectReason::kSeriesTotalLimit
                                       : RejectReason::kSeriesLimit;
       return Error{reason, v1::Reject::REASON_LIMIT, grpc::StatusCode::RESOURCE_EXHAUSTED,
                    std::string(slot.status().message())};
@@ -247,6 +317,27 @@ std::optional<AgentStream::Error> AgentStream::HandleBatch(const v1::SampleBatch
   const NodeState::AppendResult result = node_->AppendBatchToSlots(
       batch.sequence(), batch.dropped_before(), batch.timestamp_unix_nanos(), resolved.slots,
       decoded_.values, decoded_.present, clock_.NowUnixNanos());
+  // Whatever is refused here is not acknowledged: the agent keeps the batch.
+  if (result.forgotten) {
+    return Error{RejectReason::kForgotten, v1::Reject::REASON_PROTOCOL,
+                 grpc::StatusCode::UNAVAILABLE,
+                 "the aggregator forgot this node (silent longer than node_retention_s): "
+                 "reconnect"};
+  }
+  if (result.out_of_range_position.has_value()) {
+    const uint32_t position = *result.out_of_range_position;
+    return Error{RejectReason::kValueOutOfRange, v1::Reject::REASON_VALUE_OUT_OF_RANGE,
+                 grpc::StatusCode::INVALID_ARGUMENT,
+                 absl::StrCat("batch ", batch.sequence(), ": value ", decoded_.values[position],
+                              " of series id ", (*decoded_.series_ids)[position],
+                              " is beyond its declared width of ",
+                              static_cast<int>(result.out_of_range_width),
+                              " bits; the batch is not stored")};
+  }
+  if (result.clock_step) {
+    ++stats_.clock_steps;
+  }
+  store_.MaybeForget(clock_.NowUnixNanos(), clock_.MonotonicNanos());
   stats_.series_retired += result.retired_now;
   if (!result.retired_positions.empty()) {
     stats_.retired_samples += result.retired_positions.size();
@@ -345,12 +436,12 @@ void AgentStream::MaybeWriteLocked() {
   if (writing_ || finished_) {
     return;
   }
+  v1::AggregatorMessage next;
   if (!queue_.empty()) {
-    in_flight_ = std::move(queue_.front());
+    next = std::move(queue_.front());
     queue_.pop_front();
   } else if (pending_ack_ > sent_ack_) {
-    in_flight_.Clear();
-    in_flight_.mutable_ack()->set_sequence(pending_ack_);
+    next.mutable_ack()->set_sequence(pending_ack_);
     sent_ack_ = pending_ack_;
   } else if (finish_.has_value()) {
     finished_ = true;
@@ -359,6 +450,9 @@ void AgentStream::MaybeWriteLocked() {
   } else {
     return;
   }
+  bool own_buffer = false;
+  in_flight_.Clear();
+  (void)grpc::SerializationTraits<v1::AggregatorMessage>::Serialize(next, &in_flight_, &own_buffer);
   writing_ = true;
   StartWrite(&in_flight_);
 }

@@ -3,6 +3,14 @@
 // One agent's telemetry stream, server side: a gRPC ServerBidiReactor allocated per call and
 // deleted in OnDone() (the one sanctioned `delete this`). Protocol errors get a Reject message
 // naming the problem and end this stream only; nothing else is affected.
+//
+// The stream takes raw bytes (gRPC's raw callback method) and parses them itself, so that every
+// refusal can say why: with generated message types gRPC drops a message that does not parse
+// (or is too large) before the service sees it, and the service only learns that the read
+// failed, as it learns of a half-close. Here a message that does not parse (including invalid
+// UTF-8 in a string, which protobuf refuses) gets REASON_UNDECODABLE, and one above
+// max_message_bytes REASON_TOO_LARGE, each counted; gRPC itself accepts up to
+// GrpcReceiveLimit() so that such messages reach us, and fails the call beyond it.
 
 #include <cstdint>
 #include <deque>
@@ -20,8 +28,17 @@
 #include "daemon/common/clock.h"
 #include "daemon/wire/batch_codec.h"
 #include "fabricmon/v1/telemetry.grpc.pb.h"
+#include "grpcpp/support/byte_buffer.h"
 
 namespace fabricmon::aggregator {
+
+// max_message_bytes must lie in this range (AggregatorConfig; checked at start).
+inline constexpr uint32_t kMinMessageBytes = 64 << 10;
+inline constexpr uint32_t kMaxMessageBytes = 1 << 30;
+
+// What gRPC is told to accept: twice max_message_bytes (so that a message somewhat over it is
+// read and refused with a Reject that says so), at most INT_MAX.
+int GrpcReceiveLimit(uint32_t max_message_bytes);
 
 struct StreamOptions {
   uint32_t max_message_bytes = 4 << 20;
@@ -31,7 +48,7 @@ struct StreamOptions {
   bool require_peer_identity = false;
 };
 
-class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::AggregatorMessage> {
+class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   // References must outlive every stream (they belong to the server).
   AgentStream(grpc::CallbackServerContext* context, SeriesStore& store, IngestStats& stats,
@@ -82,7 +99,9 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::A
   const PeerIdentity identity_;  // from the TLS handshake, read once at construction
 
   // Read side: touched only from OnReadDone (one read outstanding at a time).
+  grpc::ByteBuffer incoming_bytes_;
   v1::AgentMessage incoming_;
+  std::shared_ptr<PeerBudget> peer_budget_;  // the per-peer new-series bucket, if any
   std::shared_ptr<NodeState> node_;
   wire::StreamDecoder decoder_;
   wire::DecodedBatch decoded_;
@@ -110,16 +129,17 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::A
   uint64_t sent_ack_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<grpc::Status> finish_ ABSL_GUARDED_BY(mu_);  // set: finish once drained
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
-  v1::AggregatorMessage in_flight_ ABSL_GUARDED_BY(mu_);
+  grpc::ByteBuffer in_flight_ ABSL_GUARDED_BY(mu_);
 };
 
-class TelemetryService final : public v1::Telemetry::CallbackService {
+class TelemetryService final
+    : public v1::Telemetry::WithRawCallbackMethod_Stream<v1::Telemetry::Service> {
  public:
   // References must outlive the service.
   TelemetryService(SeriesStore& store, IngestStats& stats, StreamOptions options, Clock& clock)
       : store_(store), stats_(stats), options_(options), clock_(clock) {}
 
-  grpc::ServerBidiReactor<v1::AgentMessage, v1::AggregatorMessage>* Stream(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Stream(
       grpc::CallbackServerContext* context) override {
     return new AgentStream(context, store_, stats_, options_, clock_);
   }

@@ -150,10 +150,31 @@ int Run(const v1::AggregatorConfig& config) {
     std::cerr << "fabricmon-aggregator: " << valid.message() << "\n";
     return 2;
   }
+  // Bounded memory whatever agents send (README "Security").
+  store_options.max_nodes = config.max_nodes() > 0 ? config.max_nodes() : 20000;
+  store_options.max_series_total =
+      config.max_series_total() > 0 ? config.max_series_total() : 10000000;
+  store_options.node_retention_nanos =
+      int64_t{config.has_node_retention_s() ? config.node_retention_s() : 86400} * 1000000000;
+  if (store_options.node_retention_nanos != 0 && store_options.node_retention_nanos < 600e9) {
+    std::cerr << "fabricmon-aggregator: node_retention_s must be 0 (keep forever) or at least "
+                 "600, not "
+              << config.node_retention_s() << "\n";
+    return 2;
+  }
+  // A peer (certificate, or plaintext host) gets the budget of one node over all its names.
+  store_options.new_series_per_peer = store_options.new_series;
   aggregator::SeriesStore store(store_options);
   aggregator::IngestStats stats;
   aggregator::StreamOptions stream_options;
   if (config.max_message_bytes() > 0) {
+    if (config.max_message_bytes() < aggregator::kMinMessageBytes ||
+        config.max_message_bytes() > aggregator::kMaxMessageBytes) {
+      std::cerr << "fabricmon-aggregator: max_message_bytes must lie in "
+                << aggregator::kMinMessageBytes << ".." << aggregator::kMaxMessageBytes
+                << " (64 KiB .. 1 GiB), not " << config.max_message_bytes() << "\n";
+      return 2;
+    }
     stream_options.max_message_bytes = config.max_message_bytes();
   }
   stream_options.require_peer_identity = !security->plaintext;
@@ -197,7 +218,7 @@ int Run(const v1::AggregatorConfig& config) {
   int bound_port = 0;
   grpc::ServerBuilder builder;
   builder.AddListeningPort(grpc_listen, MakeServerCredentials(*security), &bound_port);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(stream_options.max_message_bytes));
+  builder.SetMaxReceiveMessageSize(aggregator::GrpcReceiveLimit(stream_options.max_message_bytes));
   builder.RegisterService(&telemetry);
   // diagnostics_listen: the Diagnostics service (the CLI) on a server of its own, with the same
   // credentials, and not on grpc_listen; unset, both services share grpc_listen.

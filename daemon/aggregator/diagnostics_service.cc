@@ -11,6 +11,9 @@ void DiagnosticsService::FillSummary(const NodeState::Summary& summary,
   out->set_agent_version(summary.agent_version);
   out->set_boot_id(summary.boot_id);
   out->set_series(summary.series);
+  out->set_identity_conflicts(summary.counters.identity_conflicts);
+  out->set_last_identity_conflict(summary.last_identity_conflict);
+  out->set_clock_steps(summary.counters.clock_steps);
 }
 
 grpc::ServerUnaryReactor* DiagnosticsService::ListNodes(grpc::CallbackServerContext* context,

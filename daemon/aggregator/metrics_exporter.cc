@@ -58,6 +58,14 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
   auto replayed = Family("fabricmon_node_duplicate_batches_total",
                          "Replayed batches of the node that were already stored.",
                          MetricType::Counter);
+  auto clock_steps = Family("fabricmon_node_clock_steps_total",
+                            "Batches of the node re-based because its clock stepped back or ahead "
+                            "(stored at the aggregator's estimate of their time, not refused).",
+                            MetricType::Counter);
+  auto conflicts = Family("fabricmon_node_identity_conflicts_total",
+                          "Streams refused because another boot id held the node's identity "
+                          "(two machines with one certificate or node name).",
+                          MetricType::Counter);
   size_t total_series = 0;
   size_t nodes_up = 0;
   size_t nodes_total = 0;
@@ -74,6 +82,8 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
     AddValue(gaps, labels, static_cast<double>(summary.counters.sequence_gaps));
     AddValue(dropped, labels, static_cast<double>(summary.counters.agent_dropped_batches));
     AddValue(replayed, labels, static_cast<double>(summary.counters.duplicate_batches));
+    AddValue(clock_steps, labels, static_cast<double>(summary.counters.clock_steps));
+    AddValue(conflicts, labels, static_cast<double>(summary.counters.identity_conflicts));
     ++nodes_total;
     total_series += summary.series;
     if (!is_up) {
@@ -111,7 +121,8 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
 
   std::vector<prometheus::MetricFamily> own = {
       std::move(up), std::move(age), std::move(node_series), std::move(resets), std::move(gaps),
-      std::move(dropped), std::move(replayed), std::move(nodes), std::move(series_total),
+      std::move(dropped), std::move(replayed), std::move(clock_steps), std::move(conflicts),
+      std::move(nodes), std::move(series_total),
       std::move(streams), std::move(rejected), std::move(duration),
       counter("fabricmon_aggregator_streams_opened_total", "Agent streams accepted.",
               stats_.streams_opened.load()),
@@ -137,8 +148,15 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
               "Series declarations asked of agents again after their series were retired.",
               stats_.redeclare_requests.load()),
       counter("fabricmon_aggregator_timestamps_backwards_total",
-              "Samples refused because they were older than their series' latest sample.",
+              "Batches older than their series' latest sample (a node's clock stepped back), "
+              "stored re-based after it.",
               stats_.timestamps_backwards.load()),
+      counter("fabricmon_aggregator_clock_steps_total",
+              "Batches re-based because their node's clock stepped back or ahead.",
+              stats_.clock_steps.load()),
+      counter("fabricmon_aggregator_nodes_forgotten_total",
+              "Nodes forgotten after node_retention_s without a batch (series freed).",
+              store_.nodes_forgotten()),
   };
   std::sort(own.begin(), own.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   return own;

@@ -2,12 +2,30 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 
 namespace fabricmon::aggregator {
 namespace {
+
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t sum;
+  if (__builtin_add_overflow(a, b, &sum)) {
+    return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+  }
+  return sum;
+}
+
+int64_t SaturatingSub(int64_t a, int64_t b) {
+  int64_t difference;
+  if (__builtin_sub_overflow(a, b, &difference)) {
+    return b < 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+  }
+  return difference;
+}
 
 uint64_t NextInventoryStamp() {
   static std::atomic<uint64_t> next{1};
@@ -64,13 +82,22 @@ Rate Series::CurrentRate() const {
 }
 
 NodeState::NodeState(std::string name, size_t samples_per_series, size_t max_series,
-                     NewSeriesLimit new_series, int64_t series_retention_nanos)
+                     NewSeriesLimit new_series, int64_t series_retention_nanos,
+                     std::shared_ptr<SeriesBudget> budget)
     : name_(std::move(name)),
       samples_per_series_(samples_per_series < 2 ? 2 : samples_per_series),
       max_series_(max_series),
       retention_(series_retention_nanos),
+      budget_(std::move(budget)),
       new_series_(new_series.per_second, new_series.burst),
       inventory_stamp_(NextInventoryStamp()) {}
+
+NodeState::~NodeState() {
+  if (budget_ != nullptr) {
+    absl::MutexLock lock(&mu_);
+    budget_->Release(series_.size() - free_slots_.size());
+  }
+}
 
 absl::StatusOr<uint32_t> NodeState::Declare(const collectors::SeriesDesc& desc) {
   absl::MutexLock lock(&mu_);
@@ -84,9 +111,9 @@ absl::StatusOr<uint32_t> NodeState::Declare(const collectors::SeriesDesc& desc,
 }
 
 absl::StatusOr<SlotRef> NodeState::DeclareSlot(const collectors::SeriesDesc& desc,
-                                               int64_t now_monotonic_nanos) {
+                                               int64_t now_monotonic_nanos, PeerBudget* peer) {
   absl::MutexLock lock(&mu_);
-  absl::StatusOr<uint32_t> index = DeclareLocked(desc, &now_monotonic_nanos);
+  absl::StatusOr<uint32_t> index = DeclareLocked(desc, &now_monotonic_nanos, peer);
   if (!index.ok()) {
     return index.status();
   }
@@ -94,7 +121,8 @@ absl::StatusOr<SlotRef> NodeState::DeclareSlot(const collectors::SeriesDesc& des
 }
 
 absl::StatusOr<uint32_t> NodeState::DeclareLocked(const collectors::SeriesDesc& desc,
-                                                  const int64_t* now_monotonic_nanos) {
+                                                  const int64_t* now_monotonic_nanos,
+                                                  PeerBudget* peer) {
   const uint64_t identity = collectors::SeriesIdentity(desc);
   auto it = by_fingerprint_.find(identity);
   if (it != by_fingerprint_.end()) {
@@ -111,10 +139,36 @@ absl::StatusOr<uint32_t> NodeState::DeclareLocked(const collectors::SeriesDesc& 
     return absl::ResourceExhaustedError(
         absl::StrCat("node ", name_, " exceeds its cap of ", max_series_, " series"));
   }
-  if (now_monotonic_nanos != nullptr && !new_series_.TryTake(*now_monotonic_nanos)) {
-    return absl::UnavailableError(absl::StrCat(
-        "node ", name_, " declares new series faster than ", new_series_.rate_per_second(),
-        " per second after a burst of ", new_series_.burst(), " (label churn?)"));
+  if (now_monotonic_nanos != nullptr) {
+    // Both buckets must hold a token; neither is charged unless the series is created.
+    if (new_series_.Available(*now_monotonic_nanos) < 1) {
+      return absl::UnavailableError(absl::StrCat(
+          "node ", name_, " declares new series faster than ", new_series_.rate_per_second(),
+          " per second after a burst of ", new_series_.burst(), " (label churn?)"));
+    }
+    if (peer != nullptr) {
+      absl::MutexLock peer_lock(&peer->mu);
+      if (peer->bucket.Available(*now_monotonic_nanos) < 1) {
+        return absl::UnavailableError(absl::StrCat(
+            "peer ", peer->key, " declares new series faster than ",
+            peer->bucket.rate_per_second(), " per second after a burst of ",
+            peer->bucket.burst(), " over all the node names it streams as (label churn?)"));
+      }
+    }
+  }
+  if (budget_ != nullptr && !budget_->TryReserve()) {
+    absl::Status status = absl::ResourceExhaustedError(absl::StrCat(
+        "the aggregator holds its cap of ", budget_->max(),
+        " series over all nodes (max_series_total); node ", name_, " gets no new series"));
+    status.SetPayload(kSeriesTotalLimitPayload, absl::Cord("1"));
+    return status;
+  }
+  if (now_monotonic_nanos != nullptr) {
+    new_series_.TryTake(*now_monotonic_nanos);
+    if (peer != nullptr) {
+      absl::MutexLock peer_lock(&peer->mu);
+      peer->bucket.TryTake(*now_monotonic_nanos);
+    }
   }
   uint32_t index;
   if (!free_slots_.empty()) {
@@ -170,10 +224,50 @@ NodeState::AppendResult NodeState::AppendBatchLocked(uint64_t sequence, uint64_t
                                                      const std::vector<bool>& present,
                                                      int64_t now_unix_nanos) {
   AppendResult result;
+  if (forgotten_) {
+    result.forgotten = true;
+    return result;
+  }
   last_seen_ = now_unix_nanos;
   if (sequence <= last_stored_sequence_) {
     ++counters_.duplicate_batches;
     return result;
+  }
+  // Before anything changes: refuse the batch whole if a counter is beyond its width (its next
+  // value would read as a wrap, an absurd rate), and find the newest sample of its series.
+  int64_t newest = std::numeric_limits<int64_t>::min();
+  int64_t newest_received = 0;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (!present[i] || !Holds(slots[i])) {
+      continue;
+    }
+    const Series& series = series_[slots[i].index];
+    if (series.desc.type == MetricType::kCounter && values[i] > series.desc.MaxRaw()) {
+      ++counters_.values_out_of_range;
+      result.out_of_range_position = static_cast<uint32_t>(i);
+      result.out_of_range_width = series.desc.width_bits;
+      return result;
+    }
+    if (series.count > 0 && series.ring[series.head].timestamp_unix_nanos > newest) {
+      newest = series.ring[series.head].timestamp_unix_nanos;
+      newest_received = series.last_stored_unix_nanos;
+    }
+  }
+  int64_t stored_at = SaturatingAdd(timestamp_unix_nanos, clock_offset_);
+  if (stored_at > SaturatingAdd(now_unix_nanos, kClockAheadToleranceNanos)) {
+    // The agent's clock is ahead of ours (stepped forward, or never set): land on our clock.
+    stored_at = std::max(now_unix_nanos, newest);
+    result.clock_step = true;
+  } else if (stored_at < newest) {
+    // The clock stepped back: go on after the newest sample by the time we saw pass since it.
+    stored_at = SaturatingAdd(newest, std::max<int64_t>(1, now_unix_nanos - newest_received));
+    result.clock_step = true;
+    result.timestamps_backwards = 1;
+    ++counters_.timestamps_backwards;
+  }
+  if (result.clock_step) {
+    ++counters_.clock_steps;
+    clock_offset_ = SaturatingSub(stored_at, timestamp_unix_nanos);
   }
   result.stored = true;
   if (last_stored_sequence_ != 0 && sequence > last_stored_sequence_ + 1) {
@@ -198,11 +292,6 @@ NodeState::AppendResult NodeState::AppendBatchLocked(uint64_t sequence, uint64_t
     const uint64_t raw = values[i];
     if (series.count > 0) {
       const StoredSample& last = series.ring[series.head];
-      if (timestamp_unix_nanos < last.timestamp_unix_nanos) {
-        ++counters_.timestamps_backwards;
-        ++result.timestamps_backwards;
-        continue;
-      }
       if (series.desc.type == MetricType::kCounter && raw < last.raw) {
         const bool wrapped = series.desc.overflow == Overflow::kWraps &&
                              series.desc.width_bits < 64 && last.raw > series.desc.MaxRaw() / 2;
@@ -215,7 +304,7 @@ NodeState::AppendResult NodeState::AppendBatchLocked(uint64_t sequence, uint64_t
       }
     }
     series.head = series.count == 0 ? 0 : (series.head + 1) % series.ring.size();
-    series.ring[series.head] = {timestamp_unix_nanos, raw};
+    series.ring[series.head] = {stored_at, raw};
     if (series.count < series.ring.size()) {
       ++series.count;
     }
@@ -279,6 +368,9 @@ uint64_t NodeState::RetireStaleLocked(int64_t now_unix_nanos) {
   };
   filter(by_family_, families);
   filter(by_collector_, collectors);
+  if (budget_ != nullptr) {
+    budget_->Release(stale.size());
+  }
   for (uint32_t index : stale) {
     Series& series = series_[index];
     const uint32_t generation = series.generation + 1;
@@ -371,6 +463,8 @@ NodeState::Summary NodeState::GetSummary(bool with_inventory) const {
   summary.last_stored_sequence = last_stored_sequence_;
   summary.series = series_.size() - free_slots_.size();
   summary.counters = counters_;
+  summary.last_identity_conflict = last_identity_conflict_;
+  summary.clock_offset_nanos = clock_offset_;
   summary.collectors = collectors_;
   if (with_inventory) {
     summary.inventory = inventory_;
@@ -381,20 +475,37 @@ NodeState::Summary NodeState::GetSummary(bool with_inventory) const {
 absl::StatusOr<SeriesStore::Attachment> SeriesStore::Attach(const v1::Hello& hello,
                                                             uint64_t stream_token,
                                                             std::function<void()> cancel,
-                                                            int64_t now_unix_nanos) {
+                                                            int64_t now_unix_nanos,
+                                                            const std::string& peer) {
   std::shared_ptr<NodeState> node;
+  Attachment attachment;
   {
     absl::MutexLock lock(&mu_);
-    auto& slot = nodes_[hello.node_name()];
-    if (slot == nullptr) {
-      slot = std::make_shared<NodeState>(hello.node_name(), options_.samples_per_series,
-                                         options_.max_series_per_node, options_.new_series,
-                                         options_.series_retention_nanos);
+    auto it = nodes_.find(hello.node_name());
+    if (it == nodes_.end()) {
+      if (options_.max_nodes != 0 && nodes_.size() >= options_.max_nodes) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "the aggregator holds its cap of ", options_.max_nodes,
+            " nodes (max_nodes); node '", hello.node_name(), "' is not taken"));
+      }
+      it = nodes_
+               .emplace(hello.node_name(),
+                        std::make_shared<NodeState>(
+                            hello.node_name(), options_.samples_per_series,
+                            options_.max_series_per_node, options_.new_series,
+                            options_.series_retention_nanos, budget_))
+               .first;
     }
-    node = slot;
+    node = it->second;
+    if (options_.new_series_per_peer.has_value() && !peer.empty()) {
+      std::shared_ptr<PeerBudget>& budget = peers_[peer];
+      if (budget == nullptr) {
+        budget = std::make_shared<PeerBudget>(peer, *options_.new_series_per_peer);
+      }
+      attachment.peer = budget;
+    }
   }
   std::function<void()> cancel_previous;
-  Attachment attachment;
   {
     absl::MutexLock lock(&node->mu_);
     const bool same_instance = node->agent_instance_id_ == hello.agent_instance_id();
@@ -404,6 +515,35 @@ absl::StatusOr<SeriesStore::Attachment> SeriesStore::Attach(const v1::Hello& hel
           "node name '", hello.node_name(),
           "' is already streaming from another agent on the same boot (two agents, or a "
           "duplicated --node_name)"));
+    }
+    if (new_boot && !node->boot_id_.empty()) {
+      // Forget replaced boots after a while (a restored VM snapshot resumes an old boot).
+      while (!node->replaced_boots_.empty() &&
+             now_unix_nanos - node->replaced_boots_.front().second >
+                 options_.replaced_boot_memory_nanos) {
+        node->replaced_boots_.pop_front();
+      }
+      const bool returning =
+          std::any_of(node->replaced_boots_.begin(), node->replaced_boots_.end(),
+                      [&](const auto& boot) { return boot.first == hello.boot_id(); });
+      const int64_t silence = std::max<int64_t>(options_.boot_takeover_silence_nanos,
+                                                int64_t{3} * node->min_interval_ms_ * 1000000);
+      const bool owner_live = node->connected_ && now_unix_nanos - node->last_seen_ < silence;
+      if (returning || owner_live) {
+        ++node->counters_.identity_conflicts;
+        node->last_identity_conflict_ = absl::StrCat(
+            "boot ", node->boot_id_, " holds the node; boot ", hello.boot_id(), " refused");
+        return absl::FailedPreconditionError(absl::StrCat(
+            "identity conflict: node '", hello.node_name(), "' is held by boot ",
+            node->boot_id_, returning ? ", which replaced boot " : " (streaming now), not boot ",
+            hello.boot_id(),
+            returning ? " (a boot never comes back)" : "",
+            ": two machines use one identity (a copied certificate or --node_name)"));
+      }
+      node->replaced_boots_.emplace_back(node->boot_id_, now_unix_nanos);
+      if (node->replaced_boots_.size() > 8) {
+        node->replaced_boots_.pop_front();
+      }
     }
     if (node->connected_) {
       cancel_previous = std::move(node->cancel_owner_);  // a half-open stream of this node
@@ -418,6 +558,7 @@ absl::StatusOr<SeriesStore::Attachment> SeriesStore::Attach(const v1::Hello& hel
     node->agent_instance_id_ = hello.agent_instance_id();
     node->boot_id_ = hello.boot_id();
     node->agent_version_ = hello.agent_version();
+    node->min_interval_ms_ = hello.min_interval_ms();
     node->inventory_ = hello.inventory();
     node->inventory_stamp_ = NextInventoryStamp();
     node->collectors_.assign(hello.collectors().begin(), hello.collectors().end());
@@ -450,6 +591,63 @@ std::vector<std::shared_ptr<NodeState>> SeriesStore::Nodes() const {
     nodes.push_back(node);
   }
   return nodes;
+}
+
+size_t SeriesStore::ForgetSilent(int64_t now_unix_nanos, int64_t now_monotonic_nanos) {
+  std::vector<std::shared_ptr<NodeState>> forgotten;  // freed outside the store's lock
+  std::vector<std::function<void()>> cancels;
+  {
+    absl::MutexLock lock(&mu_);
+    if (options_.node_retention_nanos > 0) {
+      for (auto it = nodes_.begin(); it != nodes_.end();) {
+        NodeState& node = *it->second;
+        absl::MutexLock node_lock(&node.mu_);
+        if (now_unix_nanos - node.last_seen_ <= options_.node_retention_nanos) {
+          ++it;
+          continue;
+        }
+        // A stream that still holds the node is half-open: end it; its writes are refused from
+        // now on (not acknowledged), so its agent reconnects and replays them.
+        if (node.connected_ && node.cancel_owner_) {
+          cancels.push_back(std::move(node.cancel_owner_));
+        }
+        node.forgotten_ = true;
+        node.connected_ = false;
+        forgotten.push_back(std::move(it->second));
+        it = nodes_.erase(it);
+      }
+    }
+    // A peer's bucket says something only while it is not full (or a stream uses it).
+    for (auto it = peers_.begin(); it != peers_.end();) {
+      auto current = it++;
+      if (current->second.use_count() > 1) {
+        continue;
+      }
+      absl::MutexLock peer_lock(&current->second->mu);
+      if (current->second->bucket.Available(now_monotonic_nanos) >=
+          current->second->bucket.burst()) {
+        peers_.erase(current);
+      }
+    }
+  }
+  for (const std::function<void()>& cancel : cancels) {
+    cancel();
+  }
+  nodes_forgotten_.fetch_add(forgotten.size(), std::memory_order_relaxed);
+  return forgotten.size();
+}
+
+void SeriesStore::MaybeForget(int64_t now_unix_nanos, int64_t now_monotonic_nanos) {
+  const int64_t every =
+      options_.node_retention_nanos > 0
+          ? std::min<int64_t>(options_.node_retention_nanos / 4, int64_t{60} * 1000000000)
+          : int64_t{60} * 1000000000;
+  int64_t last = last_forget_sweep_.load(std::memory_order_relaxed);
+  if (now_monotonic_nanos - last < every ||
+      !last_forget_sweep_.compare_exchange_strong(last, now_monotonic_nanos)) {
+    return;  // swept recently, or another thread sweeps now
+  }
+  ForgetSilent(now_unix_nanos, now_monotonic_nanos);
 }
 
 std::shared_ptr<NodeState> SeriesStore::Find(const std::string& name) const {

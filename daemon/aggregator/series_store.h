@@ -14,10 +14,20 @@
 // series that reused its slot: it is dropped, counted, and reported back so the stream can ask
 // its agent to declare the series again.
 //
+// Bounded memory: the store holds at most max_nodes nodes and max_series_total series over all
+// of them (a store-wide count reserved when a series is declared and released when it is retired
+// or its node forgotten), and forgets a node silent for node_retention (its series freed).
+//
+// Clocks: a node's timestamps are its agent's wall clock, so they step when that clock is set.
+// The store keeps each node's stored timeline monotonic and near its own clock instead of
+// refusing samples: see NodeState::AppendBatchToSlots.
+//
 // Thread-safety: the store and every NodeState are thread-safe. Ingest (one stream per node)
 // takes the node's own mutex; scrapes and detectors take it briefly per node.
 
+#include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -103,7 +113,10 @@ struct NodeCounters {
   uint64_t sequence_gaps = 0;         // batches missing between stored ones
   uint64_t agent_dropped_batches = 0; // of those, dropped by the agent's full buffer
   uint64_t resets = 0;
-  uint64_t timestamps_backwards = 0;  // samples refused: older than the series' latest
+  uint64_t timestamps_backwards = 0;  // batches re-based: older than their series' latest
+  uint64_t clock_steps = 0;           // batches re-based (clock stepped back or ahead)
+  uint64_t values_out_of_range = 0;   // batches refused: a counter value beyond its width
+  uint64_t identity_conflicts = 0;    // streams refused: another boot holds the node
   uint64_t streams = 0;               // streams accepted for this node
   uint64_t retired_series = 0;        // series retired after series_retention without samples
   uint64_t retired_samples = 0;       // values that arrived for a retired series (dropped)
@@ -116,11 +129,59 @@ struct NewSeriesLimit {
   double burst = 50000;
 };
 
+// The store-wide series count (max_series_total), shared by the store and its nodes: a series
+// takes one unit when it is created and gives it back when it is retired or its node is freed.
+// Lock-free, so that declarations of many nodes do not serialize on the store.
+class SeriesBudget {
+ public:
+  explicit SeriesBudget(uint64_t max) : max_(max) {}
+  // Takes one unit unless `max` are held; 0 means no cap.
+  bool TryReserve() {
+    const uint64_t held = held_.fetch_add(1, std::memory_order_relaxed);
+    if (max_ != 0 && held >= max_) {
+      held_.fetch_sub(1, std::memory_order_relaxed);
+      return false;
+    }
+    return true;
+  }
+  void Release(uint64_t n) { held_.fetch_sub(n, std::memory_order_relaxed); }
+  uint64_t held() const { return held_.load(std::memory_order_relaxed); }
+  uint64_t max() const { return max_; }
+
+ private:
+  const uint64_t max_;
+  std::atomic<uint64_t> held_{0};
+};
+
+// The new-series bucket of one peer (certificate identity, or the address of a plaintext peer),
+// shared by every node that peer streams as, so that a peer cycling node names gets no fresh
+// budget with each name.
+struct PeerBudget {
+  PeerBudget(std::string key, NewSeriesLimit limit)
+      : key(std::move(key)), bucket(limit.per_second, limit.burst) {}
+  const std::string key;
+  absl::Mutex mu;
+  TokenBucket bucket ABSL_GUARDED_BY(mu);
+};
+
+// A status of the store-wide series cap carries this payload, so that a caller can tell it
+// from the node's own cap (both are ResourceExhausted).
+inline constexpr absl::string_view kSeriesTotalLimitPayload = "fabricmon.series_total_limit";
+inline bool IsSeriesTotalLimit(const absl::Status& status) {
+  return status.GetPayload(kSeriesTotalLimitPayload).has_value();
+}
+
+// A batch stamped further ahead of the aggregator's clock than this is a clock step forward.
+inline constexpr int64_t kClockAheadToleranceNanos = int64_t{10} * 1000000000;
+
 class NodeState {
  public:
-  // `series_retention_nanos` 0 keeps series forever.
+  // `series_retention_nanos` 0 keeps series forever. `budget` (nullable) is the store-wide
+  // series count the node's series take from.
   NodeState(std::string name, size_t samples_per_series, size_t max_series,
-            NewSeriesLimit new_series = {}, int64_t series_retention_nanos = 0);
+            NewSeriesLimit new_series = {}, int64_t series_retention_nanos = 0,
+            std::shared_ptr<SeriesBudget> budget = nullptr);
+  ~NodeState();  // gives the node's series back to the budget
 
   const std::string& name() const { return name_; }
 
@@ -133,18 +194,38 @@ class NodeState {
   // series take none. The bucket belongs to the node, so a reconnect does not refill it.
   absl::StatusOr<uint32_t> Declare(const collectors::SeriesDesc& desc, int64_t now_monotonic_nanos)
       ABSL_LOCKS_EXCLUDED(mu_);
-  // The same, returning the slot with its generation (what a stream keeps).
+  // The same, returning the slot with its generation (what a stream keeps). A new series also
+  // takes a token from `peer`'s bucket when given (Unavailable without one, naming the peer),
+  // and one unit of the store-wide budget (ResourceExhausted with kSeriesTotalLimitPayload).
   absl::StatusOr<SlotRef> DeclareSlot(const collectors::SeriesDesc& desc,
-                                      int64_t now_monotonic_nanos) ABSL_LOCKS_EXCLUDED(mu_);
+                                      int64_t now_monotonic_nanos, PeerBudget* peer = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Stores one batch. `indices` are node-level series indices (from Declare), `values` and
   // `present` run parallel to them. A sequence already stored is a duplicate (not stored again).
   // Stored batches also run the retirement sweep now and then (a quarter of the retention, at
   // most every minute), measured on `now_unix_nanos`.
+  //
+  // Refused whole (nothing stored, the sequence not taken: the writer must not acknowledge it):
+  // a counter value above 2^width - 1 of its declaration (out_of_range_position), or a node the
+  // store forgot (forgotten).
+  //
+  // Clock steps: the batch is stored at its timestamp plus the node's offset (0 until a step).
+  // A stored time more than kClockAheadToleranceNanos ahead of `now_unix_nanos` is a step
+  // forward: the offset is moved so that the batch lands at `now_unix_nanos`. A stored time
+  // older than the newest sample of a series in the batch is a step back: the offset is moved so
+  // that the batch lands after that sample by the time the aggregator saw pass since it stored
+  // it. Either way the step is counted and every value stored, and each series' timestamps stay
+  // monotonic and measure the real interval, so rates stay right. Replayed batches are old but
+  // in order, so they are no step.
   struct AppendResult {
     bool stored = false;
+    bool forgotten = false;
+    std::optional<uint32_t> out_of_range_position;
+    uint8_t out_of_range_width = 0;  // the declared width of that series
     uint64_t samples = 0;
-    uint64_t timestamps_backwards = 0;
+    uint64_t timestamps_backwards = 0;  // 1 when the batch was re-based after a step back
+    bool clock_step = false;
     // Positions in the batch whose slot was retired since the writer declared it: the values
     // were dropped (NodeCounters::retired_samples); the writer should declare them again.
     std::vector<uint32_t> retired_positions;
@@ -188,6 +269,8 @@ class NodeState {
     uint64_t agent_instance_id = 0;
     uint64_t last_stored_sequence = 0;
     size_t series = 0;  // live series (retired slots not counted)
+    std::string last_identity_conflict;  // "boot X holds the node; boot Y refused", or empty
+    int64_t clock_offset_nanos = 0;      // added to the agent's timestamps after clock steps
     NodeCounters counters;
     v1::Inventory inventory;
     std::vector<v1::CollectorStatus> collectors;
@@ -197,7 +280,8 @@ class NodeState {
  private:
   friend class SeriesStore;
   absl::StatusOr<uint32_t> DeclareLocked(const collectors::SeriesDesc& desc,
-                                         const int64_t* now_monotonic_nanos)
+                                         const int64_t* now_monotonic_nanos,
+                                         PeerBudget* peer = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After batch `sequence` (series `indices`) is stored: marks the series of its collectors that
   // it did not carry as absent, and those it carried as present.
@@ -218,6 +302,7 @@ class NodeState {
   const size_t samples_per_series_;
   const size_t max_series_;
   const int64_t retention_;
+  const std::shared_ptr<SeriesBudget> budget_;
 
   mutable absl::Mutex mu_;
   TokenBucket new_series_ ABSL_GUARDED_BY(mu_);
@@ -239,6 +324,13 @@ class NodeState {
   uint64_t last_stored_sequence_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t last_seen_ ABSL_GUARDED_BY(mu_) = 0;
   NodeCounters counters_ ABSL_GUARDED_BY(mu_);
+  int64_t clock_offset_ ABSL_GUARDED_BY(mu_) = 0;  // see AppendBatchToSlots
+  uint32_t min_interval_ms_ ABSL_GUARDED_BY(mu_) = 0;  // the owning agent's, from its hello
+  // Boot ids that held the node before the current one, with when they were replaced: a boot
+  // never comes back, so a hello from one is a clone (SeriesStore::Attach).
+  std::deque<std::pair<std::string, int64_t>> replaced_boots_ ABSL_GUARDED_BY(mu_);
+  std::string last_identity_conflict_ ABSL_GUARDED_BY(mu_);
+  bool forgotten_ ABSL_GUARDED_BY(mu_) = false;  // removed from the store; writes refused
 };
 
 struct StoreOptions {
@@ -246,24 +338,44 @@ struct StoreOptions {
   size_t max_series_per_node = 200000;
   NewSeriesLimit new_series;
   int64_t series_retention_nanos = 0;  // 0: keep series forever (AggregatorConfig default 900 s)
+  size_t max_nodes = 0;                // 0: no cap (AggregatorConfig default 20000)
+  uint64_t max_series_total = 0;       // 0: no cap (AggregatorConfig default 10 M)
+  // A node disconnected (or connected but silent) this long is forgotten. 0: never.
+  int64_t node_retention_nanos = 0;
+  // The new-series bucket of each peer (PeerBudget); unset: no per-peer bucket.
+  std::optional<NewSeriesLimit> new_series_per_peer;
+  // A new boot id takes a node over from a connected stream only when that stream has been
+  // silent this long (or 3 of its agent's intervals, whichever is longer): the old machine
+  // rebooted and its stream is half-open. A stream that still sends is another machine using
+  // the same identity (a clone).
+  int64_t boot_takeover_silence_nanos = int64_t{30} * 1000000000;
+  // How long a replaced boot id is remembered as one that must not come back.
+  int64_t replaced_boot_memory_nanos = int64_t{3600} * 1000000000;
 };
 
 class SeriesStore {
  public:
-  explicit SeriesStore(StoreOptions options) : options_(options) {}
+  explicit SeriesStore(StoreOptions options)
+      : options_(options), budget_(std::make_shared<SeriesBudget>(options.max_series_total)) {}
 
   // Binds a stream to the node named in `hello`. Returns the node and the last sequence stored
   // for this agent instance (0 when it is a new instance: a new sequence space).
   // AlreadyExists when another live stream of a different agent instance on the same boot holds
-  // the name (two agents claiming one node). A stream of the same instance, or of a new boot,
-  // takes over: `cancel` of the previous owner is called.
+  // the name (two agents claiming one node). FailedPrecondition (an identity conflict, counted
+  // on the node) when a stream of another boot holds the name and sent something within
+  // boot_takeover_silence, or when the hello's boot id is one that this node already left (a
+  // boot never comes back: two machines share one identity). ResourceExhausted when the name is
+  // new and the store holds max_nodes. A stream of the same instance, or of a new boot after
+  // the old stream fell silent, takes over: `cancel` of the previous owner is called.
+  // `peer` names the peer for the per-peer new-series bucket (empty: none).
   struct Attachment {
     std::shared_ptr<NodeState> node;
     uint64_t last_stored_sequence = 0;
+    std::shared_ptr<PeerBudget> peer;  // null without a per-peer limit or peer name
   };
   absl::StatusOr<Attachment> Attach(const v1::Hello& hello, uint64_t stream_token,
-                                    std::function<void()> cancel, int64_t now_unix_nanos)
-      ABSL_LOCKS_EXCLUDED(mu_);
+                                    std::function<void()> cancel, int64_t now_unix_nanos,
+                                    const std::string& peer = "") ABSL_LOCKS_EXCLUDED(mu_);
   // The stream ended; the node is marked disconnected if this stream still owns it.
   void Detach(NodeState& node, uint64_t stream_token, int64_t now_unix_nanos);
 
@@ -274,11 +386,28 @@ class SeriesStore {
   // across nodes). Thread-safe.
   FamilyRegistry& families() { return families_; }
 
+  // Forgets the nodes silent for node_retention at `now_unix_nanos`: removed from the store (so
+  // from /metrics and the Diagnostics service); their series are freed once the last holder (a
+  // detector mid-tick, a stream) lets go. A connected but silent node's stream is cancelled.
+  // Also drops idle peers' full new-series buckets (`now_monotonic_nanos`). Returns how many
+  // nodes it forgot. MaybeForget does the same at most every min(retention / 4, 1 min).
+  size_t ForgetSilent(int64_t now_unix_nanos, int64_t now_monotonic_nanos)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void MaybeForget(int64_t now_unix_nanos, int64_t now_monotonic_nanos) ABSL_LOCKS_EXCLUDED(mu_);
+
+  uint64_t nodes_forgotten() const { return nodes_forgotten_.load(std::memory_order_relaxed); }
+  uint64_t series_held() const { return budget_->held(); }
+  const StoreOptions& options() const { return options_; }
+
  private:
   const StoreOptions options_;
   FamilyRegistry families_{wire::MetricCatalogue::Project()};
+  const std::shared_ptr<SeriesBudget> budget_;
+  std::atomic<uint64_t> nodes_forgotten_{0};
+  std::atomic<int64_t> last_forget_sweep_{0};
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<NodeState>> nodes_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<PeerBudget>> peers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fabricmon::aggregator

@@ -91,11 +91,18 @@ int ListNodes(v1::Diagnostics::Stub& stub) {
   if (PrintJson(response)) {
     return 0;
   }
-  std::printf("%-24s %-5s %-8s %-14s %s\n", "NODE", "UP", "SERIES", "LAST SEEN", "AGENT");
+  std::printf("%-24s %-5s %-8s %-14s %-10s %s\n", "NODE", "UP", "SERIES", "LAST SEEN", "AGENT",
+              "CONFLICTS");
   for (const v1::NodeSummary& node : response.nodes()) {
-    std::printf("%-24s %-5s %-8llu %-14s %s\n", node.name().c_str(), node.up() ? "yes" : "NO",
-                static_cast<unsigned long long>(node.series()),
-                Age(node.last_seen_unix_nanos()).c_str(), node.agent_version().c_str());
+    // Identity conflicts: another machine with this node's certificate or name was refused.
+    const std::string conflicts =
+        node.identity_conflicts() == 0
+            ? "-"
+            : absl::StrCat(node.identity_conflicts(), " (", node.last_identity_conflict(), ")");
+    std::printf("%-24s %-5s %-8llu %-14s %-10s %s\n", node.name().c_str(),
+                node.up() ? "yes" : "NO", static_cast<unsigned long long>(node.series()),
+                Age(node.last_seen_unix_nanos()).c_str(), node.agent_version().c_str(),
+                conflicts.c_str());
   }
   return 0;
 }
@@ -143,6 +150,11 @@ int ShowNode(v1::Diagnostics::Stub& stub, const std::string& name) {
               summary.up() ? "up" : "DOWN", static_cast<unsigned long long>(summary.series()),
               Age(summary.last_seen_unix_nanos()).c_str(), summary.agent_version().c_str(),
               summary.boot_id().c_str());
+  if (summary.identity_conflicts() > 0) {
+    std::printf("  IDENTITY CONFLICT: %llu streams refused; last: %s\n",
+                static_cast<unsigned long long>(summary.identity_conflicts()),
+                summary.last_identity_conflict().c_str());
+  }
   for (const v1::RdmaDevice& device : view.inventory().rdma_devices()) {
     std::printf("  %-12s %-10s fw %-12s %-8s guid %s%s\n", device.name().c_str(),
                 device.driver().empty() ? "?" : device.driver().c_str(), device.fw_ver().c_str(),

@@ -69,7 +69,8 @@ AggregatorState::~AggregatorState() {
 
 namespace {
 
-using Bidi = grpc::ServerBidiReactor<v1::AgentMessage, v1::AggregatorMessage>;
+// The telemetry service reads raw bytes (agent_stream.h says why).
+using Bidi = grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>;
 
 // What a stream to an aggregator that is down gets: UNAVAILABLE, like a refused TCP connect.
 class RefusedStream final : public Bidi {
@@ -80,7 +81,8 @@ class RefusedStream final : public Bidi {
 
 }  // namespace
 
-class AggregatorHarness::ForwardingTelemetry final : public v1::Telemetry::CallbackService {
+class AggregatorHarness::ForwardingTelemetry final
+    : public v1::Telemetry::WithRawCallbackMethod_Stream<v1::Telemetry::Service> {
  public:
   void SetTarget(aggregator::TelemetryService* target) {
     absl::MutexLock lock(&mu_);
@@ -170,7 +172,7 @@ bool AggregatorHarness::Start() {
     // process would, so the agent's channel reconnects to it.
     builder.AddListeningPort(absl::StrCat("127.0.0.1:", port_), grpc::InsecureServerCredentials(),
                              &port_);
-    builder.SetMaxReceiveMessageSize(static_cast<int>(options_.stream.max_message_bytes));
+    builder.SetMaxReceiveMessageSize(aggregator::GrpcReceiveLimit(options_.stream.max_message_bytes));
     builder.RegisterService(&state_->telemetry);
     builder.RegisterService(&state_->diagnostics);
     server_ = builder.BuildAndStart();
@@ -192,7 +194,7 @@ bool AggregatorHarness::Start() {
       forward_telemetry_ = std::make_unique<ForwardingTelemetry>();
       forward_diagnostics_ = std::make_unique<ForwardingDiagnostics>();
       grpc::ServerBuilder builder;
-      builder.SetMaxReceiveMessageSize(static_cast<int>(options_.stream.max_message_bytes));
+      builder.SetMaxReceiveMessageSize(aggregator::GrpcReceiveLimit(options_.stream.max_message_bytes));
       builder.RegisterService(forward_telemetry_.get());
       builder.RegisterService(forward_diagnostics_.get());
       server_ = builder.BuildAndStart();

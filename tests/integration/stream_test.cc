@@ -22,6 +22,7 @@
 #include "daemon/common/file_reader.h"
 #include "daemon/common/logging.h"
 #include "daemon/exposition/text_exposition.h"
+#include "daemon/wire/series_codec.h"
 #include "fabricmon/v1/diagnostics.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
@@ -92,6 +93,49 @@ std::string RunAgentOnce(const std::string& sysfs_root) {
   EXPECT_EQ(status, 0) << command;
   return out;
 }
+
+std::string Serialized(const v1::AgentMessage& message) {
+  std::string bytes;
+  EXPECT_TRUE(message.SerializeToString(&bytes));
+  return bytes;
+}
+
+// A telemetry stream that writes whatever bytes it is given (what no generated stub sends:
+// undecodable messages, invalid UTF-8) and reads the aggregator's answers as messages.
+class BytesStream {
+ public:
+  explicit BytesStream(const std::shared_ptr<grpc::Channel>& channel)
+      : method_("/fabricmon.v1.Telemetry/Stream", grpc::internal::RpcMethod::BIDI_STREAMING) {
+    context_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    stream_.reset(grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::
+                      Create(channel.get(), method_, &context_));
+  }
+
+  bool Write(const std::string& bytes) {
+    grpc::Slice slice(bytes);
+    grpc::ByteBuffer buffer(&slice, 1);
+    return stream_->Write(buffer);
+  }
+
+  RawStream::End Finish() {
+    RawStream::End end;
+    (void)stream_->WritesDone();
+    grpc::ByteBuffer buffer;
+    while (stream_->Read(&buffer)) {
+      v1::AggregatorMessage message;
+      EXPECT_TRUE(grpc::SerializationTraits<v1::AggregatorMessage>::Deserialize(&buffer, &message)
+                      .ok());
+      end.messages.push_back(std::move(message));
+    }
+    end.status = stream_->Finish();
+    return end;
+  }
+
+ private:
+  grpc::internal::RpcMethod method_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream_;
+};
 
 class StreamTest : public ::testing::TestWithParam<Transport> {
  protected:
@@ -218,6 +262,57 @@ class StreamTest : public ::testing::TestWithParam<Transport> {
         << metric_reason;
     EXPECT_EQ(total, 1.0) << "counted under another reason too";
   }
+
+  // Reads until the ack of `sequence`; fails on a Reject or the end of the stream.
+  static void ReadUntilAck(RawStream& raw, uint64_t sequence) {
+    for (;;) {
+      std::optional<v1::AggregatorMessage> message = raw.Read();
+      ASSERT_TRUE(message.has_value()) << "stream ended before the ack of " << sequence;
+      ASSERT_FALSE(message->has_reject()) << message->reject().message();
+      if (message->has_ack() && message->ack().sequence() >= sequence) {
+        return;
+      }
+    }
+  }
+
+  // The Reject among what a stream received (acks of earlier batches may follow it), or null.
+  static const v1::Reject* FindReject(const RawStream::End& end) {
+    for (const v1::AggregatorMessage& message : end.messages) {
+      if (message.has_reject()) {
+        return &message.reject();
+      }
+    }
+    return nullptr;
+  }
+
+  // Another node, streaming two counters with known values on its own raw stream for the whole
+  // test: what a refusal on another stream must leave exactly as it was.
+  class Witness {
+   public:
+    static constexpr char kName[] = "witness-node";
+    explicit Witness(StreamTest& test) : test_(test), raw_(test.aggregator_->channel()) {
+      EXPECT_TRUE(raw_.Write(HelloMessage(kName, "boot-w", 0x77)));
+      EXPECT_TRUE(raw_.Write(CounterDeclarations(1, 2)));
+      EXPECT_TRUE(raw_.Write(LayoutMessage(1, {1, 2})));
+      EXPECT_TRUE(raw_.Write(BatchMessage(1, RealClock::Get().NowUnixNanos(), 1, {1234, 5678})));
+      ReadUntilAck(raw_, 1);
+      ExpectUntouched();
+    }
+    void ExpectUntouched() {
+      const std::vector<TextSample> samples = Parse(test_.aggregator_->Scrape());
+      EXPECT_EQ(SampleValue(samples, "fabricmon_raw_0_total", {{"node", kName}}), 1234.0);
+      EXPECT_EQ(SampleValue(samples, "fabricmon_raw_1_total", {{"node", kName}}), 5678.0);
+      EXPECT_EQ(SampleValue(samples, "fabricmon_node_up", {{"node", kName}}), 1.0);
+      const aggregator::NodeState::Summary node = *test_.aggregator_->Node(kName);
+      EXPECT_EQ(node.counters.batches, 1u);
+      EXPECT_EQ(node.series, 2u);
+      EXPECT_TRUE(node.connected);
+    }
+
+   private:
+    StreamTest& test_;
+    RawStream raw_;
+  };
 
   static TempTree* tree_;
   FakeClock fake_clock_;  // outlives the aggregator (declared before it)
@@ -672,19 +767,47 @@ TEST_P(StreamTest, RejectsDuplicateNodeFromAnotherInstance) {
   EXPECT_EQ(aggregator_->Node(kNode)->agent_instance_id, real.instance_id);
 }
 
-// gRPC refuses a message above the server's receive limit before the service sees it, so the
-// aggregator cannot send a Reject: the stream ends with RESOURCE_EXHAUSTED from gRPC itself.
-TEST_P(StreamTest, RejectsOversizedMessage) {
+// (e) Every refusal says why (README "Security"). Each case: the Reject and its reason, the
+// rejection counted under its own label, the real agent unaffected, and a witness node's stored
+// values exactly as they were.
+
+// A message somewhat over max_message_bytes reaches the aggregator (gRPC accepts up to twice the
+// limit) and is refused with REASON_TOO_LARGE; nothing of it is taken.
+TEST_P(StreamTest, RefusesAMessageOverTheLimitWithTooLarge) {
   StartAggregator();
   StartAgent();
+  Witness witness(*this);
   RawStream raw(aggregator_->channel());
   ASSERT_TRUE(raw.Write(HelloMessage(kRawNode, "boot-r", 7)));
   std::optional<v1::AggregatorMessage> hello_ack = raw.Read();
   ASSERT_TRUE(hello_ack.has_value() && hello_ack->has_hello_ack());
   EXPECT_EQ(hello_ack->hello_ack().max_message_bytes(), kMaxMessageBytes);
+  v1::AgentMessage big;
+  big.mutable_inventory()->mutable_inventory()->add_rdma_devices()->set_board_id(
+      std::string(kMaxMessageBytes + kMaxMessageBytes / 2, 'x'));
+  (void)raw.Write(big);
+  const RawStream::End end = raw.Finish();
+  const v1::Reject* reject = FindReject(end);
+  ASSERT_NE(reject, nullptr) << end.status.error_message();
+  EXPECT_EQ(reject->reason(), v1::Reject::REASON_TOO_LARGE);
+  EXPECT_THAT(reject->message(), HasSubstr("above max_message_bytes"));
+  EXPECT_EQ(end.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  ExpectRejectCounted("too_large");
+  EXPECT_EQ(aggregator_->Node(kRawNode)->inventory.rdma_devices_size(), 0);
+  witness.ExpectUntouched();
+  ExpectAgentUnaffected();
+}
+
+// Beyond twice the limit gRPC itself refuses the message before it is read (RESOURCE_EXHAUSTED),
+// so the stream ends without a Reject; nothing of it is taken either.
+TEST_P(StreamTest, AMessageFarOverTheLimitIsRefusedByGrpc) {
+  StartAggregator();
+  StartAgent();
+  RawStream raw(aggregator_->channel());
+  ASSERT_TRUE(raw.Write(HelloMessage(kRawNode, "boot-r", 7)));
   v1::AgentMessage huge;
   huge.mutable_inventory()->mutable_inventory()->add_rdma_devices()->set_board_id(
-      std::string(2 * kMaxMessageBytes, 'x'));
+      std::string(3 * kMaxMessageBytes, 'x'));
   (void)raw.Write(huge);  // may or may not report the failure; the status does
   const RawStream::End end = raw.Finish();
   EXPECT_EQ(end.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
@@ -692,46 +815,216 @@ TEST_P(StreamTest, RejectsOversizedMessage) {
   for (const v1::AggregatorMessage& message : end.messages) {
     EXPECT_FALSE(message.has_ack()) << "nothing of the huge message may be taken";
   }
-  // The raw node's stream is gone, and its inventory untouched.
   EXPECT_TRUE(WaitFor([&] { return !aggregator_->Node(kRawNode)->connected; }));
   EXPECT_EQ(aggregator_->Node(kRawNode)->inventory.rdma_devices_size(), 0);
   ExpectAgentUnaffected();
 }
 
-// Samples older than their series' latest are refused and counted; the stream stays up and
-// later samples are stored.
-TEST_P(StreamTest, RefusesSamplesWithTimestampsGoingBackwards) {
+TEST_P(StreamTest, RefusesAnUndecodableMessageWithANonOkStatus) {
   StartAggregator();
   StartAgent();
+  Witness witness(*this);
+  BytesStream raw(aggregator_->channel());
+  ASSERT_TRUE(raw.Write(Serialized(HelloMessage(kRawNode, "boot-r", 7))));
+  // Field 4 (batch) as a length-delimited record whose length runs past the message.
+  ASSERT_TRUE(raw.Write(std::string("\x22\x7f\x08\x01", 4)));
+  const RawStream::End end = raw.Finish();
+  const v1::Reject* reject = FindReject(end);
+  ASSERT_NE(reject, nullptr) << end.status.error_message();
+  EXPECT_EQ(reject->reason(), v1::Reject::REASON_UNDECODABLE);
+  EXPECT_THAT(reject->message(), HasSubstr("does not decode"));
+  EXPECT_EQ(end.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  ExpectRejectCounted("undecodable");
+  witness.ExpectUntouched();
+  ExpectAgentUnaffected();
+}
+
+// proto3 strings are UTF-8: protobuf refuses to parse a message with an invalid one, so it is
+// refused as undecodable (here a label value, which no other check would catch).
+TEST_P(StreamTest, RefusesInvalidUtf8AsUndecodable) {
+  StartAggregator();
+  StartAgent();
+  Witness witness(*this);
+  BytesStream raw(aggregator_->channel());
+  ASSERT_TRUE(raw.Write(Serialized(HelloMessage(kRawNode, "boot-r", 7))));
+  v1::AgentMessage declarations = CounterDeclarations(1, 1);
+  declarations.mutable_declarations()->mutable_series(0)->mutable_labels(0)->set_value("utf8@X");
+  std::string bytes = Serialized(declarations);
+  const size_t at = bytes.find("utf8@X");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 5] = '\xff';  // never valid in UTF-8
+  ASSERT_TRUE(raw.Write(bytes));
+  const RawStream::End end = raw.Finish();
+  const v1::Reject* reject = FindReject(end);
+  ASSERT_NE(reject, nullptr) << end.status.error_message();
+  EXPECT_EQ(reject->reason(), v1::Reject::REASON_UNDECODABLE);
+  EXPECT_EQ(end.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  ExpectRejectCounted("undecodable");
+  EXPECT_EQ(aggregator_->Node(kRawNode)->series, 0u);
+  witness.ExpectUntouched();
+  ExpectAgentUnaffected();
+}
+
+// A counter value beyond its declared width is refused with its batch, which is not
+// acknowledged (the agent keeps it) and not stored.
+TEST_P(StreamTest, RefusesACounterValueBeyondItsWidth) {
+  StartAggregator();
+  StartAgent();
+  Witness witness(*this);
+  RawStream raw(aggregator_->channel());
+  ASSERT_TRUE(raw.Write(HelloMessage(kRawNode, "boot-r", 7)));
+  v1::AgentMessage declarations;
+  *declarations.mutable_declarations()->add_series() = wire::ToDeclaration(
+      collectors::CounterSeries("raw", "fabricmon_raw_narrow_total", "raw", collectors::Unit::kNone,
+                                32, collectors::Overflow::kWraps, 1.0, {}),
+      1);
+  ASSERT_TRUE(raw.Write(declarations));
+  ASSERT_TRUE(raw.Write(LayoutMessage(1, {1})));
+  const int64_t now = RealClock::Get().NowUnixNanos();
+  ASSERT_TRUE(raw.Write(BatchMessage(1, now, 1, {5})));
+  ReadUntilAck(raw, 1);
+  ASSERT_TRUE(raw.Write(BatchMessage(2, now + 1, 1, {int64_t{1} << 32})));  // 2^32 + 5
+  const RawStream::End end = raw.Finish();
+  const v1::Reject* reject = FindReject(end);
+  ASSERT_NE(reject, nullptr) << end.status.error_message();
+  EXPECT_EQ(reject->reason(), v1::Reject::REASON_VALUE_OUT_OF_RANGE);
+  EXPECT_THAT(reject->message(), HasSubstr("value 4294967301 of series id 1 is beyond its "
+                                           "declared width of 32 bits"));
+  EXPECT_EQ(end.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  for (const v1::AggregatorMessage& message : end.messages) {
+    EXPECT_FALSE(message.has_ack() && message.ack().sequence() >= 2) << "batch 2 was acked";
+  }
+  ExpectRejectCounted("value_out_of_range");
+  const aggregator::NodeState::Summary raw_node = *aggregator_->Node(kRawNode);
+  EXPECT_EQ(raw_node.last_stored_sequence, 1u);
+  EXPECT_EQ(raw_node.counters.batches, 1u);
+  EXPECT_EQ(raw_node.counters.values_out_of_range, 1u);
+  witness.ExpectUntouched();
+  ExpectAgentUnaffected();
+}
+
+// Two machines with one identity: while one streams, the other (another boot id) is refused,
+// counted on the node and shown by the Diagnostics service (`fabricmon nodes`).
+TEST_P(StreamTest, RefusesASecondBootOfALiveNodeAsAnIdentityConflict) {
+  StartAggregator();
+  StartAgent();
+  Witness witness(*this);
+  const AgentHarnessOptions& real = agent_->options();
+  ExpectRejected({HelloMessage(real.node_name, "boot-of-a-clone", 99)},
+                 v1::Reject::REASON_IDENTITY_CONFLICT, grpc::StatusCode::FAILED_PRECONDITION,
+                 "identity conflict", "identity_conflict");
+  const aggregator::NodeState::Summary node = *aggregator_->Node(kNode);
+  EXPECT_EQ(node.boot_id, real.boot_id);
+  EXPECT_EQ(node.agent_instance_id, real.instance_id);
+  EXPECT_EQ(node.counters.identity_conflicts, 1u);
+
+  std::unique_ptr<v1::Diagnostics::Stub> stub = v1::Diagnostics::NewStub(aggregator_->channel());
+  grpc::ClientContext context;
+  v1::ListNodesResponse nodes;
+  ASSERT_TRUE(stub->ListNodes(&context, v1::ListNodesRequest(), &nodes).ok());
+  bool shown = false;
+  for (const v1::NodeSummary& summary : nodes.nodes()) {
+    if (summary.name() == kNode) {
+      shown = true;
+      EXPECT_EQ(summary.identity_conflicts(), 1u);
+      EXPECT_EQ(summary.last_identity_conflict(),
+                absl::StrCat("boot ", real.boot_id, " holds the node; boot boot-of-a-clone refused"));
+    }
+  }
+  EXPECT_TRUE(shown);
+  const std::vector<TextSample> samples = Parse(aggregator_->Scrape());
+  EXPECT_EQ(SampleValue(samples, "fabricmon_node_identity_conflicts_total", {{"node", kNode}}),
+            1.0);
+  witness.ExpectUntouched();
+  ExpectAgentUnaffected();
+}
+
+TEST_P(StreamTest, RefusesANewNodeBeyondMaxNodes) {
+  AggregatorOptions options = DefaultOptions();
+  options.store.max_nodes = 2;  // the real agent's node and the witness
+  StartAggregator(/*http=*/false, options);
+  StartAgent();
+  Witness witness(*this);
+  ExpectRejected({HelloMessage(kRawNode, "boot-r", 7)}, v1::Reject::REASON_LIMIT,
+                 grpc::StatusCode::RESOURCE_EXHAUSTED, "cap of 2 nodes (max_nodes)", "node_limit");
+  EXPECT_FALSE(aggregator_->Node(kRawNode).has_value());
+  witness.ExpectUntouched();
+  ExpectAgentUnaffected();
+}
+
+TEST_P(StreamTest, RefusesANewSeriesBeyondMaxSeriesTotal) {
+  AggregatorOptions options = DefaultOptions();
+  options.store.max_series_per_node = 100000;
+  options.store.max_series_total = 3000;
+  StartAggregator(/*http=*/false, options);
+  StartAgent();
+  Witness witness(*this);
+  const uint64_t held = aggregator_->state().store.series_held();
+  ASSERT_LT(held, 3000u);
+  const int room = static_cast<int>(3000 - held);
+  ExpectRejected({HelloMessage(kRawNode, "boot-r", 7), CounterDeclarations(1, room + 1)},
+                 v1::Reject::REASON_LIMIT, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                 "cap of 3000 series over all nodes (max_series_total)", "series_total_limit");
+  EXPECT_EQ(aggregator_->Node(kRawNode)->series, static_cast<size_t>(room));
+  EXPECT_EQ(aggregator_->state().store.series_held(), 3000u);
+  witness.ExpectUntouched();
+  ExpectAgentUnaffected();
+}
+
+// One peer cycling node names gets no fresh budget with each name.
+TEST_P(StreamTest, ThePeersNewSeriesBudgetSpansItsNodeNames) {
+  AggregatorOptions options = DefaultOptions();
+  options.store.new_series_per_peer =
+      aggregator::NewSeriesLimit{kNewSeriesPerSecond, kNewSeriesBurst};
+  options.clock = &fake_clock_;
+  StartAggregator(/*http=*/false, options);
+  {
+    RawStream raw(aggregator_->channel());
+    ASSERT_TRUE(raw.Write(HelloMessage("name-1", "boot-r", 7)));
+    ASSERT_TRUE(raw.Write(CounterDeclarations(1, kNewSeriesBurst)));
+    ASSERT_TRUE(raw.Write(LayoutMessage(1, {1})));
+    ASSERT_TRUE(raw.Write(BatchMessage(1, fake_clock_.NowUnixNanos(), 1, {5})));
+    ReadUntilAck(raw, 1);
+    EXPECT_TRUE(raw.Finish().status.ok());
+  }
+  ExpectRejected({HelloMessage("name-2", "boot-r", 8), CounterDeclarations(1, 1)},
+                 v1::Reject::REASON_LIMIT, grpc::StatusCode::RESOURCE_EXHAUSTED,
+                 "over all the node names it streams as", "series_rate_limit");
+  EXPECT_EQ(aggregator_->Node("name-2")->series, 0u);
+}
+
+// The hostile clock over a real stream: a batch stamped an hour ahead, then batches at the right
+// time. Every batch is acknowledged and stored, the node's values keep moving, the steps are
+// counted for the node, and nothing is rejected.
+TEST_P(StreamTest, ANodeWhoseClockStepsKeepsFlowing) {
+  StartAggregator();
+  StartAgent();
+  Witness witness(*this);
+  const int64_t hour = int64_t{3600} * 1000000000;
   const int64_t t0 = RealClock::Get().NowUnixNanos();
   RawStream raw(aggregator_->channel());
   ASSERT_TRUE(raw.Write(HelloMessage(kRawNode, "boot-r", 7)));
-  ASSERT_TRUE(raw.Write(CounterDeclarations(1, 3)));
-  ASSERT_TRUE(raw.Write(LayoutMessage(1, {1, 2, 3})));
-  ASSERT_TRUE(raw.Write(BatchMessage(1, t0, 1, {100, 200, 300})));
-  ASSERT_TRUE(raw.Write(BatchMessage(2, t0 - 1'000'000'000, 1, {1, 1, 1})));  // a second older
-  ASSERT_TRUE(raw.Write(BatchMessage(3, t0 + 1'000'000'000, 1, {1, 1, 1})));
-  // Acks are cumulative: reading up to 3 proves all three batches were taken in order.
-  uint64_t acked = 0;
-  while (acked < 3) {
-    std::optional<v1::AggregatorMessage> message = raw.Read();
-    ASSERT_TRUE(message.has_value()) << "stream ended before the ack of batch 3";
-    ASSERT_FALSE(message->has_reject()) << message->reject().message();
-    if (message->has_ack()) {
-      acked = message->ack().sequence();
-    }
+  ASSERT_TRUE(raw.Write(CounterDeclarations(1, 2)));
+  ASSERT_TRUE(raw.Write(LayoutMessage(1, {1, 2})));
+  ASSERT_TRUE(raw.Write(BatchMessage(1, t0 + hour, 1, {100, 200})));
+  ReadUntilAck(raw, 1);
+  for (uint64_t sequence = 2; sequence <= 4; ++sequence) {
+    ASSERT_TRUE(raw.Write(BatchMessage(sequence, RealClock::Get().NowUnixNanos(), 1, {1, 2})));
+    ReadUntilAck(raw, sequence);
+    const std::vector<TextSample> samples = Parse(aggregator_->Scrape());
+    EXPECT_EQ(SampleValue(samples, "fabricmon_raw_0_total", {{"node", kRawNode}}),
+              static_cast<double>(100 + sequence - 1));
+    EXPECT_EQ(SampleValue(samples, "fabricmon_raw_1_total", {{"node", kRawNode}}),
+              static_cast<double>(200 + 2 * (sequence - 1)));
+    EXPECT_EQ(SampleValue(samples, "fabricmon_node_up", {{"node", kRawNode}}), 1.0);
   }
   const aggregator::NodeState::Summary raw_node = *aggregator_->Node(kRawNode);
-  EXPECT_EQ(raw_node.counters.timestamps_backwards, 3u);
-  EXPECT_EQ(raw_node.counters.batches, 3u);
-  EXPECT_EQ(raw_node.counters.samples, 6u);
-  EXPECT_TRUE(raw_node.connected);
-
+  EXPECT_EQ(raw_node.counters.batches, 4u);
+  EXPECT_EQ(raw_node.counters.samples, 8u);
+  EXPECT_EQ(raw_node.counters.clock_steps, 2u);  // ahead onto our clock, then back
+  EXPECT_EQ(raw_node.counters.timestamps_backwards, 1u);
   const std::vector<TextSample> samples = Parse(aggregator_->Scrape());
-  EXPECT_EQ(SampleValue(samples, "fabricmon_aggregator_timestamps_backwards_total"), 3.0);
-  // Batch 2's deltas still count towards the values (they are cumulative on the stream), but
-  // its samples were not stored: the series jump from 100 straight to 102.
-  EXPECT_EQ(SampleValue(samples, "fabricmon_raw_0_total", {{"node", kRawNode}}), 102.0);
+  EXPECT_EQ(SampleValue(samples, "fabricmon_node_clock_steps_total", {{"node", kRawNode}}), 2.0);
   for (const TextSample& sample : samples) {
     if (sample.name == "fabricmon_aggregator_rejected_messages_total") {
       EXPECT_EQ(sample.value, "0") << SampleKey(sample);
@@ -739,6 +1032,7 @@ TEST_P(StreamTest, RefusesSamplesWithTimestampsGoingBackwards) {
   }
   const RawStream::End end = raw.Finish();
   EXPECT_TRUE(end.status.ok()) << end.status.error_message();
+  witness.ExpectUntouched();
   ExpectAgentUnaffected();
 }
 

@@ -215,36 +215,122 @@ TEST_F(NodeStateTest, GapsAreCountedAndAnnouncedDropsKeptApart) {
   EXPECT_EQ(fresh.GetSummary(false).counters.sequence_gaps, 0u);
 }
 
-TEST_F(NodeStateTest, TimestampsGoingBackwardsAreRefusedPerSeriesAndCounted) {
-  Append(1, kT0 + 10 * kSecond, {10, 100, 1000});
-  // Older than every series' latest sample: each value is refused, the batch still counts as
-  // received (its sequence is not asked for again).
-  const NodeState::AppendResult result = Append(2, kT0 + 5 * kSecond, {11, 101, 1001});
-  EXPECT_TRUE(result.stored);
-  EXPECT_EQ(result.samples, 0u);
-  EXPECT_EQ(result.timestamps_backwards, 3u);
-  EXPECT_EQ(Counters().timestamps_backwards, 3u);
-  EXPECT_EQ(Latest(indices_[0]), std::make_pair(uint64_t{10}, uint32_t{1}));
-
-  // Per series: series b has no sample yet after a layout without it, so an older batch is
-  // refused only for the series that already have newer samples.
-  NodeState node("node-3", 4, 100);
-  const uint32_t a = *node.Declare(Counter(64, Overflow::kWraps, 1.0, "fabricmon_a_total"));
-  const uint32_t b = *node.Declare(Counter(64, Overflow::kWraps, 1.0, "fabricmon_b_total"));
-  node.AppendBatch(1, 0, kT0 + 10 * kSecond, {a}, {5}, {true}, kT0);
-  const NodeState::AppendResult mixed =
-      node.AppendBatch(2, 0, kT0 + 5 * kSecond, {a, b}, {6, 7}, {true, true}, kT0);
-  EXPECT_EQ(mixed.timestamps_backwards, 1u);
-  EXPECT_EQ(mixed.samples, 1u);
+// The timestamps of the samples of series `index`, oldest first.
+std::vector<int64_t> Timestamps(const NodeState& node, uint32_t index) {
+  std::vector<int64_t> out;
   node.WithSeries([&](const std::vector<Series>& all) {
-    EXPECT_EQ(all[a].Latest()->raw, 5u);
-    ASSERT_NE(all[b].Latest(), nullptr);
-    EXPECT_EQ(all[b].Latest()->raw, 7u);
+    const Series& series = all[index];
+    for (uint32_t i = series.count; i > 0; --i) {
+      out.push_back(series.ring[(series.head + series.ring.size() - (i - 1)) % series.ring.size()]
+                        .timestamp_unix_nanos);
+    }
   });
-  // Equal timestamps are not "backwards".
-  const NodeState::AppendResult same =
-      node.AppendBatch(3, 0, kT0 + 10 * kSecond, {a}, {8}, {true}, kT0);
-  EXPECT_EQ(same.timestamps_backwards, 0u);
+  return out;
+}
+
+// The hostile clock: one batch stamped an hour ahead, then batches at the right time. Every
+// batch is stored (none refused, so every acknowledged batch is kept), the values keep moving,
+// both steps are counted, and the rates measure the real intervals.
+TEST_F(NodeStateTest, AClockStepAheadThenBackKeepsTheNodeFlowing) {
+  constexpr int64_t kHour = 3600 * kSecond;
+  NodeState::AppendResult ahead =
+      node_.AppendBatch(1, 0, kT0 + kHour, indices_, {10, 100, 1000}, {true, true, true}, kT0);
+  EXPECT_TRUE(ahead.stored);
+  EXPECT_TRUE(ahead.clock_step);
+  EXPECT_EQ(ahead.samples, 3u);
+  // Stored on the aggregator's clock, not an hour in its future.
+  EXPECT_EQ(Timestamps(node_, indices_[0]), std::vector<int64_t>{kT0});
+
+  NodeState::AppendResult back = node_.AppendBatch(2, 0, kT0 + 10 * kSecond, indices_,
+                                                   {20, 300, 1000}, {true, true, true},
+                                                   kT0 + 10 * kSecond);
+  EXPECT_TRUE(back.stored);
+  EXPECT_TRUE(back.clock_step);
+  EXPECT_EQ(back.timestamps_backwards, 1u);
+  EXPECT_EQ(back.samples, 3u);
+  EXPECT_EQ(Latest(indices_[0]), std::make_pair(uint64_t{20}, uint32_t{2}));
+  EXPECT_DOUBLE_EQ(RateOf(indices_[0]).per_second, 1.0);   // 10 in 10 s
+  EXPECT_DOUBLE_EQ(RateOf(indices_[1]).per_second, 20.0);  // 200 in 10 s
+
+  // From now on the clock is right and nothing is a step.
+  for (uint64_t sequence = 3; sequence <= 5; ++sequence) {
+    const int64_t t = kT0 + static_cast<int64_t>(sequence - 1) * 10 * kSecond;
+    NodeState::AppendResult next = node_.AppendBatch(
+        sequence, 0, t, indices_, {10 * sequence, 100 * sequence, 1000}, {true, true, true}, t);
+    EXPECT_TRUE(next.stored);
+    EXPECT_FALSE(next.clock_step) << sequence;
+    EXPECT_EQ(next.samples, 3u);
+  }
+  EXPECT_EQ(Latest(indices_[0]).first, 50u);
+  EXPECT_DOUBLE_EQ(RateOf(indices_[0]).per_second, 1.0);
+  EXPECT_EQ(Timestamps(node_, indices_[0]),
+            (std::vector<int64_t>{kT0 + 10 * kSecond, kT0 + 20 * kSecond, kT0 + 30 * kSecond,
+                                  kT0 + 40 * kSecond}));
+  const NodeCounters counters = Counters();
+  EXPECT_EQ(counters.clock_steps, 2u);
+  EXPECT_EQ(counters.timestamps_backwards, 1u);
+  EXPECT_EQ(counters.batches, 5u);
+  EXPECT_EQ(counters.samples, 15u);
+  EXPECT_EQ(node_.GetSummary(false).clock_offset_nanos, 0);
+}
+
+// A clock stepped back mid-stream: the batch goes on after the newest sample by the time the
+// aggregator saw pass, and later batches keep that offset.
+TEST_F(NodeStateTest, AClockStepBackIsReBasedNotRefused) {
+  Append(1, kT0, {10, 100, 1000});
+  Append(2, kT0 + kSecond, {20, 200, 1000});
+  const int64_t minute = 60 * kSecond;
+  // The agent's clock went back a minute; the aggregator saw one second pass.
+  NodeState::AppendResult back = node_.AppendBatch(3, 0, kT0 + 2 * kSecond - minute, indices_,
+                                                   {30, 300, 1000}, {true, true, true},
+                                                   kT0 + 2 * kSecond);
+  EXPECT_TRUE(back.clock_step);
+  EXPECT_EQ(back.samples, 3u);
+  EXPECT_DOUBLE_EQ(RateOf(indices_[0]).per_second, 10.0);
+  node_.AppendBatch(4, 0, kT0 + 3 * kSecond - minute, indices_, {40, 400, 1000},
+                    {true, true, true}, kT0 + 3 * kSecond);
+  EXPECT_EQ(Timestamps(node_, indices_[0]).back(), kT0 + 3 * kSecond);
+  EXPECT_EQ(Counters().clock_steps, 1u);
+  EXPECT_EQ(node_.GetSummary(false).clock_offset_nanos, minute);
+}
+
+// Replayed batches are old but in order: no step, stored at their own times. Equal timestamps
+// (two collectors' cycles at one instant) are no step either.
+TEST_F(NodeStateTest, ReplaysAndEqualTimestampsAreNoStep) {
+  const int64_t now = kT0 + 600 * kSecond;
+  for (uint64_t sequence = 1; sequence <= 3; ++sequence) {
+    const int64_t t = kT0 + static_cast<int64_t>(sequence) * kSecond;
+    EXPECT_FALSE(node_.AppendBatch(sequence, 0, t, indices_, {sequence, sequence, sequence},
+                                   {true, true, true}, now)
+                     .clock_step);
+  }
+  EXPECT_FALSE(node_.AppendBatch(4, 0, kT0 + 3 * kSecond, indices_, {4, 4, 4},
+                                 {true, true, true}, now)
+                   .clock_step);
+  EXPECT_EQ(Timestamps(node_, indices_[0]),
+            (std::vector<int64_t>{kT0 + kSecond, kT0 + 2 * kSecond, kT0 + 3 * kSecond,
+                                  kT0 + 3 * kSecond}));
+  EXPECT_EQ(Counters().clock_steps, 0u);
+}
+
+// A counter value beyond its declared width is refused with the whole batch: nothing of it is
+// stored and its sequence is not taken (the agent, not acknowledged, sends it again).
+TEST_F(NodeStateTest, ACounterBeyondItsWidthRefusesTheBatch) {
+  Append(1, kT0, {10, 100, 1000});
+  const uint64_t too_big = uint64_t{1} << 32;  // series a and c are 32 bits wide
+  NodeState::AppendResult refused = Append(2, kT0 + kSecond, {11, 101, too_big});
+  EXPECT_FALSE(refused.stored);
+  ASSERT_TRUE(refused.out_of_range_position.has_value());
+  EXPECT_EQ(*refused.out_of_range_position, 2u);
+  EXPECT_EQ(refused.out_of_range_width, 32);
+  EXPECT_EQ(Latest(indices_[1]), std::make_pair(uint64_t{100}, uint32_t{1}));
+  EXPECT_EQ(node_.GetSummary(false).last_stored_sequence, 1u);
+  EXPECT_EQ(Counters().values_out_of_range, 1u);
+  // The largest value of the width is fine, and the same sequence is stored then.
+  EXPECT_TRUE(Append(2, kT0 + kSecond, {11, 101, too_big - 1}).stored);
+  EXPECT_EQ(Latest(indices_[2]).first, too_big - 1);
+  // A 64-bit counter takes any value.
+  EXPECT_TRUE(Append(3, kT0 + 2 * kSecond, {12, ~uint64_t{0}, too_big - 1}).stored);
 }
 
 TEST_F(NodeStateTest, ResetStartsANewBaselineAndIsCountedButAWrapIsNot) {
@@ -590,9 +676,10 @@ TEST_F(AttachTest, NewBootTakesOverAndStartsANewSequenceSpace) {
   ASSERT_THAT(first->node->Declare(Counter(64, Overflow::kWraps)), IsOk());
   first->node->AppendBatch(7, 0, kT0, {0}, {1}, {true}, kT0);
 
-  // The node rebooted while the old stream looked alive: the new boot's agent wins.
+  // The node rebooted while the old stream looked alive (half-open, silent since): the new
+  // boot's agent wins once the old stream has been silent for the takeover window.
   absl::StatusOr<SeriesStore::Attachment> second =
-      store_.Attach(MakeHello("node-1", "boot-b", 22), 2, nullptr, kT0);
+      store_.Attach(MakeHello("node-1", "boot-b", 22), 2, nullptr, kT0 + 31 * kSecond);
   ASSERT_THAT(second, IsOk());
   EXPECT_EQ(old_cancels, 1);
   EXPECT_EQ(second->last_stored_sequence, 0u);
@@ -615,6 +702,210 @@ TEST_F(AttachTest, RestartedAgentAfterDisconnectStartsFromZero) {
   EXPECT_EQ(second->last_stored_sequence, 0u);
   // Its sequence 1 is stored, not taken for a duplicate of the old instance's 9.
   EXPECT_TRUE(second->node->AppendBatch(1, 0, kT0 + 1, {0}, {2}, {true}, kT0).stored);
+}
+
+// Two machines with one identity: while boot a streams, boot b is refused (a clone), counted
+// and described; a boot that was replaced never comes back.
+TEST_F(AttachTest, AnotherBootWhileTheOwnerStreamsIsAnIdentityConflict) {
+  int owner_cancels = 0;
+  absl::StatusOr<SeriesStore::Attachment> owner =
+      store_.Attach(MakeHello("node-1", "boot-a", 11), 1, CancelCounter(&owner_cancels), kT0);
+  ASSERT_THAT(owner, IsOk());
+  ASSERT_THAT(owner->node->Declare(Counter(64, Overflow::kWraps)), IsOk());
+  owner->node->AppendBatch(1, 0, kT0 + 20 * kSecond, {0}, {5}, {true}, kT0 + 20 * kSecond);
+
+  absl::StatusOr<SeriesStore::Attachment> clone =
+      store_.Attach(MakeHello("node-1", "boot-b", 22), 2, nullptr, kT0 + 25 * kSecond);
+  EXPECT_THAT(clone, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(clone.status().message(), HasSubstr("identity conflict"));
+  EXPECT_EQ(owner_cancels, 0);
+  NodeState::Summary summary = owner->node->GetSummary(false);
+  EXPECT_EQ(summary.boot_id, "boot-a");
+  EXPECT_TRUE(summary.connected);
+  EXPECT_EQ(summary.counters.identity_conflicts, 1u);
+  EXPECT_EQ(summary.last_identity_conflict, "boot boot-a holds the node; boot boot-b refused");
+
+  // The owner disconnects; boot b takes over (a reboot). Boot a coming back is a clone even
+  // though nothing streams now.
+  store_.Detach(*owner->node, 1, kT0 + 30 * kSecond);
+  ASSERT_THAT(store_.Attach(MakeHello("node-1", "boot-b", 22), 3, nullptr, kT0 + 31 * kSecond),
+              IsOk());
+  store_.Detach(*owner->node, 3, kT0 + 32 * kSecond);
+  absl::StatusOr<SeriesStore::Attachment> back =
+      store_.Attach(MakeHello("node-1", "boot-a", 11), 4, nullptr, kT0 + 33 * kSecond);
+  EXPECT_THAT(back, StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(back.status().message(), HasSubstr("a boot never comes back"));
+  summary = owner->node->GetSummary(false);
+  EXPECT_EQ(summary.counters.identity_conflicts, 2u);
+  EXPECT_EQ(summary.boot_id, "boot-b");
+  // A new boot (a real reboot) is welcome.
+  EXPECT_THAT(store_.Attach(MakeHello("node-1", "boot-c", 33), 5, nullptr, kT0 + 34 * kSecond),
+              IsOk());
+}
+
+// The takeover window grows with the agent's interval: a clone of an agent that sends every
+// 60 s is still a clone 59 s after the owner's last batch.
+TEST_F(AttachTest, TheTakeoverWindowCoversTheOwnersInterval) {
+  v1::Hello slow = MakeHello("node-1", "boot-a", 11);
+  slow.set_min_interval_ms(60000);
+  ASSERT_THAT(store_.Attach(slow, 1, nullptr, kT0), IsOk());
+  EXPECT_THAT(store_.Attach(MakeHello("node-1", "boot-b", 22), 2, nullptr, kT0 + 59 * kSecond),
+              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(store_.Attach(MakeHello("node-1", "boot-b", 22), 3, nullptr, kT0 + 181 * kSecond),
+              IsOk());
+}
+
+TEST(StoreLimitsTest, NodesBeyondMaxNodesAreRefusedKnownNodesStillAttach) {
+  StoreOptions options;
+  options.max_nodes = 2;
+  SeriesStore store(options);
+  ASSERT_THAT(store.Attach(MakeHello("node-a", "x", 1), 1, nullptr, kT0), IsOk());
+  ASSERT_THAT(store.Attach(MakeHello("node-b", "y", 2), 2, nullptr, kT0), IsOk());
+  absl::StatusOr<SeriesStore::Attachment> third =
+      store.Attach(MakeHello("node-c", "z", 3), 3, nullptr, kT0);
+  EXPECT_THAT(third, StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(third.status().message(), HasSubstr("max_nodes"));
+  EXPECT_EQ(store.Find("node-c"), nullptr);
+  EXPECT_EQ(store.Nodes().size(), 2u);
+  // A known node reconnecting is not a new node.
+  EXPECT_THAT(store.Attach(MakeHello("node-a", "x", 1), 4, nullptr, kT0), IsOk());
+}
+
+TEST(StoreLimitsTest, MaxSeriesTotalCountsEveryNodesSeriesAndIsGivenBack) {
+  StoreOptions options;
+  options.max_series_total = 3;
+  options.node_retention_nanos = 600 * kSecond;
+  SeriesStore store(options);
+  std::shared_ptr<NodeState> a = store.Attach(MakeHello("node-a", "x", 1), 1, nullptr, kT0)->node;
+  std::shared_ptr<NodeState> b = store.Attach(MakeHello("node-b", "y", 2), 2, nullptr, kT0)->node;
+  ASSERT_THAT(a->DeclareSlot(Counter(64, Overflow::kWraps, 1, "fabricmon_a_total"), 0), IsOk());
+  ASSERT_THAT(a->DeclareSlot(Counter(64, Overflow::kWraps, 1, "fabricmon_b_total"), 0), IsOk());
+  // Declaring a known series again takes nothing.
+  ASSERT_THAT(a->DeclareSlot(Counter(64, Overflow::kWraps, 1, "fabricmon_b_total"), 0), IsOk());
+  ASSERT_THAT(b->DeclareSlot(Counter(64, Overflow::kWraps, 1, "fabricmon_a_total"), 0), IsOk());
+  EXPECT_EQ(store.series_held(), 3u);
+  absl::StatusOr<SlotRef> refused =
+      b->DeclareSlot(Counter(64, Overflow::kWraps, 1, "fabricmon_b_total"), 0);
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kResourceExhausted));
+  EXPECT_TRUE(IsSeriesTotalLimit(refused.status()));
+  EXPECT_THAT(refused.status().message(), HasSubstr("max_series_total"));
+  EXPECT_EQ(b->GetSummary(false).series, 1u);
+  // The node's own cap is told apart.
+  NodeState capped("node-x", 4, 0);
+  EXPECT_FALSE(IsSeriesTotalLimit(capped.Declare(Counter(64, Overflow::kWraps)).status()));
+
+  // Node a goes away and is forgotten: its two series come back to the budget.
+  store.Detach(*a, 1, kT0);
+  EXPECT_EQ(store.ForgetSilent(kT0 + 601 * kSecond, 0), 2u);  // b never sent anything either
+  EXPECT_EQ(store.series_held(), 3u) << "held until the last holder lets go";
+  a.reset();
+  EXPECT_EQ(store.series_held(), 1u);
+  b.reset();
+  EXPECT_EQ(store.series_held(), 0u);
+}
+
+TEST(StoreLimitsTest, RetiredSeriesAreGivenBackToTheTotal) {
+  StoreOptions options;
+  options.max_series_total = 1;
+  options.series_retention_nanos = 60 * kSecond;
+  SeriesStore store(options);
+  std::shared_ptr<NodeState> a = store.Attach(MakeHello("node-a", "x", 1), 1, nullptr, kT0)->node;
+  const uint32_t first = *a->Declare(Counter(64, Overflow::kWraps, 1, "fabricmon_a_total"));
+  a->AppendBatch(1, 0, kT0, {first}, {1}, {true}, kT0);
+  EXPECT_FALSE(a->Declare(Counter(64, Overflow::kWraps, 1, "fabricmon_b_total")).ok());
+  // Retired after its retention while the node keeps sending (an empty batch).
+  a->AppendBatch(2, 0, kT0 + 120 * kSecond, {}, {}, {}, kT0 + 120 * kSecond);
+  EXPECT_EQ(a->GetSummary(false).series, 0u);
+  EXPECT_EQ(store.series_held(), 0u);
+  EXPECT_THAT(a->Declare(Counter(64, Overflow::kWraps, 1, "fabricmon_b_total")), IsOk());
+}
+
+// Forgetting: silent nodes leave the store; a holder of the node (a detector mid-tick) still
+// reads it safely, and a stream still writing to it is refused (not acknowledged) and ended.
+TEST(StoreLimitsTest, NodesSilentLongerThanTheRetentionAreForgotten) {
+  StoreOptions options;
+  options.node_retention_nanos = 600 * kSecond;
+  SeriesStore store(options);
+  std::shared_ptr<NodeState> gone =
+      store.Attach(MakeHello("node-gone", "x", 1), 1, nullptr, kT0)->node;
+  ASSERT_THAT(gone->Declare(Counter(64, Overflow::kWraps)), IsOk());
+  gone->AppendBatch(1, 0, kT0, {0}, {7}, {true}, kT0);
+  store.Detach(*gone, 1, kT0 + kSecond);
+  int half_open_cancels = 0;
+  std::shared_ptr<NodeState> half_open =
+      store.Attach(MakeHello("node-half-open", "y", 2), 2, [&] { ++half_open_cancels; }, kT0)
+          ->node;
+  std::shared_ptr<NodeState> live =
+      store.Attach(MakeHello("node-live", "z", 3), 3, nullptr, kT0)->node;
+  ASSERT_THAT(live->Declare(Counter(64, Overflow::kWraps)), IsOk());
+  live->AppendBatch(1, 0, kT0 + 500 * kSecond, {0}, {1}, {true}, kT0 + 500 * kSecond);
+
+  EXPECT_EQ(store.ForgetSilent(kT0 + 600 * kSecond, 0), 0u) << "not yet longer than 600 s";
+  EXPECT_EQ(store.ForgetSilent(kT0 + 602 * kSecond, 0), 2u);
+  EXPECT_EQ(store.nodes_forgotten(), 2u);
+  EXPECT_EQ(store.Find("node-gone"), nullptr);
+  EXPECT_EQ(store.Find("node-half-open"), nullptr);
+  ASSERT_NE(store.Find("node-live"), nullptr);
+  EXPECT_EQ(store.Nodes().size(), 1u);
+  EXPECT_EQ(half_open_cancels, 1);
+  // The holder still reads what it had.
+  gone->ForEachSeries([](const Series& series) { EXPECT_EQ(series.Latest()->raw, 7u); });
+  // A late write to the forgotten node is refused, not stored.
+  NodeState::AppendResult late =
+      gone->AppendBatch(2, 0, kT0 + 603 * kSecond, {0}, {8}, {true}, kT0 + 603 * kSecond);
+  EXPECT_FALSE(late.stored);
+  EXPECT_TRUE(late.forgotten);
+  // The name comes back as a new node.
+  absl::StatusOr<SeriesStore::Attachment> again =
+      store.Attach(MakeHello("node-gone", "x", 1), 4, nullptr, kT0 + 604 * kSecond);
+  ASSERT_THAT(again, IsOk());
+  EXPECT_NE(again->node, gone);
+  EXPECT_EQ(again->node->GetSummary(false).series, 0u);
+}
+
+TEST(StoreLimitsTest, ZeroRetentionForgetsNothing) {
+  SeriesStore store(StoreOptions{});
+  std::shared_ptr<NodeState> node = store.Attach(MakeHello("node-a", "x", 1), 1, nullptr, kT0)->node;
+  store.Detach(*node, 1, kT0);
+  EXPECT_EQ(store.ForgetSilent(kT0 + 1000000 * kSecond, 0), 0u);
+  EXPECT_NE(store.Find("node-a"), nullptr);
+}
+
+// A peer cycling node names spends one budget: the second name gets what the first left.
+TEST(StoreLimitsTest, TheNewSeriesBudgetIsAlsoThePeers) {
+  StoreOptions options;
+  options.new_series = {/*per_second=*/1, /*burst=*/100};
+  options.new_series_per_peer = NewSeriesLimit{/*per_second=*/1, /*burst=*/3};
+  SeriesStore store(options);
+  absl::StatusOr<SeriesStore::Attachment> a =
+      store.Attach(MakeHello("node-a", "x", 1), 1, nullptr, kT0, "ipv4:10.0.0.1");
+  ASSERT_THAT(a, IsOk());
+  ASSERT_NE(a->peer, nullptr);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_THAT(a->node->DeclareSlot(
+                    Counter(64, Overflow::kWraps, 1, absl::StrCat("fabricmon_", i, "_total")), 0,
+                    a->peer.get()),
+                IsOk());
+  }
+  absl::StatusOr<SeriesStore::Attachment> b =
+      store.Attach(MakeHello("node-b", "y", 2), 2, nullptr, kT0, "ipv4:10.0.0.1");
+  ASSERT_THAT(b, IsOk());
+  EXPECT_EQ(b->peer, a->peer);
+  ASSERT_THAT(b->node->DeclareSlot(Counter(64, Overflow::kWraps, 1, "fabricmon_x_total"), 0,
+                                   b->peer.get()),
+              IsOk());
+  absl::StatusOr<SlotRef> refused = b->node->DeclareSlot(
+      Counter(64, Overflow::kWraps, 1, "fabricmon_y_total"), 0, b->peer.get());
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(refused.status().message(), HasSubstr("peer ipv4:10.0.0.1"));
+  EXPECT_EQ(b->node->GetSummary(false).series, 1u) << "neither bucket is charged for a refusal";
+  // Another peer has its own budget; a second later the peer may gain one more.
+  absl::StatusOr<SeriesStore::Attachment> c =
+      store.Attach(MakeHello("node-c", "z", 3), 3, nullptr, kT0, "ipv4:10.0.0.2");
+  EXPECT_THAT(c->node->DeclareSlot(Counter(64, Overflow::kWraps), 0, c->peer.get()), IsOk());
+  EXPECT_THAT(b->node->DeclareSlot(Counter(64, Overflow::kWraps, 1, "fabricmon_y_total"),
+                                   kSecond, b->peer.get()),
+              IsOk());
 }
 
 TEST_F(AttachTest, NodesAreListedByName) {
