@@ -73,6 +73,8 @@ absl::string_view RejectReasonName(RejectReason reason) {
       return "undecodable";
     case RejectReason::kForgotten:
       return "node_forgotten";
+    case RejectReason::kRoleForbidden:
+      return "role_forbidden";
     case RejectReason::kProtocol:
     case RejectReason::kCount:
       break;
@@ -159,9 +161,12 @@ std::optional<AgentStream::Error> AgentStream::Handle(const v1::AgentMessage& me
       return HandleLayouts(message.layouts());
     case v1::AgentMessage::kBatch:
       return HandleBatch(message.batch());
-    case v1::AgentMessage::kInventory:
-      node_->SetInventory(message.inventory().inventory());
+    case v1::AgentMessage::kInventory: {
+      v1::Inventory inventory = message.inventory().inventory();
+      FilterInventory(node_->name(), inventory);
+      node_->SetInventory(std::move(inventory));
       return std::nullopt;
+    }
     case v1::AgentMessage::BODY_NOT_SET:
       break;
   }
@@ -188,6 +193,15 @@ std::optional<AgentStream::Error> AgentStream::HandleHello(const v1::Hello& hell
                    "node name may contain only letters, digits, '-', '_', '.', ':'"};
     }
   }
+  // An operator's certificate reads the fleet; it must not also be able to write a node's series
+  // (the CLI's key on a laptop would otherwise be an agent key for a node named after it).
+  if (options_.authorization != nullptr && options_.authorization->IsOperator(identity_)) {
+    return Error{RejectReason::kRoleForbidden, v1::Reject::REASON_FORBIDDEN,
+                 grpc::StatusCode::PERMISSION_DENIED,
+                 absl::StrCat("certificate ", identity_.Describe(),
+                              " is an operator's (authorization.operators): operators may not "
+                              "stream telemetry")};
+  }
   // Bind the claimed name to the certificate before the store sees it, so that a peer using
   // another node's name can neither store series for it nor take its stream over.
   if (options_.require_peer_identity || identity_.authenticated) {
@@ -197,9 +211,15 @@ std::optional<AgentStream::Error> AgentStream::HandleHello(const v1::Hello& hell
                    grpc::StatusCode::PERMISSION_DENIED, std::string(bound.message())};
     }
   }
+  // The hello's inventory goes through the same sweeper filter as later updates.
+  std::optional<v1::Hello> filtered;
+  if (hello.inventory().fabric_nodes_size() > 0 || hello.inventory().fabric_links_size() > 0) {
+    filtered = hello;
+    FilterInventory(hello.node_name(), *filtered->mutable_inventory());
+  }
   std::shared_ptr<CancelHandle> cancel = cancel_;
   absl::StatusOr<SeriesStore::Attachment> attached = store_.Attach(
-      hello, token_,
+      filtered.has_value() ? *filtered : hello, token_,
       [cancel] {
         absl::MutexLock lock(&cancel->mu);
         if (cancel->context != nullptr) {
@@ -371,6 +391,26 @@ AgentStream::Error AgentStream::AdmissionError(const absl::Status& status) {
       return Error{RejectReason::kInvalidDeclaration, v1::Reject::REASON_MALFORMED,
                    grpc::StatusCode::INVALID_ARGUMENT, std::move(message)};
   }
+}
+
+void AgentStream::FilterInventory(absl::string_view node_name, v1::Inventory& inventory) {
+  if (inventory.fabric_nodes_size() == 0 && inventory.fabric_links_size() == 0) {
+    return;
+  }
+  if (options_.authorization != nullptr && options_.authorization->IsFabricSweeper(node_name)) {
+    return;
+  }
+  ++stats_.inventory_fabric_refused;
+  if (!logged_fabric_refused_) {
+    logged_fabric_refused_ = true;
+    FABRICMON_LOG(Warning) << "node " << node_name << " (" << peer_ << ") sent switch topology ("
+                           << inventory.fabric_nodes_size() << " fabric nodes, "
+                           << inventory.fabric_links_size()
+                           << " links) but is not a fabric sweeper (authorization.fabric_sweepers):"
+                              " dropped, the rest of its inventory kept";
+  }
+  inventory.clear_fabric_nodes();
+  inventory.clear_fabric_links();
 }
 
 template <typename Ids>

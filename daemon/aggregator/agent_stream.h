@@ -22,6 +22,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "daemon/aggregator/authorization.h"
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/peer_identity.h"
 #include "daemon/aggregator/series_store.h"
@@ -46,6 +47,9 @@ struct StreamOptions {
   // CN; peer_identity.h), else the stream is rejected with REASON_IDENTITY_MISMATCH and
   // PERMISSION_DENIED. An authenticated peer is always bound, whatever this says.
   bool require_peer_identity = false;
+  // Roles: an operator certificate is refused (REASON_FORBIDDEN, counted as "role_forbidden"),
+  // and switch topology in a non-sweeper's inventory is dropped. Null: nobody is either.
+  std::shared_ptr<const Authorization> authorization;
 };
 
 class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
@@ -73,6 +77,9 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   static Error AdmissionError(const absl::Status& status);
   std::optional<Error> HandleLayouts(const v1::Layouts& layouts);
   std::optional<Error> HandleBatch(const v1::SampleBatch& batch);
+  // Drops fabric_nodes/fabric_links from `inventory` unless `node_name` is a fabric sweeper;
+  // counts it and logs it once per stream.
+  void FilterInventory(absl::string_view node_name, v1::Inventory& inventory);
   // Values for series the node retired came back: ask the agent to declare them again (or, for
   // an agent before PROTOCOL_REVISION_2, end the stream so the next one declares everything).
   void RequestRedeclaration(const std::vector<uint32_t>& positions);
@@ -120,6 +127,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   absl::flat_hash_set<uint32_t> redeclare_pending_;  // ids asked for again, not yet declared
   bool answers_redeclare_ = false;                   // hello's protocol revision ≥ 2
   bool end_after_batch_ = false;                     // older agent: end the stream, it reconnects
+  bool logged_fabric_refused_ = false;               // FilterInventory logged for this stream
 
   // Write side.
   absl::Mutex mu_;

@@ -19,6 +19,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "daemon/aggregator/agent_stream.h"
+#include "daemon/aggregator/authorization.h"
 #include "daemon/aggregator/diagnostics_service.h"
 #include "daemon/aggregator/metrics_exporter.h"
 #include "daemon/aggregator/metrics_server.h"
@@ -107,6 +108,21 @@ int Run(const v1::AggregatorConfig& config) {
                         << "; node names bound to client certificates";
   }
 
+  // Roles: a pattern that is not RE2 stops the start, as any other configuration error.
+  absl::StatusOr<std::shared_ptr<const aggregator::Authorization>> authorization =
+      aggregator::Authorization::Create(config.authorization(), security->plaintext);
+  if (!authorization.ok()) {
+    std::cerr << "fabricmon-aggregator: " << authorization.status().message() << "\n";
+    return 2;
+  }
+  for (const std::string& line : (*authorization)->Describe()) {
+    if (security->plaintext) {
+      FABRICMON_LOG(Warning) << line;
+    } else {
+      FABRICMON_LOG(Info) << "authorization: " << line;
+    }
+  }
+
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
@@ -178,13 +194,17 @@ int Run(const v1::AggregatorConfig& config) {
     stream_options.max_message_bytes = config.max_message_bytes();
   }
   stream_options.require_peer_identity = !security->plaintext;
+  stream_options.authorization = *authorization;
   const int64_t stale_after =
       int64_t{config.node_stale_after_ms() > 0 ? config.node_stale_after_ms() : 30000} * 1000000;
 
   aggregator::TelemetryService telemetry(store, stats, stream_options, clock);
-  aggregator::DiagnosticsService diagnostics(store, clock, stale_after);
+  aggregator::DiagnosticsService diagnostics(store, clock, stale_after, *authorization, &stats);
   const int64_t tick = int64_t{config.detectors().tick_ms() > 0 ? config.detectors().tick_ms() : 1000} * 1000000;
   auto engine = std::make_shared<detectors::DetectionEngine>(store, clock, config.detectors(), tick);
+  engine->SetAgentTopologyRetention(
+      int64_t{config.has_agent_topology_retention_s() ? config.agent_topology_retention_s() : 600} *
+      1000000000);
   if (!config.link_list_file().empty()) {
     absl::StatusOr<std::string> text =
         ReadOperatorFile(config.link_list_file(), kMaxLinkListFileBytes, "link_list_file");

@@ -1,6 +1,26 @@
 #include "daemon/aggregator/diagnostics_service.h"
 
+#include "daemon/common/logging.h"
+
 namespace fabricmon::aggregator {
+
+grpc::ServerUnaryReactor* DiagnosticsService::Refuse(grpc::CallbackServerContext* context) const {
+  const PeerIdentity identity = PeerIdentityFromAuthContext(context->auth_context());
+  absl::Status allowed = authorization_ != nullptr
+                             ? authorization_->CheckOperator(identity)
+                             : absl::PermissionDeniedError("no authorization configured");
+  if (allowed.ok()) {
+    return nullptr;
+  }
+  if (stats_ != nullptr) {
+    ++stats_->diagnostics_not_operator;
+  }
+  FABRICMON_LOG_EVERY_MINUTE(Warning)
+      << "refusing a Diagnostics call from " << context->peer() << ": " << allowed.message();
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, std::string(allowed.message())));
+  return reactor;
+}
 
 void DiagnosticsService::FillSummary(const NodeState::Summary& summary,
                                      v1::NodeSummary* out) const {
@@ -19,6 +39,9 @@ void DiagnosticsService::FillSummary(const NodeState::Summary& summary,
 grpc::ServerUnaryReactor* DiagnosticsService::ListNodes(grpc::CallbackServerContext* context,
                                                         const v1::ListNodesRequest*,
                                                         v1::ListNodesResponse* response) {
+  if (grpc::ServerUnaryReactor* refused = Refuse(context)) {
+    return refused;
+  }
   for (const auto& node : store_.Nodes()) {
     FillSummary(node->GetSummary(false), response->add_nodes());
   }
@@ -30,6 +53,9 @@ grpc::ServerUnaryReactor* DiagnosticsService::ListNodes(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* DiagnosticsService::GetNode(grpc::CallbackServerContext* context,
                                                       const v1::GetNodeRequest* request,
                                                       v1::NodeView* response) {
+  if (grpc::ServerUnaryReactor* refused = Refuse(context)) {
+    return refused;
+  }
   auto* reactor = context->DefaultReactor();
   std::shared_ptr<NodeState> node = store_.Find(request->name());
   if (node == nullptr) {
@@ -52,6 +78,9 @@ grpc::ServerUnaryReactor* DiagnosticsService::GetNode(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* DiagnosticsService::ListFindings(grpc::CallbackServerContext* context,
                                                            const v1::ListFindingsRequest* request,
                                                            v1::ListFindingsResponse* response) {
+  if (grpc::ServerUnaryReactor* refused = Refuse(context)) {
+    return refused;
+  }
   auto* reactor = context->DefaultReactor();
   if (findings_ == nullptr) {
     reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
@@ -68,6 +97,9 @@ grpc::ServerUnaryReactor* DiagnosticsService::ListFindings(grpc::CallbackServerC
 grpc::ServerUnaryReactor* DiagnosticsService::Diagnose(grpc::CallbackServerContext* context,
                                                        const v1::DiagnoseRequest* request,
                                                        v1::DiagnoseResponse* response) {
+  if (grpc::ServerUnaryReactor* refused = Refuse(context)) {
+    return refused;
+  }
   auto* reactor = context->DefaultReactor();
   if (findings_ == nullptr) {
     reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
@@ -86,6 +118,9 @@ grpc::ServerUnaryReactor* DiagnosticsService::Diagnose(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* DiagnosticsService::GetTopology(grpc::CallbackServerContext* context,
                                                           const v1::GetTopologyRequest*,
                                                           v1::GetTopologyResponse* response) {
+  if (grpc::ServerUnaryReactor* refused = Refuse(context)) {
+    return refused;
+  }
   auto* reactor = context->DefaultReactor();
   if (topology_ == nullptr) {
     reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,

@@ -4,7 +4,12 @@
 // Diagnose, and the fabric topology. Findings come from a FindingsProvider and the topology from a
 // TopologyProvider (both the detection engine); without one, its RPCs answer UNIMPLEMENTED rather
 // than an empty (and misleading) "nothing found".
+//
+// Only operators may call it (authorization.h): every method starts with Refuse(), which answers
+// PERMISSION_DENIED naming the refused identity and the config field that grants the role.
 
+#include "daemon/aggregator/authorization.h"
+#include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/series_store.h"
 #include "daemon/common/clock.h"
 #include "fabricmon/v1/diagnostics.grpc.pb.h"
@@ -33,9 +38,16 @@ class TopologyProvider {
 
 class DiagnosticsService final : public v1::Diagnostics::CallbackService {
  public:
-  // Keeps references; both must outlive the service.
-  DiagnosticsService(const SeriesStore& store, const Clock& clock, int64_t stale_after_nanos)
-      : store_(store), clock_(clock), stale_after_nanos_(stale_after_nanos) {}
+  // Keeps references; `store`, `clock` and `stats` (refusals are counted there; may be null)
+  // must outlive the service. `authorization` decides who is an operator.
+  DiagnosticsService(const SeriesStore& store, const Clock& clock, int64_t stale_after_nanos,
+                     std::shared_ptr<const Authorization> authorization,
+                     IngestStats* stats = nullptr)
+      : store_(store),
+        clock_(clock),
+        stale_after_nanos_(stale_after_nanos),
+        authorization_(std::move(authorization)),
+        stats_(stats) {}
   // Borrowed; must outlive the service. Null: no detectors.
   void SetFindingsProvider(const FindingsProvider* findings) { findings_ = findings; }
   // Borrowed; must outlive the service. Null: no topology.
@@ -58,12 +70,18 @@ class DiagnosticsService final : public v1::Diagnostics::CallbackService {
                                         v1::GetTopologyResponse* response) override;
 
  private:
+  // The one authorization check, first thing in every method: null when the caller is an
+  // operator (or the transport is plaintext), else a reactor already finished with
+  // PERMISSION_DENIED, which the method returns.
+  grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* context) const;
   void FillSummary(const NodeState::Summary& summary, v1::NodeSummary* out) const;
   const SeriesStore& store_;
   const Clock& clock_;
   const int64_t stale_after_nanos_;
   const FindingsProvider* findings_ = nullptr;
   const TopologyProvider* topology_ = nullptr;
+  const std::shared_ptr<const Authorization> authorization_;
+  IngestStats* const stats_;
 };
 
 }  // namespace fabricmon::aggregator

@@ -28,6 +28,7 @@ enum class RejectReason : uint8_t {
   kTooLarge,            // a message above max_message_bytes
   kUndecodable,         // a message that does not parse (also invalid UTF-8 in a string)
   kForgotten,           // a stream of a node the store forgot (node_retention_s)
+  kRoleForbidden,     // an operator certificate tried to stream (authorization.h)
   kProtocol,
   kDeclarationConflict,  // a family declared against the metric catalogue or its first declaration
   kReservedFamily,       // a family the aggregator writes itself
@@ -50,6 +51,10 @@ struct IngestStats {
   std::atomic<uint64_t> retired_samples{0};     // values for retired series, dropped
   std::atomic<uint64_t> redeclare_requests{0};  // series ids asked for again
   std::array<std::atomic<uint64_t>, static_cast<size_t>(RejectReason::kCount)> rejected{};
+  // Inventories whose fabric_nodes/fabric_links were dropped: the node is not a fabric sweeper.
+  std::atomic<uint64_t> inventory_fabric_refused{0};
+  // Diagnostics calls refused: the caller's certificate is not an operator's.
+  std::atomic<uint64_t> diagnostics_not_operator{0};
 
   void Reject(RejectReason reason) { ++rejected[static_cast<size_t>(reason)]; }
 };

@@ -115,6 +115,20 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
     AddValue(rejected, {{"reason", std::string(RejectReasonName(static_cast<RejectReason>(i)))}},
              static_cast<double>(stats_.rejected[i].load()));
   }
+  auto inventory_refused = Family(
+      "fabricmon_aggregator_inventory_refused_total",
+      "Parts of agents' inventories dropped, by reason (not_a_fabric_sweeper: switch topology "
+      "from a node authorization.fabric_sweepers does not name).",
+      MetricType::Counter);
+  AddValue(inventory_refused, {{"reason", "not_a_fabric_sweeper"}},
+           static_cast<double>(stats_.inventory_fabric_refused.load()));
+  auto calls_refused = Family(
+      "fabricmon_aggregator_rejected_calls_total",
+      "Diagnostics (CLI) calls refused, by reason (not_an_operator: the client certificate "
+      "matches no authorization.operators pattern).",
+      MetricType::Counter);
+  AddValue(calls_refused, {{"reason", "not_an_operator"}},
+           static_cast<double>(stats_.diagnostics_not_operator.load()));
   auto duration = Family("fabricmon_aggregator_scrape_duration_seconds",
                          "Time the previous /metrics scrape took to build.", MetricType::Gauge);
   AddValue(duration, {}, static_cast<double>(last_scrape_nanos_.load()) / 1e9);
@@ -124,6 +138,7 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
       std::move(dropped), std::move(replayed), std::move(clock_steps), std::move(conflicts),
       std::move(nodes), std::move(series_total),
       std::move(streams), std::move(rejected), std::move(duration),
+      std::move(inventory_refused), std::move(calls_refused),
       counter("fabricmon_aggregator_streams_opened_total", "Agent streams accepted.",
               stats_.streams_opened.load()),
       counter("fabricmon_aggregator_batches_total", "Sample batches stored.",

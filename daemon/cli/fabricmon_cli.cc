@@ -54,9 +54,43 @@ std::string Age(int64_t unix_nanos) {
   return absl::StrFormat("%.1fs ago", absl::ToDoubleSeconds(age));
 }
 
+// How the call was secured, for explaining failures in words.
+struct Transport {
+  bool tls = false;          // --tls_ca given
+  bool client_cert = false;  // --tls_cert given
+};
+Transport g_transport;
+
+// gRPC reports a failed TLS handshake as UNAVAILABLE with a terse message ("Socket closed",
+// "failed to connect to all addresses", an SSL error string); say what most likely happened.
+std::string Explain(const grpc::Status& status) {
+  if (status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
+    return absl::StrCat(
+        "\n  the aggregator refused your certificate: Diagnostics (this CLI) is for operators "
+        "only; use a certificate whose CN or DNS name matches the aggregator's "
+        "authorization.operators",
+        g_transport.client_cert ? "" : " (you gave no --tls_cert)");
+  }
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE) {
+    return "";
+  }
+  if (!g_transport.tls) {
+    return "\n  if the aggregator runs mutual TLS (the default), connect with TLS: pass --tls_ca "
+           "(the CA that signed the aggregator's certificate) and --tls_cert/--tls_key (an "
+           "operator's client certificate)";
+  }
+  if (!g_transport.client_cert) {
+    return "\n  the aggregator requires a client certificate (mutual TLS): pass "
+           "--tls_cert/--tls_key with an operator's certificate signed by the aggregator's CA";
+  }
+  return "\n  if the aggregator is up, the TLS handshake failed: check that --tls_ca signed the "
+         "aggregator's certificate (and --tls_server_name when dialling an address it does not "
+         "name), and that the aggregator's CA signed --tls_cert and it has not expired";
+}
+
 int Fail(const grpc::Status& status) {
   std::cerr << "fabricmon: " << status.error_message() << " (gRPC code " << status.error_code()
-            << ")\n";
+            << ")" << Explain(status) << "\n";
   return 1;
 }
 
@@ -268,6 +302,13 @@ int Topology(v1::Diagnostics::Stub& stub) {
   for (const auto& [source, count] : by_source) {
     sources.push_back(absl::StrCat(count, " from ", SourceName(source)));
   }
+  for (const v1::GuidConflict& conflict : response.guid_conflicts()) {
+    std::printf("GUID CONFLICT: %s is claimed by %s (it names none of them)\n",
+                conflict.guid().c_str(), absl::StrJoin(conflict.nodes(), ", ").c_str());
+  }
+  for (const std::string& disagreement : response.disagreements()) {
+    std::printf("DISAGREEMENT (the operator's cable kept): %s\n", disagreement.c_str());
+  }
   std::printf("%s, %s, %s%s\n", Plural(response.links_size(), "link", "links").c_str(),
               Plural(response.switches(), "switch", "switches").c_str(),
               Plural(response.hosts(), "host", "hosts").c_str(),
@@ -329,6 +370,8 @@ int main(int argc, char** argv) {
     std::cerr << "fabricmon: " << security.status() << "\n";
     return 2;
   }
+  fabricmon::cli::g_transport.tls = !security->plaintext;
+  fabricmon::cli::g_transport.client_cert = !absl::GetFlag(FLAGS_tls_cert).empty();
   grpc::ChannelArguments channel_args;
   // A large fabric's topology (tens of thousands of cables) exceeds gRPC's default 4 MiB answer.
   channel_args.SetMaxReceiveMessageSize(64 << 20);

@@ -105,16 +105,34 @@ void DetectionEngine::SetStaticFabric(v1::Inventory fabric) {
   ++static_version_;
 }
 
+void DetectionEngine::SetAgentTopologyRetention(int64_t nanos) {
+  absl::MutexLock lock(&mu_);
+  agent_topology_retention_nanos_ = nanos;
+}
+
+bool DetectionEngine::CountsForTopology(const aggregator::NodeState& node,
+                                        int64_t retention_nanos) const {
+  if (retention_nanos <= 0) {
+    return true;
+  }
+  const aggregator::NodeState::Summary summary = node.GetSummary(/*with_inventory=*/false);
+  return summary.connected || clock_.NowUnixNanos() - summary.last_seen_unix_nanos <= retention_nanos;
+}
+
 DetectionEngine::TopologyInputs DetectionEngine::InputsOf(
     const std::vector<std::shared_ptr<aggregator::NodeState>>& nodes) const {
   TopologyInputs inputs;
+  int64_t retention = 0;
   {
     absl::MutexLock lock(&mu_);
     inputs.static_version = static_version_;
+    retention = agent_topology_retention_nanos_;
   }
   inputs.nodes.reserve(nodes.size());
   for (const auto& node : nodes) {
-    inputs.nodes.emplace_back(node->name(), node->inventory_stamp());
+    if (CountsForTopology(*node, retention)) {
+      inputs.nodes.emplace_back(node->name(), node->inventory_stamp());
+    }
   }
   return inputs;
 }
@@ -122,8 +140,16 @@ DetectionEngine::TopologyInputs DetectionEngine::InputsOf(
 Topology DetectionEngine::BuildTopology(
     const std::vector<std::shared_ptr<aggregator::NodeState>>& nodes) const {
   Topology topology;
+  int64_t retention = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    retention = agent_topology_retention_nanos_;
+  }
   for (const auto& node : nodes) {
-    topology.AddInventory(node->name(), node->GetSummary(/*with_inventory=*/true).inventory);
+    // An agent gone for longer than the rediscovery window no longer vouches for its cables.
+    if (CountsForTopology(*node, retention)) {
+      topology.AddInventory(node->name(), node->GetSummary(/*with_inventory=*/true).inventory);
+    }
   }
   {
     absl::MutexLock lock(&mu_);
@@ -148,6 +174,7 @@ void DetectionEngine::Tick() {
     topology_inputs_ = std::move(inputs);
     new_links = topology_->Links();
     topology_builds_.fetch_add(1, std::memory_order_relaxed);
+    PublishProblems(*topology_);
   }
 
   FabricView view(nodes, *topology_, clock_.NowUnixNanos());
@@ -162,6 +189,34 @@ void DetectionEngine::Tick() {
   }
   links_resolved_unix_nanos_ = view.now_unix_nanos();
   last_tick_duration_ = clock_.MonotonicNanos() - start;
+}
+
+void DetectionEngine::PublishProblems(const Topology& topology) {
+  std::vector<GuidConflict> conflicts = topology.guid_conflicts();
+  const std::set<std::string>& disagreements = topology.disagreements();
+  absl::MutexLock lock(&mu_);
+  // Logged when they change, not every build: a fabric that stays wrong says so once.
+  std::set<std::string> known_conflicts;
+  for (const GuidConflict& old : guid_conflicts_) {
+    known_conflicts.insert(absl::StrCat(old.guid, absl::StrJoin(old.nodes, ",")));
+  }
+  for (const GuidConflict& conflict : conflicts) {
+    if (known_conflicts.count(absl::StrCat(conflict.guid, absl::StrJoin(conflict.nodes, ","))) ==
+        0) {
+      FABRICMON_LOG(Warning) << "HCA GUID 0x" << conflict.guid << " is claimed by "
+                             << conflict.nodes.size() << " nodes ("
+                             << absl::StrJoin(conflict.nodes, ", ")
+                             << "): it names none of them in the topology";
+    }
+  }
+  for (const std::string& disagreement : disagreements) {
+    if (disagreements_.count(disagreement) == 0) {
+      FABRICMON_LOG(Warning) << "topology disagreement, the operator's cable kept: "
+                             << disagreement;
+    }
+  }
+  guid_conflicts_ = std::move(conflicts);
+  disagreements_ = disagreements;
 }
 
 void DetectionEngine::Start() {
@@ -200,13 +255,33 @@ v1::GetTopologyResponse DetectionEngine::GetTopology() const {
     links = links_;
     resolved = links_resolved_unix_nanos_;
   }
+  std::vector<GuidConflict> conflicts;
+  std::set<std::string> disagreements;
+  {
+    absl::MutexLock lock(&mu_);
+    conflicts = guid_conflicts_;
+    disagreements = disagreements_;
+  }
   if (resolved == 0) {
     // No tick yet (the CLI may ask before the detector thread has run): resolve now rather than
     // answer with a misleading empty fabric.
-    links = BuildTopology(store_.Nodes()).Links();
+    const Topology topology = BuildTopology(store_.Nodes());
+    links = topology.Links();
+    conflicts = topology.guid_conflicts();
+    disagreements = topology.disagreements();
     resolved = clock_.NowUnixNanos();
   }
   v1::GetTopologyResponse response;
+  for (const GuidConflict& conflict : conflicts) {
+    v1::GuidConflict* out = response.add_guid_conflicts();
+    out->set_guid(absl::StrCat("0x", conflict.guid));
+    for (const std::string& node : conflict.nodes) {
+      out->add_nodes(node);
+    }
+  }
+  for (const std::string& disagreement : disagreements) {
+    response.add_disagreements(disagreement);
+  }
   response.set_resolved_unix_nanos(resolved);
   std::set<std::string> switches;
   std::set<std::string> hosts;
@@ -423,8 +498,23 @@ std::vector<prometheus::MetricFamily> DetectionEngine::Collect() const {
                              MetricType::Gauge);
   MetricFamily links = family("fabricmon_topology_links",
                               "Cables in the fabric graph the detectors use.", MetricType::Gauge);
+  MetricFamily conflicts = family(
+      "fabricmon_topology_guid_conflicts",
+      "HCA GUIDs claimed by more than one node's inventory (such a GUID names none of them).",
+      MetricType::Gauge);
+  MetricFamily disagreements = family(
+      "fabricmon_topology_disagreements",
+      "Cables the fabric collector reported that contradict the operator's topology file or link "
+      "list (the operator's cable is kept).",
+      MetricType::Gauge);
   {
     absl::MutexLock lock(&mu_);
+    ClientMetric c;
+    c.gauge.value = static_cast<double>(guid_conflicts_.size());
+    conflicts.metric.push_back(c);
+    ClientMetric d;
+    d.gauge.value = static_cast<double>(disagreements_.size());
+    disagreements.metric.push_back(d);
     ClientMetric t;
     t.gauge.value = static_cast<double>(last_tick_duration_) / 1e9;
     tick.metric.push_back(t);
@@ -439,6 +529,8 @@ std::vector<prometheus::MetricFamily> DetectionEngine::Collect() const {
   out.push_back(std::move(victims));
   out.push_back(std::move(totals));
   out.push_back(std::move(links));
+  out.push_back(std::move(conflicts));
+  out.push_back(std::move(disagreements));
   return out;
 }
 

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -43,6 +44,10 @@ class DetectionEngine final : public prometheus::Collectable,
   // ibnetdiscover file. InvalidArgument on a malformed link list.
   absl::Status SetLinkList(std::string text) ABSL_LOCKS_EXCLUDED(mu_);
   void SetStaticFabric(v1::Inventory fabric) ABSL_LOCKS_EXCLUDED(mu_);
+  // An agent's inventory stops counting towards the topology once its node has been disconnected
+  // for longer than this (default 10 minutes; 0: kept while the store keeps the node). Its
+  // switch topology and GUIDs then no longer name cables nor conflict with anyone.
+  void SetAgentTopologyRetention(int64_t nanos) ABSL_LOCKS_EXCLUDED(mu_);
 
   // One evaluation now (tests call this directly instead of Start()).
   void Tick() ABSL_LOCKS_EXCLUDED(tick_mu_);
@@ -71,8 +76,9 @@ class DetectionEngine final : public prometheus::Collectable,
   Topology BuildTopology(const std::vector<std::shared_ptr<aggregator::NodeState>>& nodes) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
-  // What a topology was built from: each node's name and inventory stamp, and the version of the
-  // static topology. Equal inputs, equal topology.
+  // What a topology was built from: each counted node's name and inventory stamp (nodes gone
+  // longer than the retention are left out), and the version of the static topology. Equal
+  // inputs, equal topology.
   struct TopologyInputs {
     std::vector<std::pair<std::string, uint64_t>> nodes;
     uint64_t static_version = 0;
@@ -82,6 +88,11 @@ class DetectionEngine final : public prometheus::Collectable,
   };
   TopologyInputs InputsOf(const std::vector<std::shared_ptr<aggregator::NodeState>>& nodes) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether `node`'s inventory still counts towards the topology (see SetAgentTopologyRetention).
+  bool CountsForTopology(const aggregator::NodeState& node, int64_t retention_nanos) const;
+  // Logs the topology's GUID conflicts and disagreements when they changed since the last build,
+  // and keeps them for GetTopology() and Collect().
+  void PublishProblems(const Topology& topology) ABSL_LOCKS_EXCLUDED(mu_);
 
   const aggregator::SeriesStore& store_;
   const Clock& clock_;
@@ -100,6 +111,9 @@ class DetectionEngine final : public prometheus::Collectable,
   std::string link_list_ ABSL_GUARDED_BY(mu_);
   v1::Inventory static_fabric_ ABSL_GUARDED_BY(mu_);
   std::vector<TopologyLink> links_ ABSL_GUARDED_BY(mu_);        // as of the last tick
+  std::vector<GuidConflict> guid_conflicts_ ABSL_GUARDED_BY(mu_);  // as of the last build
+  std::set<std::string> disagreements_ ABSL_GUARDED_BY(mu_);       // as of the last build
+  int64_t agent_topology_retention_nanos_ ABSL_GUARDED_BY(mu_) = 600'000'000'000;
   int64_t links_resolved_unix_nanos_ ABSL_GUARDED_BY(mu_) = 0;  // 0: no tick yet
   int64_t last_tick_duration_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -49,22 +49,60 @@ bool Topology::AddLink(const Endpoint& raw_a, const Endpoint& raw_b, LinkSource 
   if (a == b) {
     return true;
   }
+  const bool from_operator = source != LinkSource::kFabricCollector;
+  bool same_cable = false;
   if (auto it = peers_.find(a); it != peers_.end() && it->second == b) {
-    source = std::max(source, sources_[a]);  // the same cable again, maybe from a better source
+    same_cable = true;
+    const LinkSource old_source = sources_[a];
+    source = std::max(source, old_source);  // the same cable again, maybe from a better source
+  }
+  // Where the collector and the operator disagree on a port, the operator's cable stays.
+  if (!same_cable) {
+    for (const Endpoint* end : {&a, &b}) {
+      auto it = peers_.find(*end);
+      if (it == peers_.end()) {
+        continue;
+      }
+      const Endpoint& other = end == &a ? b : a;
+      if (it->second == other) {
+        continue;
+      }
+      const bool old_from_operator = operator_ends_.count(*end) > 0;
+      if (!from_operator && old_from_operator) {
+        disagreements_.insert(absl::StrCat(
+            "fabric collector: ", a.ToString(), " <-> ", b.ToString(), ", but the ",
+            // A cable the collector confirmed is labelled by it; its operator source is not kept.
+            sources_[*end] == LinkSource::kFabricCollector ? "operator's topology"
+                                                           : LinkSourceName(sources_[*end]),
+            ": ", end->ToString(), " <-> ", it->second.ToString()));
+        return false;
+      }
+      if (from_operator && !old_from_operator) {
+        disagreements_.insert(absl::StrCat("fabric collector: ", end->ToString(), " <-> ",
+                                           it->second.ToString(), ", but the ",
+                                           LinkSourceName(source), ": ", a.ToString(), " <-> ",
+                                           b.ToString()));
+      }
+    }
   }
   bool consistent = true;
   // Unplugs `end` from a peer other than `keep`, so that no port keeps pointing at an end that
   // now points elsewhere (PeerOf(PeerOf(x)) == x for every cabled x).
-  auto unplug = [this, &consistent](const Endpoint& end, const Endpoint& keep) {
+  auto unplug = [this, &consistent, from_operator](const Endpoint& end, const Endpoint& keep) {
     auto it = peers_.find(end);
     if (it == peers_.end() || it->second == keep) {
       return;
     }
-    consistent = false;
+    // An operator's cable replacing a collector's is no contradiction in the operator's input
+    // (it is a disagreement, recorded above).
+    if (!from_operator || operator_ends_.count(end) > 0) {
+      consistent = false;
+    }
     const Endpoint old_peer = it->second;
     for (const Endpoint& gone : {end, old_peer}) {
       peers_.erase(gone);
       sources_.erase(gone);
+      operator_ends_.erase(gone);
       std::vector<Endpoint>& ports = ports_by_node_[{gone.node, gone.is_switch}];
       ports.erase(std::remove(ports.begin(), ports.end(), gone), ports.end());
     }
@@ -81,6 +119,10 @@ bool Topology::AddLink(const Endpoint& raw_a, const Endpoint& raw_b, LinkSource 
   };
   add(a, b);
   add(b, a);
+  if (from_operator) {
+    operator_ends_.insert(a);
+    operator_ends_.insert(b);
+  }
   return consistent;
 }
 
@@ -152,7 +194,10 @@ void Topology::AddInventory(const std::string& node, const v1::Inventory& invent
   for (const v1::RdmaDevice& device : inventory.rdma_devices()) {
     const std::string guid = CanonicalGuid(device.node_guid());
     if (!guid.empty()) {
-      host_by_guid_[guid] = {node, device.name()};
+      host_by_guid_.try_emplace(guid, node, device.name());
+      if (!node.empty()) {
+        guid_claims_[guid].insert(node);
+      }
     }
     for (const v1::RdmaPort& port : device.ports()) {
       for (const std::string& netdev : port.netdevs()) {
@@ -174,6 +219,12 @@ void Topology::AddInventory(const std::string& node, const v1::Inventory& invent
 }
 
 void Topology::Resolve() {
+  // A GUID two nodes claim names neither of them (see AddInventory).
+  for (const auto& [guid, nodes] : guid_claims_) {
+    if (nodes.size() > 1) {
+      host_by_guid_.erase(guid);
+    }
+  }
   // A description two fabric nodes share (vendor defaults such as "MT25408 ConnectX Mellanox
   // Technologies") cannot name either: the two would become one endpoint.
   std::map<std::string, int> description_uses;
@@ -241,6 +292,16 @@ std::vector<TopologyLink> Topology::Links() const {
     return x.b < y.b;
   });
   return links;
+}
+
+std::vector<GuidConflict> Topology::guid_conflicts() const {
+  std::vector<GuidConflict> conflicts;
+  for (const auto& [guid, nodes] : guid_claims_) {
+    if (nodes.size() > 1) {
+      conflicts.push_back({guid, std::vector<std::string>(nodes.begin(), nodes.end())});
+    }
+  }
+  return conflicts;
 }
 
 Endpoint Topology::Canonical(const Endpoint& endpoint) const {

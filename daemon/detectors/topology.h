@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,7 +32,10 @@ namespace fabricmon::detectors {
 std::string CanonicalGuid(absl::string_view guid);
 
 // Where a cable came from, ordered by how directly the source observed it: when several name the
-// same cable the highest is kept (a live sweep says more than a file written some time ago).
+// same cable the highest is the label kept (a live sweep confirms a file written some time ago).
+// When they DISAGREE on a cable, the operator's sources (link list, topology file) win over the
+// fabric collector, whatever the order: an agent is untrusted input, the operator's files are
+// not. Such a disagreement is recorded (disagreements()).
 enum class LinkSource : uint8_t { kLinkList = 1, kTopologyFile = 2, kFabricCollector = 3 };
 // "link list", "topology file", "fabric collector".
 absl::string_view LinkSourceName(LinkSource source);
@@ -41,6 +45,12 @@ struct TopologyLink {
   Endpoint a;
   Endpoint b;
   LinkSource source = LinkSource::kLinkList;
+};
+
+// An HCA GUID that more than one node's inventory claims.
+struct GuidConflict {
+  std::string guid;                // canonical, 16 hex digits
+  std::vector<std::string> nodes;  // sorted
 };
 
 class Topology {
@@ -64,6 +74,9 @@ class Topology {
   // Adds what one agent's inventory says: its RDMA devices' GUIDs (to name hosts in fabric
   // links) and any fabric links it discovered, which count as `fabric_source` (an ibnetdiscover
   // file's inventory is added with node "" and kTopologyFile). Call for every node, then Resolve().
+  // A GUID two nodes claim names neither (its cables keep the bare GUID) and is reported by
+  // guid_conflicts(): the first claim cannot be told from a forged one (the order of nodes is
+  // their names' order, which a hostile agent chooses), so no claim wins.
   void AddInventory(const std::string& node, const v1::Inventory& inventory,
                     LinkSource fabric_source = LinkSource::kFabricCollector);
   // Turns GUID-addressed fabric links into endpoints: hosts known by GUID get their node name;
@@ -82,6 +95,11 @@ class Topology {
   bool empty() const { return peers_.empty(); }
   // Every cable once: host cables first, then switch-to-switch, each sorted by (a, b).
   std::vector<TopologyLink> Links() const;
+  // GUIDs claimed by more than one node, by GUID.
+  std::vector<GuidConflict> guid_conflicts() const;
+  // Cables the fabric collector reported that contradict the operator's (kept) cables, one line
+  // each, sorted.
+  const std::set<std::string>& disagreements() const { return disagreements_; }
 
  private:
   std::map<Endpoint, Endpoint> peers_;
@@ -89,6 +107,12 @@ class Topology {
   std::map<std::pair<std::string, bool>, std::vector<Endpoint>> ports_by_node_;
   // GUID → host (node, device) from agents' sysfs inventory.
   std::map<std::string, std::pair<std::string, std::string>> host_by_guid_;
+  // GUID → every node that claimed it (only those with more than one are conflicts).
+  std::map<std::string, std::set<std::string>> guid_claims_;
+  // Ends of cables an operator source (link list, topology file) stated; the fabric collector
+  // cannot unplug them.
+  std::set<Endpoint> operator_ends_;
+  std::set<std::string> disagreements_;
   // Canonical GUID → graph name of each switch Resolve() placed (fabric collector, topology file).
   std::map<std::string, std::string> switch_name_by_guid_;
   // (node, netdev) → (device, port) from agents' inventory.

@@ -51,7 +51,8 @@ AggregatorState::AggregatorState(const AggregatorOptions& options,
                                  aggregator::MetricsServer* metrics_server)
     : store(options.store),
       telemetry(store, stats, options.stream, ClockOf(options)),
-      diagnostics(store, ClockOf(options), options.stale_after_nanos),
+      diagnostics(store, ClockOf(options), options.stale_after_nanos,
+                  aggregator::Authorization::Empty(/*plaintext=*/true)),
       exporter(std::make_shared<aggregator::MetricsExporter>(
           store, stats, ClockOf(options), aggregator::ExporterOptions{options.stale_after_nanos})),
       metrics_server(metrics_server) {

@@ -43,7 +43,7 @@ v1::GetTopologyResponse OneCable() {
 
 class DiagnosticsServiceTest : public ::testing::Test {
  protected:
-  DiagnosticsServiceTest() : store_(StoreOptions{}), service_(store_, clock_, 30'000'000'000) {}
+  DiagnosticsServiceTest() : store_(StoreOptions{}), service_(store_, clock_, 30'000'000'000, Authorization::Empty(/*plaintext=*/true)) {}
 
   void StartServer() {
     grpc::ServerBuilder builder;

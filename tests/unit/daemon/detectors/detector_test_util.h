@@ -33,10 +33,18 @@ class FabricFixture {
     hello.set_agent_instance_id(nodes_.size() + 1);
     hello.set_boot_id("boot-" + name);
     *hello.mutable_inventory() = inventory;
-    auto attached = store_.Attach(hello, nodes_.size() + 1, [] {}, clock_.NowUnixNanos());
+    const uint64_t token = nodes_.size() + 1;
+    auto attached = store_.Attach(hello, token, [] {}, clock_.NowUnixNanos());
     FABRICMON_CHECK(attached.ok());
-    nodes_[name] = {attached->node, 0};
+    nodes_[name] = {attached->node, 0, token};
     return attached->node;
+  }
+
+  // Ends a node's stream (as the agent going away would); the node stays in the store.
+  void Disconnect(const std::string& name) {
+    auto it = nodes_.find(name);
+    FABRICMON_CHECK(it != nodes_.end());
+    store_.Detach(*it->second.node, it->second.token, clock_.NowUnixNanos());
   }
 
   // Sets the value a series will have at the next Step().
@@ -71,6 +79,7 @@ class FabricFixture {
   struct NodeEntry {
     std::shared_ptr<aggregator::NodeState> node;
     uint64_t sequence = 0;
+    uint64_t token = 0;  // the stream token it attached with
   };
   aggregator::SeriesStore store_;
   fabricmon::testing::FakeClock clock_;

@@ -189,5 +189,126 @@ TEST(TopologyTest, LinksListEachCableOnceHostFirstWithItsMostDirectSource) {
   EXPECT_EQ(recabled[1].source, LinkSource::kLinkList);
 }
 
+// One host inventory: an HCA `device` with node GUID `guid`.
+v1::Inventory Hca(const std::string& device, const std::string& guid) {
+  v1::Inventory host;
+  v1::RdmaDevice* hca = host.add_rdma_devices();
+  hca->set_name(device);
+  hca->set_node_guid(guid);
+  hca->add_ports()->set_number(1);
+  return host;
+}
+
+// A sweep that saw leaf01 port 7 cabled to the HCA with node GUID `hca_guid`, port 1.
+v1::Inventory SweepLeafTo(const std::string& hca_guid, uint32_t leaf_port = 7) {
+  v1::Inventory fabric;
+  v1::FabricNode* sw = fabric.add_fabric_nodes();
+  sw->set_guid("0x0002c90300000100");
+  sw->set_type(v1::FabricNode::TYPE_SWITCH);
+  sw->set_description("leaf01");
+  v1::FabricLink* link = fabric.add_fabric_links();
+  link->set_a_guid("0x0002c90300000100");
+  link->set_a_port(leaf_port);
+  link->set_b_guid(hca_guid);
+  link->set_b_port(1);
+  return fabric;
+}
+
+// node2 claims node1's HCA GUID: the GUID names neither (the cable keeps the bare GUID, it does
+// not move to the impostor), and the conflict is reported with both claimants.
+TEST(TopologyTest, AGuidTwoNodesClaimNamesNeitherAndIsReported) {
+  for (bool impostor_first : {false, true}) {
+    Topology topology;
+    if (impostor_first) {
+      topology.AddInventory("node0-impostor", Hca("mlx5_9", "0x0002c90300000001"));
+    }
+    topology.AddInventory("node1", Hca("mlx5_0", "0002:c903:0000:0001"));
+    if (!impostor_first) {
+      topology.AddInventory("node0-impostor", Hca("mlx5_9", "0x0002c90300000001"));
+    }
+    topology.AddInventory("node1", Hca("mlx5_1", "0002:c903:0000:0002"));  // its own second HCA
+    topology.AddInventory("sweeper", SweepLeafTo("0x0002c90300000001"));
+    topology.Resolve();
+    EXPECT_FALSE(topology.PeerOf(Host("node1", "mlx5_0", 1)).has_value());
+    EXPECT_FALSE(topology.PeerOf(Host("node0-impostor", "mlx5_9", 1)).has_value());
+    auto peer = topology.PeerOf(Switch("leaf01", 7));
+    ASSERT_TRUE(peer.has_value());
+    EXPECT_EQ(peer->node, "0x0002c90300000001");
+    const std::vector<GuidConflict> conflicts = topology.guid_conflicts();
+    ASSERT_EQ(conflicts.size(), 1u);
+    EXPECT_EQ(conflicts[0].guid, "0002c90300000001");
+    EXPECT_EQ(conflicts[0].nodes, (std::vector<std::string>{"node0-impostor", "node1"}));
+  }
+}
+
+TEST(TopologyTest, OneNodeClaimingAGuidTwiceIsNoConflict) {
+  Topology topology;
+  topology.AddInventory("node1", Hca("mlx5_0", "0x0002c90300000001"));
+  topology.AddInventory("node1", Hca("mlx5_0", "0x0002c90300000001"));
+  topology.AddInventory("sweeper", SweepLeafTo("0x0002c90300000001"));
+  topology.Resolve();
+  EXPECT_TRUE(topology.guid_conflicts().empty());
+  ASSERT_TRUE(topology.PeerOf(Host("node1", "mlx5_0", 1)).has_value());
+}
+
+// The link list cables node1/mlx5_0 to leaf01/7; a sweep says leaf01/7 goes to node3. The
+// operator's cable stays whichever comes first, and the disagreement is recorded once.
+TEST(TopologyTest, TheOperatorsCableWinsOverTheCollectorInEitherOrder) {
+  for (bool list_first : {true, false}) {
+    Topology topology;
+    topology.AddInventory("node3", Hca("mlx5_0", "0x0002c90300000003"));
+    if (list_first) {
+      ASSERT_TRUE(topology.AddLinkList("node1/mlx5_0/1 switch:leaf01/7\n").ok());
+    }
+    topology.AddInventory("sweeper", SweepLeafTo("0x0002c90300000003"));
+    topology.Resolve();
+    if (!list_first) {
+      // A contradiction with the collector is no error in the operator's own file.
+      ASSERT_TRUE(topology.AddLinkList("node1/mlx5_0/1 switch:leaf01/7\n").ok());
+    }
+    auto peer = topology.PeerOf(Switch("leaf01", 7));
+    ASSERT_TRUE(peer.has_value()) << list_first;
+    EXPECT_EQ(*peer, Host("node1", "mlx5_0", 1)) << list_first;
+    EXPECT_FALSE(topology.PeerOf(Host("node3", "mlx5_0", 1)).has_value()) << list_first;
+    ASSERT_EQ(topology.disagreements().size(), 1u) << list_first;
+    const std::string& line = *topology.disagreements().begin();
+    EXPECT_NE(line.find("node3"), std::string::npos) << line;
+    EXPECT_NE(line.find("link list"), std::string::npos) << line;
+    ASSERT_EQ(topology.Links().size(), 1u);
+    EXPECT_EQ(topology.Links()[0].source, LinkSource::kLinkList);
+  }
+}
+
+// A topology file is the operator's too: a collector's contradicting cable loses to it.
+TEST(TopologyTest, TheTopologyFileWinsOverTheCollector) {
+  Topology topology;
+  topology.AddInventory("node1", Hca("mlx5_0", "0x0002c90300000001"));
+  topology.AddInventory("node3", Hca("mlx5_0", "0x0002c90300000003"));
+  topology.AddInventory("sweeper", SweepLeafTo("0x0002c90300000003"));
+  topology.AddInventory("", SweepLeafTo("0x0002c90300000001"), LinkSource::kTopologyFile);
+  topology.Resolve();
+  auto peer = topology.PeerOf(Switch("leaf01", 7));
+  ASSERT_TRUE(peer.has_value());
+  EXPECT_EQ(peer->node, "node1");
+  EXPECT_EQ(topology.disagreements().size(), 1u);
+}
+
+// Where they agree, nothing is recorded, and the collector's confirmation labels the cable.
+TEST(TopologyTest, AgreementIsNoDisagreement) {
+  Topology topology;
+  topology.AddInventory("node1", Hca("mlx5_0", "0x0002c90300000001"));
+  ASSERT_TRUE(topology.AddLinkList("node1/mlx5_0/1 switch:leaf01/7\n").ok());
+  topology.AddInventory("sweeper", SweepLeafTo("0x0002c90300000001"));
+  topology.Resolve();
+  EXPECT_TRUE(topology.disagreements().empty());
+  ASSERT_EQ(topology.Links().size(), 1u);
+  EXPECT_EQ(topology.Links()[0].source, LinkSource::kFabricCollector);
+  // Confirmed by the collector, the cable is still the operator's: a later sweep cannot move it.
+  EXPECT_FALSE(topology.AddLink(Switch("leaf01", 7), Host("node9", "mlx5_0", 1),
+                                LinkSource::kFabricCollector));
+  EXPECT_EQ(*topology.PeerOf(Switch("leaf01", 7)), Host("node1", "mlx5_0", 1));
+  EXPECT_EQ(topology.disagreements().size(), 1u);
+}
+
 }  // namespace
 }  // namespace fabricmon::detectors
