@@ -25,6 +25,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "daemon/wire/metric_catalogue.h"
+#include "daemon/wire/series_codec.h"
 #include "fabricmon/v1/config.pb.h"
 #include "fabricmon/v1/diagnostics.grpc.pb.h"
 #include "gmock/gmock.h"
@@ -440,16 +442,25 @@ TEST_P(TrustBoundaryTransportTest, ProjectFamiliesKeepTheCataloguesHelp) {
   ASSERT_TRUE(StartAggregator(Mtls()));
   std::unique_ptr<PeerSession> peer = HelloAs("node-a", HostileCert());
   ASSERT_NE(peer, nullptr);
-  // The project's own family, declared exactly as a collector declares it except for its HELP:
-  // the HELP an agent sends is not what /metrics says.
-  DeclarationSpec xmit = Counter(1, kXmitFamily, 64);
-  xmit.unit = v1::UNIT_BYTES;
-  xmit.scale = 4;
-  xmit.help = "forged help\nfabricmon_node_up{node=\"victim-forged\"} 1";
-  xmit.labels = {{"device", "mlx5_9"}, {"port", "1"}};
-  ASSERT_TRUE(peer->Declare({xmit}));
+  // The project's own family, declared exactly as the catalogue has it (as a collector declares
+  // it) except for its HELP: the HELP an agent sends is not what /metrics says.
+  const wire::CatalogueFamily* family = wire::MetricCatalogue::Project().Find(kXmitFamily);
+  ASSERT_NE(family, nullptr);
+  uint8_t width = 64;
+  while (width > 1 && !family->AllowsWidth(width)) {
+    --width;
+  }
+  const collectors::SeriesDesc desc = collectors::CounterSeries(
+      "ib_sysfs", kXmitFamily,
+      "forged help\nfabricmon_node_up{node=\"victim-forged\"} 1", family->unit, width,
+      family->overflow, family->scale, {{"device", "mlx5_9"}, {"port", "1"}});
+  v1::AgentMessage declaration;
+  *declaration.mutable_declarations()->add_series() = wire::ToDeclaration(desc, 1);
+  ASSERT_TRUE(peer->stream().Write(declaration));
   ASSERT_TRUE(peer->DefineLayout(1, {1}));
-  peer->Send(1, {100});
+  ASSERT_TRUE(peer->Send(1, {100})) << peer->Finish().Describe();
+  ASSERT_EQ(Value(kXmitFamily, {{"node", "node-a"}, {"device", "mlx5_9"}, {"port", "1"}}),
+            100 * family->scale);
   ASSERT_NO_FATAL_FAILURE(StartHonestAgent());
   const std::string text = Metrics();
   EXPECT_FALSE(Holds(text, "forged help"));
@@ -487,7 +498,7 @@ TEST_P(TrustBoundaryTransportTest, ExtraFamilyIsPinnedByItsFirstDeclaration) {
   SKIP_UNLESS_FIXED(ReasonNamed("REASON_DECLARATION_CONFLICT"), "first declaration pinned");
   ASSERT_TRUE(StartAggregator(Mtls()));
   ASSERT_NO_FATAL_FAILURE(StartHonestAgent());
-  // node-b declares an extra family first (a counter); node-a then declares it as a gauge.
+  // node-b declares an extra family first; node-a then declares it with another HELP.
   std::unique_ptr<PeerSession> first = HelloAs("node-b", Mtls() ? &node_b_ : nullptr);
   ASSERT_NE(first, nullptr);
   ASSERT_TRUE(first->Declare({Counter(1, "fabricmon_hostile_shared_total")}));
@@ -495,13 +506,10 @@ TEST_P(TrustBoundaryTransportTest, ExtraFamilyIsPinnedByItsFirstDeclaration) {
   ASSERT_TRUE(first->Send(1, {5})) << first->Finish().Describe();
   std::unique_ptr<PeerSession> second = HelloAs("node-a", HostileCert());
   ASSERT_NE(second, nullptr);
-  DeclarationSpec gauge;
-  gauge.id = 1;
-  gauge.name = "fabricmon_hostile_shared_total";
-  gauge.type = v1::METRIC_TYPE_GAUGE;
-  gauge.width_bits = 0;
-  gauge.help = "Another HELP.";
-  ASSERT_TRUE(second->Declare({gauge}));
+  // The same family with another HELP: the first declaration is pinned.
+  DeclarationSpec other = Counter(1, "fabricmon_hostile_shared_total");
+  other.help = "Another HELP.";
+  ASSERT_TRUE(second->Declare({other}));
   ExpectRejected(*second, "REASON_DECLARATION_CONFLICT", "declaration_conflict");
   // The first declarer is unaffected: its stream still stores values.
   ASSERT_TRUE(first->Send(1, {9})) << first->Finish().Describe();
@@ -526,7 +534,8 @@ void ExpectPromptScrape(int port, const std::string& what) {
 }
 
 TEST_F(TrustBoundaryTest, SlowMetricsClientsDoNotBlockScrapes) {
-  ASSERT_TRUE(StartAggregator(false));
+  // A request must be complete within 3 s: slow clients are cut off after it.
+  ASSERT_TRUE(StartAggregator(false, "metrics_request_timeout_ms: 3000\n"));
   ASSERT_NO_FATAL_FAILURE(StartHonestAgent());
   // The table's two idle connections, then 200.
   for (int connections : {2, 200}) {
@@ -534,6 +543,11 @@ TEST_F(TrustBoundaryTest, SlowMetricsClientsDoNotBlockScrapes) {
     ASSERT_TRUE(slow.Start().ok());
     ExpectPromptScrape(metrics_port_, absl::StrCat(connections, " slow clients on /metrics"));
     ExpectPromptScrape(metrics_port_, absl::StrCat(connections, " slow clients, second scrape"));
+    // The server closes every one of them once its request timeout passed (the clients notice
+    // on their next byte, 5 s apart).
+    EXPECT_TRUE(WaitUntil([&] { return slow.closed_by_server() == connections; },
+                          absl::Seconds(30)))
+        << slow.closed_by_server() << " of " << connections << " slow clients were cut off";
   }
   ExpectHonestUntouched();
   ExpectAggregatorUpAndLintClean();
@@ -656,37 +670,36 @@ TEST_F(TrustBoundaryTest, GuidClaimedByTwoNodesIsReportedAsAConflict) {
   SKIP_UNLESS_FIXED(HasConfigField("authorization"), "a GUID claimed by two nodes");
   ASSERT_TRUE(StartAggregator(true, kAuthorization));
   ASSERT_NO_FATAL_FAILURE(StartHonestAgent());
-  // node-a claims the HCA GUID of the honest node's mlx5_0 (from its inventory).
+  // node-a streams with an HCA GUID; node-b then claims the same GUID for its own HCA.
+  std::vector<std::unique_ptr<PeerSession>> peers;
+  for (const auto& [node, cert] :
+       {std::pair<std::string, const CertFiles*>{"node-a", &node_a_}, {"node-b", &node_b_}}) {
+    std::unique_ptr<PeerSession> peer = Peer(cert);
+    ASSERT_NE(peer, nullptr);
+    HelloSpec spec;
+    spec.node = node;
+    v1::RdmaDevice* device = spec.inventory.add_rdma_devices();
+    device->set_name("mlx5_0");
+    device->set_node_guid("0c42:a103:0065:beef");
+    ASSERT_TRUE(peer->Hello(spec)) << peer->Finish().Describe();
+    peers.push_back(std::move(peer));
+  }
+  EXPECT_TRUE(WaitUntil([&] { return Value("fabricmon_topology_guid_conflicts") == 1; },
+                        absl::Seconds(20)))
+      << "fabricmon_topology_guid_conflicts never became 1";
   std::unique_ptr<v1::Diagnostics::Stub> diagnostics = Diagnostics(&operator_);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  v1::GetNodeRequest request;
-  request.set_name(kHonestNode);
-  v1::NodeView honest;
-  ASSERT_TRUE(diagnostics->GetNode(&context, request, &honest).ok());
-  ASSERT_GT(honest.inventory().rdma_devices_size(), 0);
-  const std::string guid = honest.inventory().rdma_devices(0).node_guid();
-  ASSERT_FALSE(guid.empty());
-  std::unique_ptr<PeerSession> peer = Peer(&node_a_);
-  ASSERT_NE(peer, nullptr);
-  HelloSpec spec;
-  spec.node = "node-a";
-  spec.inventory.add_rdma_devices()->set_name("mlx5_0");
-  spec.inventory.mutable_rdma_devices(0)->set_node_guid(guid);
-  peer->Hello(spec);
-  EXPECT_TRUE(WaitUntil(
-      [&] {
-        for (const TextSample& sample : Samples()) {
-          if (absl::StrContains(sample.name, "guid_conflict") && sample.value != "0") {
-            return true;
-          }
-        }
-        return false;
-      },
-      absl::Seconds(10)))
-      << "no fabricmon_*guid_conflict* sample above 0";
-  const CommandResult topology = Cli(&operator_, {"topology"});
-  EXPECT_THAT(topology.output, HasSubstr("conflict")) << topology.output;
+  v1::GetTopologyResponse topology;
+  const grpc::Status status = diagnostics->GetTopology(&context, {}, &topology);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(topology.guid_conflicts_size(), 1) << topology.ShortDebugString();
+  EXPECT_EQ(topology.guid_conflicts(0).guid(), "0x0c42a1030065beef");
+  EXPECT_THAT(topology.guid_conflicts(0).nodes(), ::testing::ElementsAre("node-a", "node-b"));
+  const CommandResult cli = Cli(&operator_, {"topology"});
+  EXPECT_EQ(cli.exit_code, 0) << cli.output;
+  EXPECT_THAT(cli.output, HasSubstr("GUID CONFLICT")) << cli.output;
+  EXPECT_THAT(aggregator_.Log(), HasSubstr("is claimed by 2 nodes"));
   ExpectHonestUntouched();
   ExpectAggregatorUpAndLintClean();
 }
@@ -738,6 +751,51 @@ TEST_F(TrustBoundaryTest, OperatorCertificateCannotStream) {
   EXPECT_EQ(report.status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << report.Describe();
   EXPECT_FALSE(Value("fabricmon_node_up", {{"node", "fabricmon-cli"}}).has_value());
   EXPECT_EQ(Rejected("role_forbidden"), 1) << RejectedLabels();
+  ExpectHonestUntouched();
+  ExpectAggregatorUpAndLintClean();
+}
+
+// --- Row: refused TLS handshakes -------------------------------------------------------------------
+
+TEST_F(TrustBoundaryTest, RefusedHandshakesAreCountedAndExplained) {
+  ASSERT_TRUE(StartAggregator(true, kAuthorization));
+  // Refused handshakes, summed over whatever fabricmon_aggregator_*handshake* counters exist.
+  auto refused = [&] {
+    double total = 0;
+    bool found = false;
+    for (const TextSample& sample : Samples()) {
+      if (absl::StartsWith(sample.name, "fabricmon_aggregator_") &&
+          absl::StrContains(sample.name, "handshake")) {
+        total += std::stod(sample.value);
+        found = true;
+      }
+    }
+    return found ? std::optional<double>(total) : std::nullopt;
+  };
+  SKIP_UNLESS_FIXED(refused().has_value(), "refused TLS handshakes (counted nowhere)");
+  ASSERT_NO_FATAL_FAILURE(StartHonestAgent());
+  const double before = *refused();
+  // A certificate of another CA, and none at all.
+  CertFactory factory(dir_);
+  absl::StatusOr<CertFiles> other_ca = factory.MakeCa("other-ca", "someone else's CA");
+  ASSERT_TRUE(other_ca.ok()) << other_ca.status();
+  absl::StatusOr<CertFiles> rogue = factory.Issue(*other_ca, "rogue", "node-a", {"DNS:node-a"});
+  ASSERT_TRUE(rogue.ok()) << rogue.status();
+  for (const CertFiles* cert : {&*rogue, static_cast<const CertFiles*>(nullptr)}) {
+    std::unique_ptr<PeerSession> peer = Peer(cert);
+    ASSERT_NE(peer, nullptr);
+    HelloSpec spec;
+    spec.node = "node-a";
+    EXPECT_FALSE(peer->Hello(spec));
+    const StreamReport report = peer->Finish();
+    EXPECT_EQ(report.status.error_code(), grpc::StatusCode::UNAVAILABLE) << report.Describe();
+  }
+  EXPECT_TRUE(WaitUntil([&] { return refused().value_or(0) >= before + 2; }, absl::Seconds(10)))
+      << "refused handshakes counted: " << refused().value_or(-1) << ", before " << before;
+  // The CLI without a certificate says what is missing, in words.
+  const CommandResult cli = Cli(nullptr, {"nodes"});
+  EXPECT_NE(cli.exit_code, 0);
+  EXPECT_THAT(cli.output, HasSubstr("certificate")) << cli.output;
   ExpectHonestUntouched();
   ExpectAggregatorUpAndLintClean();
 }
@@ -912,8 +970,24 @@ TEST_P(TrustBoundaryTransportTest, OversizeMessageIsRejectedAsTooLarge) {
   ASSERT_NO_FATAL_FAILURE(StartHonestAgent());
   std::unique_ptr<PeerSession> peer = HelloAs("node-a", HostileCert());
   ASSERT_NE(peer, nullptr);
-  peer->stream().Write(OversizedDeclaration(200000));
+  peer->stream().Write(OversizedDeclaration(100000));
   ExpectRejected(*peer, "REASON_TOO_LARGE", "too_large");
+  EXPECT_FALSE(Value("fabricmon_hostile_oversized_total", {{"node", "node-a"}}).has_value());
+  ExpectHonestUntouched();
+  ExpectAggregatorUpAndLintClean();
+}
+
+TEST_P(TrustBoundaryTransportTest, FarOversizeMessageEndsTheStreamAndIsCounted) {
+  ASSERT_TRUE(StartAggregator(Mtls(), "max_message_bytes: 65536\n"));
+  ASSERT_NO_FATAL_FAILURE(StartHonestAgent());
+  std::unique_ptr<PeerSession> peer = HelloAs("node-a", HostileCert());
+  ASSERT_NE(peer, nullptr);
+  // 16 times the limit: gRPC may refuse it before the aggregator's code sees the bytes.
+  peer->stream().Write(OversizedDeclaration(1 << 20));
+  const StreamReport report = peer->Finish();
+  EXPECT_EQ(report.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << report.Describe();
+  EXPECT_EQ(Rejected("too_large"), 1) << "a message far over max_message_bytes is not counted:\n"
+                                      << RejectedLabels();
   ExpectHonestUntouched();
   ExpectAggregatorUpAndLintClean();
 }
@@ -962,6 +1036,7 @@ TEST_P(TrustBoundaryTransportTest, ValueBeyondDeclaredWidthIsRejected) {
   EXPECT_EQ(Value("fabricmon_hostile_narrow_total", {{"node", "node-a"}}), 65535);
   peer->SendNoWait(1, {70000});
   ExpectRejected(*peer, "REASON_VALUE_OUT_OF_RANGE", "value_out_of_range");
+  EXPECT_EQ(peer->Finish().highest_ack(), 1u) << "the refused batch was acknowledged";
   // The stored value is the last one in range; no wrap, no absurd rate.
   EXPECT_EQ(Value("fabricmon_hostile_narrow_total", {{"node", "node-a"}}).value_or(65535), 65535);
   ExpectHonestUntouched();
