@@ -22,7 +22,7 @@ namespace {
 
 using ::fabricmon::testing::IsOk;
 
-std::vector<collectors::RecordedSample> Run(collectors::Collector& collector) {
+std::vector<collectors::RecordedSample> CollectOnce(collectors::Collector& collector) {
   v1::Inventory inventory;
   EXPECT_THAT(collector.Discover(inventory), IsOk());
   collectors::RecordingSink sink;
@@ -53,7 +53,7 @@ TEST(CollectorAdmissionTest, IbSysfsOnTheCapturedDgxH100Tree) {
   auto collector = collectors::IbSysfsCollector::Create(config);
   ASSERT_THAT(collector, IsOk());
   std::set<std::string> pinned;
-  ExpectAdmitted(Run(**collector), &pinned);
+  ExpectAdmitted(CollectOnce(**collector), &pinned);
   // Only names derived from driver files are outside the catalogue: hw_counters/ ones.
   for (const std::string& name : pinned) {
     EXPECT_TRUE(absl::StartsWith(name, "fabricmon_ib_hw_")) << name;
@@ -69,7 +69,7 @@ TEST(CollectorAdmissionTest, NetdevOnACapturedTreeWithTcp) {
   auto collector = collectors::NetdevCollector::Create(config);
   ASSERT_THAT(collector, IsOk());
   std::set<std::string> pinned;
-  ExpectAdmitted(Run(**collector), &pinned);
+  ExpectAdmitted(CollectOnce(**collector), &pinned);
   EXPECT_THAT(pinned, ::testing::IsEmpty());
 }
 

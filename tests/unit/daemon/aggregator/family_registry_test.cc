@@ -3,6 +3,7 @@
 
 #include "daemon/aggregator/family_registry.h"
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -119,10 +120,11 @@ TEST(FamilyRegistryTest, FirstDeclarationIsPinnedAndLaterConflictsAreRefused) {
 
 TEST(FamilyRegistryTest, PinsAreBounded) {
   FamilyRegistry registry(wire::MetricCatalogue::Project(), /*max_pinned=*/2);
-  for (const char* name : {"fabricmon_a_total", "fabricmon_b_total", "fabricmon_c_total"}) {
+  for (const char* name :
+       {"fabricmon_alpha_total", "fabricmon_beta_total", "fabricmon_gamma_total"}) {
     SeriesDesc desc = CounterSeries("x", name, "h", Unit::kNone, 64, Overflow::kWraps, 1.0, {});
     const absl::Status status = registry.Admit(desc);
-    if (std::string(name) == "fabricmon_c_total") {
+    if (std::string(name) == "fabricmon_gamma_total") {
       EXPECT_THAT(status, StatusIs(absl::StatusCode::kResourceExhausted));
     } else {
       EXPECT_THAT(status, IsOk());
@@ -145,7 +147,8 @@ class TwoNodesTest : public ::testing::Test {
     return attached->node;
   }
 
-  // HandleDeclarations' order: Admit, then declare on the node.
+  // HandleDeclarations' order: Admit, then declare on the node; the value is stored with the
+  // node's next batch (Store).
   absl::Status Declare(NodeState& node, SeriesDesc desc, uint64_t value) {
     absl::Status admitted = store_.families().Admit(desc);
     if (!admitted.ok()) {
@@ -155,9 +158,18 @@ class TwoNodesTest : public ::testing::Test {
     if (!index.ok()) {
       return index.status();
     }
-    node.AppendBatch(++sequence_, 0, clock_.NowUnixNanos(), {*index}, {value}, {true},
-                     clock_.NowUnixNanos());
+    pending_[&node].first.push_back(*index);
+    pending_[&node].second.push_back(value);
     return absl::OkStatus();
+  }
+
+  // One batch with the values declared since the node's last one.
+  void Store(NodeState& node) {
+    auto& [indices, values] = pending_[&node];
+    node.AppendBatch(++sequence_, 0, clock_.NowUnixNanos(), indices, values,
+                     std::vector<bool>(indices.size(), true), clock_.NowUnixNanos());
+    indices.clear();
+    values.clear();
   }
 
   std::string Scrape() {
@@ -182,6 +194,7 @@ class TwoNodesTest : public ::testing::Test {
   SeriesStore store_{StoreOptions{}};
   IngestStats stats_;
   uint64_t sequence_ = 0;
+  std::map<NodeState*, std::pair<std::vector<uint32_t>, std::vector<uint64_t>>> pending_;
 };
 
 TEST_F(TwoNodesTest, NodeBsConflictingDeclarationLeavesNodeAUntouched) {
@@ -190,6 +203,7 @@ TEST_F(TwoNodesTest, NodeBsConflictingDeclarationLeavesNodeAUntouched) {
   const std::string help_a = "Driver hardware counter hw_counters/out_of_buffer.";
   ASSERT_THAT(Declare(*a, Dynamic(help_a), 41), IsOk());
   ASSERT_THAT(Declare(*a, XmitData("whatever"), 1000), IsOk());
+  Store(*a);
   const std::string before = Scrape();
   EXPECT_EQ(testing::CheckTextFormat(before), "");
   const std::vector<std::string> a_before = LinesOf(before, "node-a");
@@ -223,6 +237,7 @@ TEST_F(TwoNodesTest, PinnedHelpIsEscapedSoItCannotForgeALine) {
                               "gauge \\ end"),
                       5),
               IsOk());
+  Store(*a);
   const std::string text = Scrape();
   EXPECT_EQ(testing::CheckTextFormat(text), "");
   EXPECT_THAT(text, HasSubstr("# HELP fabricmon_ib_hw_out_of_buffer_total line one\\n"
