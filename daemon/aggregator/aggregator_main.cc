@@ -24,13 +24,13 @@
 #include "daemon/aggregator/metrics_exporter.h"
 #include "daemon/aggregator/metrics_server.h"
 #include "daemon/aggregator/series_store.h"
-#include "daemon/exposition/http_server_limits.h"
 #include "daemon/common/clock.h"
 #include "daemon/common/config_loader.h"
 #include "daemon/common/logging.h"
 #include "daemon/common/operator_file.h"
 #include "daemon/common/tls.h"
 #include "daemon/detectors/engine.h"
+#include "daemon/exposition/http_server_limits.h"
 #ifdef FABRICMON_HAVE_IB_TOPOLOGY
 #include "collectors/ib_fabric/ibnetdiscover_parser.h"
 #endif
@@ -46,7 +46,8 @@ ABSL_FLAG(std::string, topology_file, "",
           "ibnetdiscover output (default, -p or ibsim net format) with the fabric's cabling "
           "(overrides config topology_file).");
 ABSL_FLAG(std::string, port_file, "",
-          "Write the bound gRPC port to this file once listening (for --grpc_listen=...:0).");
+          "Write the bound gRPC port to this file once listening (for --grpc_listen=...:0). "
+          "Created before anything listens (exit 2 if it cannot be) and renamed into place.");
 ABSL_FLAG(bool, insecure_plaintext, false,
           "Serve agents and the CLI WITHOUT TLS (same as tls { insecure_plaintext: true }). "
           "Without TLS files and without this the aggregator refuses to start.");

@@ -4,8 +4,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <utility>
 
@@ -67,8 +67,8 @@ absl::StatusOr<std::string> ReadOperatorFile(const std::string& path, size_t max
         absl::StrCat(Name(what, path), " is ", KindOf(st.st_mode), ", not a regular file"));
   }
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(Name(what, path), " is ", st.st_size,
-                                                   " bytes, the limit is ", max_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrCat(Name(what, path), " is ", st.st_size, " bytes, the limit is ", max_bytes));
   }
   // The size was only a hint: read up to one byte beyond the limit, so that a file that grew or
   // reported no size (procfs) is refused rather than cut.
@@ -80,8 +80,8 @@ absl::StatusOr<std::string> ReadOperatorFile(const std::string& path, size_t max
   for (;;) {
     if (used == content.size()) {
       if (content.size() > max_bytes) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            Name(what, path), " holds more than ", max_bytes, " bytes (the limit) while read"));
+        return absl::InvalidArgumentError(absl::StrCat(Name(what, path), " holds more than ",
+                                                       max_bytes, " bytes (the limit) while read"));
       }
       content.resize(std::min(max_bytes + 1, content.size() * 2 + 4096));
     }
@@ -100,8 +100,8 @@ absl::StatusOr<std::string> ReadOperatorFile(const std::string& path, size_t max
 absl::StatusOr<PortFile> PortFile::Prepare(const std::string& path) {
   struct stat st;
   if (lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    return absl::InvalidArgumentError(absl::StrCat(Name("port_file", path), " is ",
-                                                   KindOf(st.st_mode), ", not a regular file"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(Name("port_file", path), " is ", KindOf(st.st_mode), ", not a regular file"));
   }
   std::string tmp = absl::StrCat(path, ".tmp.", getpid());
   const int fd =

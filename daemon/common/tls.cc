@@ -69,8 +69,8 @@ absl::Status CheckKeyMatchesCert(const v1::TlsConfig& config, const std::string&
       PEM_read_bio_X509(cert_bio.get(), nullptr, no_passphrase, nullptr));
   if (cert == nullptr) {
     ERR_clear_error();
-    return absl::InvalidArgumentError(absl::StrCat("tls cert_file \"", config.cert_file(),
-                                                   "\": its first CERTIFICATE block does not parse"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tls cert_file \"", config.cert_file(), "\": its first CERTIFICATE block does not parse"));
   }
   std::unique_ptr<EVP_PKEY, PkeyFree> key(
       PEM_read_bio_PrivateKey(key_bio.get(), nullptr, no_passphrase, nullptr));
@@ -83,9 +83,8 @@ absl::Status CheckKeyMatchesCert(const v1::TlsConfig& config, const std::string&
   }
   if (X509_check_private_key(cert.get(), key.get()) != 1) {
     ERR_clear_error();
-    return absl::InvalidArgumentError(absl::StrCat("tls key_file ", config.key_file(),
-                                                   " does not match cert_file ",
-                                                   config.cert_file()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tls key_file ", config.key_file(), " does not match cert_file ", config.cert_file()));
   }
   return absl::OkStatus();
 }

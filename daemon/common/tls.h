@@ -59,7 +59,9 @@ inline constexpr size_t kMaxPemFileBytes = 1 << 20;
 // Decides the transport from `config` for `role` and reads the files it names.
 // InvalidArgument: neither TLS files nor insecure_plaintext (agent, aggregator); TLS files and
 // insecure_plaintext together; a required file missing from the config; a cert/key pair given
-// half; a file that holds no PEM block of the expected kind or is larger than kMaxPemFileBytes.
+// half; a file that is not a regular file (a directory, FIFO, device: ReadOperatorFile), holds no
+// PEM block of the expected kind or is larger than kMaxPemFileBytes; a key_file whose key does
+// not belong to cert_file's first certificate ("key_file X does not match cert_file Y").
 // NotFound / PermissionDenied (errno-exact, with the file's role and path in the message): a
 // named file that cannot be read. Thread-compatible; reads the files on every call.
 absl::StatusOr<TransportSecurity> LoadTransportSecurity(const v1::TlsConfig& config, TlsRole role);

@@ -10,21 +10,21 @@ namespace fabricmon::exposition {
 absl::Status ValidateHttpServerLimits(const HttpServerLimits& limits, absl::string_view prefix) {
   if (limits.request_timeout_ms < kMinRequestTimeoutMs ||
       limits.request_timeout_ms > kMaxRequestTimeoutMs) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        prefix, "request_timeout_ms must be between ", kMinRequestTimeoutMs, " and ",
-        kMaxRequestTimeoutMs, ", not ", limits.request_timeout_ms));
-  }
-  if (limits.max_connections < kMinMaxConnections ||
-      limits.max_connections > kMaxMaxConnections) {
     return absl::InvalidArgumentError(
-        absl::StrCat(prefix, "max_connections must be between ", kMinMaxConnections, " and ",
-                     kMaxMaxConnections, ", not ", limits.max_connections));
+        absl::StrCat(prefix, "request_timeout_ms must be between ", kMinRequestTimeoutMs, " and ",
+                     kMaxRequestTimeoutMs, ", not ", limits.request_timeout_ms));
+  }
+  if (limits.max_connections < kMinMaxConnections || limits.max_connections > kMaxMaxConnections) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "max_connections must be between ",
+                                                   kMinMaxConnections, " and ", kMaxMaxConnections,
+                                                   ", not ", limits.max_connections));
   }
   return absl::OkStatus();
 }
 
 std::vector<std::string> CivetwebOptions(const std::string& address,
                                          const HttpServerLimits& limits) {
+  // clang-format off: name, value pairs.
   return {
       "listening_ports", address,
       "num_threads", absl::StrCat(limits.max_connections),
@@ -39,10 +39,12 @@ std::vector<std::string> CivetwebOptions(const std::string& address,
       "connection_queue", absl::StrCat(limits.max_connections),
       "listen_backlog", "1024",
   };
+  // clang-format on
 }
 
-absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartExposer(
-    const std::string& address, const HttpServerLimits& limits, const CivetCallbacks* callbacks) {
+absl::StatusOr<std::unique_ptr<prometheus::Exposer>> StartExposer(const std::string& address,
+                                                                  const HttpServerLimits& limits,
+                                                                  const CivetCallbacks* callbacks) {
   try {
     // civetweb reports a failed bind (and a rejected option) by throwing; it must not escape.
     return std::make_unique<prometheus::Exposer>(CivetwebOptions(address, limits), callbacks);

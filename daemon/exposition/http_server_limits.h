@@ -10,8 +10,9 @@
 // connection at a time, from the first byte of the request to the end of the response. So:
 //  - max_connections is the number of worker threads: that many connections are served at once
 //    (civetweb 1.15 starts them all at start-up; an idle one costs a thread and a request buffer);
-//    further connections wait in civetweb's queue and the kernel's listen backlog until a worker
-//    frees up, never refused, never served out of order;
+//    further connections wait, in arrival order, in civetweb's queue (as long as the worker
+//    count) and then the kernel's listen backlog (1024) until a worker frees up; past both the
+//    kernel drops new connection attempts and clients retry;
 //  - request_timeout_ms bounds how long a connection may take to deliver its request (counted
 //    from its first byte, however slowly it trickles) and how long a write of the response may
 //    make no progress; past it the connection is closed and its worker taken by the next one;

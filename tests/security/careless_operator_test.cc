@@ -133,16 +133,17 @@ TEST_F(CarelessOperatorTest, CertificateThatIsAFifo) {
 }
 
 TEST_F(CarelessOperatorTest, KeyOfAnotherCertificate) {
-  const std::string aggregator = Write("aggregator.textproto", Tls(ca_.cert, server_.cert, node_.key));
+  const std::string aggregator =
+      Write("aggregator.textproto", Tls(ca_.cert, server_.cert, node_.key));
   ExpectRefused(Aggregator({"--config=" + aggregator}),
                 {"key_file " + node_.key + " does not match cert_file " + server_.cert});
   const std::string agent = Write("agent.textproto", Tls(ca_.cert, node_.cert, server_.key));
   ExpectRefused(Agent({"--config=" + agent}),
                 {"key_file " + server_.key + " does not match cert_file " + node_.cert});
-  CommandResult cli = RunCommand({BuildPath("daemon/cli/fabricmon"), "--aggregator=127.0.0.1:1",
-                                  "--tls_ca=" + ca_.cert, "--tls_cert=" + cli_.cert,
-                                  "--tls_key=" + node_.key, "nodes"},
-                                 kProcessTimeout);
+  CommandResult cli = RunCommand(
+      {BuildPath("daemon/cli/fabricmon"), "--aggregator=127.0.0.1:1", "--tls_ca=" + ca_.cert,
+       "--tls_cert=" + cli_.cert, "--tls_key=" + node_.key, "nodes"},
+      kProcessTimeout);
   EXPECT_EQ(cli.exit_code, 2) << cli.output;
   EXPECT_THAT(cli.output, HasSubstr("does not match cert_file " + cli_.cert));
 }
@@ -175,21 +176,22 @@ TEST_F(CarelessOperatorTest, DiagnosticsListenServesTheCliOnItsOwnPort) {
   ASSERT_NE(diagnostics_port, 0);
   const std::string config =
       Write("aggregator.textproto",
-            absl::StrCat(Tls(ca_.cert, server_.cert, server_.key), "diagnostics_listen: \"127.0.0.1:",
-                         diagnostics_port, "\"\n"));
+            absl::StrCat(Tls(ca_.cert, server_.cert, server_.key),
+                         "diagnostics_listen: \"127.0.0.1:", diagnostics_port, "\"\n"));
   DaemonProcess aggregator;
-  ASSERT_TRUE(aggregator.Start({BuildPath("daemon/aggregator/fabricmon-aggregator"),
-                                "--config=" + config, "--grpc_listen=127.0.0.1:0",
-                                "--metrics_listen=127.0.0.1:0", "--port_file=" + dir_ + "/port",
-                                "--log_level=info"},
-                               dir_ + "/aggregator.log"));
+  ASSERT_TRUE(
+      aggregator.Start({BuildPath("daemon/aggregator/fabricmon-aggregator"), "--config=" + config,
+                        "--grpc_listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
+                        "--port_file=" + dir_ + "/port", "--log_level=info"},
+                       dir_ + "/aggregator.log"));
   const int grpc_port = WaitForPortFile(dir_ + "/port", aggregator, absl::Seconds(30));
   ASSERT_NE(grpc_port, 0) << aggregator.Log();
   auto cli = [&](int port) {
-    return RunCommand({BuildPath("daemon/cli/fabricmon"), absl::StrCat("--aggregator=127.0.0.1:", port),
-                       "--timeout_s=5", "--tls_ca=" + ca_.cert, "--tls_cert=" + cli_.cert,
-                       "--tls_key=" + cli_.key, "nodes"},
-                      kProcessTimeout);
+    return RunCommand(
+        {BuildPath("daemon/cli/fabricmon"), absl::StrCat("--aggregator=127.0.0.1:", port),
+         "--timeout_s=5", "--tls_ca=" + ca_.cert, "--tls_cert=" + cli_.cert,
+         "--tls_key=" + cli_.key, "nodes"},
+        kProcessTimeout);
   };
   CommandResult there = cli(diagnostics_port);
   EXPECT_EQ(there.exit_code, 0) << there.output << aggregator.Log();
@@ -204,8 +206,8 @@ TEST_F(CarelessOperatorTest, DiagnosticsListenServesTheCliOnItsOwnPort) {
   options.pem_cert_chain = slurp(cli_.cert);
   options.pem_private_key = slurp(cli_.key);
   for (int port : {grpc_port, diagnostics_port}) {
-    auto stub = v1::Diagnostics::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", port), grpc::SslCredentials(options)));
+    auto stub = v1::Diagnostics::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::SslCredentials(options)));
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     v1::ListNodesResponse response;

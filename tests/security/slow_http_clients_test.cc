@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -127,9 +127,13 @@ class SlowHttpClientsTest : public ::testing::Test {
     std::ofstream(config) << config_text;
     const int metrics_port = FreePort();
     const std::vector<std::string> argv = {
-        BuildPath("daemon/aggregator/fabricmon-aggregator"), "--config=" + config,
-        "--insecure_plaintext", "--grpc_listen=127.0.0.1:0", "--port_file=" + tree_.root() + "/port",
-        absl::StrCat("--metrics_listen=127.0.0.1:", metrics_port), "--log_level=info"};
+        BuildPath("daemon/aggregator/fabricmon-aggregator"),
+        "--config=" + config,
+        "--insecure_plaintext",
+        "--grpc_listen=127.0.0.1:0",
+        "--port_file=" + tree_.root() + "/port",
+        absl::StrCat("--metrics_listen=127.0.0.1:", metrics_port),
+        "--log_level=info"};
     if (!process_.Start(argv, tree_.root() + "/aggregator.log")) {
       ADD_FAILURE() << "cannot start " << argv[0];
       return 0;
@@ -149,9 +153,12 @@ class SlowHttpClientsTest : public ::testing::Test {
     std::ofstream(config) << config_text;
     const int metrics_port = FreePort();
     const std::vector<std::string> argv = {
-        BuildPath("daemon/agent/fabricmon-agent"), "--config=" + config,
-        "--sysfs_root=" + SharedFixture("sysfs/gpud-h100/sys"), "--node_name=slow-test",
-        absl::StrCat("--listen_metrics=127.0.0.1:", metrics_port), "--log_level=info"};
+        BuildPath("daemon/agent/fabricmon-agent"),
+        "--config=" + config,
+        "--sysfs_root=" + SharedFixture("sysfs/gpud-h100/sys"),
+        "--node_name=slow-test",
+        absl::StrCat("--listen_metrics=127.0.0.1:", metrics_port),
+        "--log_level=info"};
     if (!process_.Start(argv, tree_.root() + "/agent.log")) {
       ADD_FAILURE() << "cannot start " << argv[0];
       return 0;
@@ -177,8 +184,8 @@ class SlowHttpClientsTest : public ::testing::Test {
     slow_.Trickle();
     EXPECT_TRUE(WaitUntil([&] { return SocketCount(process_.pid()) >= before + kSlowClients; },
                           absl::Seconds(10)))
-        << "the server accepted " << SocketCount(process_.pid()) - before << " of "
-        << kSlowClients << " connections";
+        << "the server accepted " << SocketCount(process_.pid()) - before << " of " << kSlowClients
+        << " connections";
   }
 
   // A scrape as Prometheus makes it, timed; checks the whole body arrived (Content-Length).
@@ -248,8 +255,7 @@ TEST_F(SlowHttpClientsTest, RequestTimeoutClosesATricklingClient) {
 
 TEST_F(SlowHttpClientsTest, MoreSlowClientsThanWorkersDelayButDoNotStopAScrape) {
   // 4 workers, 12 slow clients: the scrape waits for the timeouts to free workers, then is served.
-  const int port =
-      StartAggregator("metrics_request_timeout_ms: 500\nmetrics_max_connections: 4\n");
+  const int port = StartAggregator("metrics_request_timeout_ms: 500\nmetrics_max_connections: 4\n");
   ASSERT_NE(port, 0);
   ASSERT_TRUE(slow_.Open(port, 12));
   absl::StatusOr<std::string> body = HttpGet(port, "/metrics", absl::Seconds(20));

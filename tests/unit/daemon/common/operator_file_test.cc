@@ -21,8 +21,8 @@
 namespace fabricmon {
 namespace {
 
-using testing::StatusIs;
 using ::testing::HasSubstr;
+using testing::StatusIs;
 
 std::string Slurp(const std::string& path) {
   std::ifstream in(path);
@@ -48,8 +48,8 @@ TEST(ReadOperatorFileTest, OneByteOverTheLimitIsRefusedNotCut) {
   tree.WriteFile("eleven", "0123456789A");
   absl::StatusOr<std::string> text = ReadOperatorFile(tree.root() + "/eleven", 10, "topology_file");
   EXPECT_THAT(text, StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(text.status().message(),
-              HasSubstr("topology_file \"" + tree.root() + "/eleven\" is 11 bytes, the limit is 10"));
+  EXPECT_THAT(text.status().message(), HasSubstr("topology_file \"" + tree.root() +
+                                                 "/eleven\" is 11 bytes, the limit is 10"));
 }
 
 TEST(ReadOperatorFileTest, AFileWithoutASizeIsReadToTheLimitAndRefusedBeyond) {
@@ -68,8 +68,9 @@ TEST(ReadOperatorFileTest, DirectoriesFifosSocketsAndDevicesAreRefusedByKind) {
   const std::string fifo = tree.root() + "/pipe";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   // A FIFO without a writer: a blocking open would never return.
-  EXPECT_THAT(ReadOperatorFile(fifo, 1 << 20, "tls cert_file").status().message(),
-              HasSubstr("tls cert_file \"" + fifo + "\" is a FIFO (named pipe), not a regular file"));
+  EXPECT_THAT(
+      ReadOperatorFile(fifo, 1 << 20, "tls cert_file").status().message(),
+      HasSubstr("tls cert_file \"" + fifo + "\" is a FIFO (named pipe), not a regular file"));
   EXPECT_THAT(ReadOperatorFile(tree.root(), 1 << 20, "config file").status().message(),
               HasSubstr("config file \"" + tree.root() + "\" is a directory, not a regular file"));
   // An endless file is refused before a byte is read.
