@@ -103,7 +103,9 @@ AgentStream::AgentStream(grpc::CallbackServerContext* context, SeriesStore& stor
 
 void AgentStream::OnReadDone(bool ok) {
   if (!ok) {
-    // The agent half-closed or the call broke: finish when pending writes are out.
+    // The agent half-closed or the call broke: finish when pending writes are out. (A message
+    // beyond GrpcReceiveLimit also ends here: gRPC fails the call with RESOURCE_EXHAUSTED before
+    // we see a byte, indistinguishable from a peer that went away.)
     absl::MutexLock lock(&mu_);
     if (!finish_.has_value()) {
       finish_ = grpc::Status::OK;

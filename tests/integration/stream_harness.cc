@@ -173,7 +173,8 @@ bool AggregatorHarness::Start() {
     // process would, so the agent's channel reconnects to it.
     builder.AddListeningPort(absl::StrCat("127.0.0.1:", port_), grpc::InsecureServerCredentials(),
                              &port_);
-    builder.SetMaxReceiveMessageSize(aggregator::GrpcReceiveLimit(options_.stream.max_message_bytes));
+    builder.SetMaxReceiveMessageSize(
+        aggregator::GrpcReceiveLimit(options_.stream.max_message_bytes));
     builder.RegisterService(&state_->telemetry);
     builder.RegisterService(&state_->diagnostics);
     server_ = builder.BuildAndStart();
@@ -195,7 +196,8 @@ bool AggregatorHarness::Start() {
       forward_telemetry_ = std::make_unique<ForwardingTelemetry>();
       forward_diagnostics_ = std::make_unique<ForwardingDiagnostics>();
       grpc::ServerBuilder builder;
-      builder.SetMaxReceiveMessageSize(aggregator::GrpcReceiveLimit(options_.stream.max_message_bytes));
+      builder.SetMaxReceiveMessageSize(
+        aggregator::GrpcReceiveLimit(options_.stream.max_message_bytes));
       builder.RegisterService(forward_telemetry_.get());
       builder.RegisterService(forward_diagnostics_.get());
       server_ = builder.BuildAndStart();

@@ -928,7 +928,8 @@ TEST_P(StreamTest, RefusesASecondBootOfALiveNodeAsAnIdentityConflict) {
       shown = true;
       EXPECT_EQ(summary.identity_conflicts(), 1u);
       EXPECT_EQ(summary.last_identity_conflict(),
-                absl::StrCat("boot ", real.boot_id, " holds the node; boot boot-of-a-clone refused"));
+                absl::StrCat("boot ", real.boot_id,
+                             " holds the node; boot boot-of-a-clone refused"));
     }
   }
   EXPECT_TRUE(shown);

@@ -865,7 +865,8 @@ TEST(StoreLimitsTest, NodesSilentLongerThanTheRetentionAreForgotten) {
 
 TEST(StoreLimitsTest, ZeroRetentionForgetsNothing) {
   SeriesStore store(StoreOptions{});
-  std::shared_ptr<NodeState> node = store.Attach(MakeHello("node-a", "x", 1), 1, nullptr, kT0)->node;
+  std::shared_ptr<NodeState> node =
+      store.Attach(MakeHello("node-a", "x", 1), 1, nullptr, kT0)->node;
   store.Detach(*node, 1, kT0);
   EXPECT_EQ(store.ForgetSilent(kT0 + 1000000 * kSecond, 0), 0u);
   EXPECT_NE(store.Find("node-a"), nullptr);
