@@ -26,6 +26,7 @@
 #include "daemon/aggregator/series_store.h"
 #include "daemon/common/clock.h"
 #include "daemon/common/config_loader.h"
+#include "daemon/common/handshake_failures.h"
 #include "daemon/common/logging.h"
 #include "daemon/common/operator_file.h"
 #include "daemon/common/tls.h"
@@ -199,6 +200,14 @@ int Run(const v1::AggregatorConfig& config) {
   const int64_t stale_after =
       int64_t{config.node_stale_after_ms() > 0 ? config.node_stale_after_ms() : 30000} * 1000000;
 
+  static_assert(static_cast<size_t>(HandshakeFailure::kCount) == aggregator::kHandshakeFailureKinds);
+  if (!security->plaintext) {
+    // gRPC refuses bad client certificates before any of our code runs; its log is the one place
+    // that sees them (handshake_failures.h).
+    WatchHandshakeFailures([&stats](HandshakeFailure failure) {
+      ++stats.handshakes_refused[static_cast<size_t>(failure)];
+    });
+  }
   aggregator::TelemetryService telemetry(store, stats, stream_options, clock);
   aggregator::DiagnosticsService diagnostics(store, clock, stale_after, *authorization, &stats);
   const int64_t tick = int64_t{config.detectors().tick_ms() > 0 ? config.detectors().tick_ms() : 1000} * 1000000;

@@ -85,7 +85,9 @@ absl::Status Authorization::CheckOperator(const PeerIdentity& identity) const {
     return absl::OkStatus();
   }
   return absl::PermissionDeniedError(absl::StrCat(
-      "certificate identity ", identity.Describe(),
+      identity.authenticated
+          ? absl::StrCat("certificate identity (", identity.Describe(), ")")
+          : std::string("a caller without a verified client certificate"),
       " is not an operator: only certificates matching the aggregator's authorization.operators "
       "may call the Diagnostics service",
       operators_.empty() ? " (none configured)" : ""));

@@ -37,6 +37,9 @@ enum class RejectReason : uint8_t {
 
 absl::string_view RejectReasonName(RejectReason reason);
 
+// HandshakeFailure::kCount; kept as a number so that this header needs no gRPC.
+inline constexpr size_t kHandshakeFailureKinds = 4;
+
 struct IngestStats {
   std::atomic<uint64_t> streams_opened{0};
   std::atomic<int64_t> streams_active{0};
@@ -55,6 +58,9 @@ struct IngestStats {
   std::atomic<uint64_t> inventory_fabric_refused{0};
   // Diagnostics calls refused: the caller's certificate is not an operator's.
   std::atomic<uint64_t> diagnostics_not_operator{0};
+  // TLS handshakes gRPC refused, by HandshakeFailure (daemon/common/handshake_failures.h): a
+  // client without a certificate, of another CA, expired, or plaintext.
+  std::array<std::atomic<uint64_t>, kHandshakeFailureKinds> handshakes_refused{};
 
   void Reject(RejectReason reason) { ++rejected[static_cast<size_t>(reason)]; }
 };

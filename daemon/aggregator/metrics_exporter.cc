@@ -129,6 +129,17 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
       MetricType::Counter);
   AddValue(calls_refused, {{"reason", "not_an_operator"}},
            static_cast<double>(stats_.diagnostics_not_operator.load()));
+  auto handshakes = Family(
+      "fabricmon_aggregator_rejected_handshakes_total",
+      "TLS handshakes refused, by reason (no_client_certificate, certificate_not_verified, "
+      "not_tls, other), as gRPC reports them.",
+      MetricType::Counter);
+  static constexpr const char* kHandshakeReasons[kHandshakeFailureKinds] = {
+      "no_client_certificate", "certificate_not_verified", "not_tls", "other"};
+  for (size_t i = 0; i < kHandshakeFailureKinds; ++i) {
+    AddValue(handshakes, {{"reason", kHandshakeReasons[i]}},
+             static_cast<double>(stats_.handshakes_refused[i].load()));
+  }
   auto duration = Family("fabricmon_aggregator_scrape_duration_seconds",
                          "Time the previous /metrics scrape took to build.", MetricType::Gauge);
   AddValue(duration, {}, static_cast<double>(last_scrape_nanos_.load()) / 1e9);
@@ -138,7 +149,7 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
       std::move(dropped), std::move(replayed), std::move(clock_steps), std::move(conflicts),
       std::move(nodes), std::move(series_total),
       std::move(streams), std::move(rejected), std::move(duration),
-      std::move(inventory_refused), std::move(calls_refused),
+      std::move(inventory_refused), std::move(calls_refused), std::move(handshakes),
       counter("fabricmon_aggregator_streams_opened_total", "Agent streams accepted.",
               stats_.streams_opened.load()),
       counter("fabricmon_aggregator_batches_total", "Sample batches stored.",

@@ -18,6 +18,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -73,6 +74,10 @@ std::string Explain(const grpc::Status& status) {
   }
   if (status.error_code() != grpc::StatusCode::UNAVAILABLE) {
     return "";
+  }
+  if (absl::StrContains(status.error_message(), "Connection refused")) {
+    return absl::StrCat("\n  nothing listens at ", absl::GetFlag(FLAGS_aggregator),
+                        ": is the aggregator running, on this address (--aggregator)?");
   }
   if (!g_transport.tls) {
     return "\n  if the aggregator runs mutual TLS (the default), connect with TLS: pass --tls_ca "

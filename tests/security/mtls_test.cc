@@ -2,11 +2,13 @@
 // openssl at test time, and as clients gRPC stubs with SslCredentials, the real fabricmon-agent and
 // the fabricmon CLI. Checked: a valid certificate is accepted; a certificate of another CA, an
 // expired one, none at all and plaintext are refused in the handshake (the stream never reaches
-// the aggregator's code, nothing is counted); a hello naming another node than the certificate is
+// the aggregator's code: no stream is opened, and the refusal is counted by reason in
+// fabricmon_aggregator_rejected_handshakes_total); a hello naming another node than the certificate is
 // refused with REASON_IDENTITY_MISMATCH / PERMISSION_DENIED and counted under
 // reason="identity_mismatch", and cannot take over that node's stream; and the daemons refuse to
-// start without TLS unless plaintext is asked for. After every refusal the aggregator still
-// serves a valid client.
+// start without TLS unless plaintext is asked for. Roles: only operators call Diagnostics, an
+// operator cannot stream, only a fabric sweeper's switch topology is used, and the CLI explains a
+// missing or refused certificate. After every refusal the aggregator still serves a valid client.
 
 #include <fstream>
 #include <memory>
@@ -17,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "fabricmon/v1/diagnostics.grpc.pb.h"
 #include "fabricmon/v1/telemetry.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -106,9 +109,22 @@ class MtlsTest : public ::testing::Test {
     return WaitUntil([&] { return HttpGet(metrics_port_, "/metrics").ok(); }, absl::Seconds(20));
   }
 
-  bool StartMtlsAggregator() {
+  // Mutual TLS; the CLI's certificate (CN and DNS fabricmon-cli) is the operator, plus `roles`
+  // (more fields of the authorization block).
+  bool StartMtlsAggregator(const std::string& roles = "") {
     return StartAggregator(absl::StrCat("tls { ca_file: \"", ca_.cert, "\" cert_file: \"",
-                                        server_.cert, "\" key_file: \"", server_.key, "\" }\n"));
+                                        server_.cert, "\" key_file: \"", server_.key, "\" }\n",
+                                        "authorization { operators: \"fabricmon-cli\" ", roles,
+                                        " }\n"));
+  }
+
+  // ListNodes through a Diagnostics stub with `client`'s certificate.
+  grpc::Status ListNodes(const CertFiles& client, v1::ListNodesResponse* response) {
+    auto stub = v1::Diagnostics::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_port_), Ssl(client)));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    return stub->ListNodes(&context, v1::ListNodesRequest(), response);
   }
 
   std::string Metrics() {
@@ -146,7 +162,8 @@ class MtlsTest : public ::testing::Test {
   // Opens a telemetry stream, says hello as `node`, and returns the first answer and the status.
   // With `keep`, the stream is left open (in `open_`) when the hello was acknowledged.
   StreamOutcome Hello(std::shared_ptr<grpc::ChannelCredentials> credentials,
-                      const std::string& node, bool keep = false, uint64_t instance = 1) {
+                      const std::string& node, bool keep = false, uint64_t instance = 1,
+                      const v1::Inventory& inventory = {}) {
     auto channel =
         grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_port_), std::move(credentials));
     auto open = std::make_unique<OpenStream>();
@@ -158,6 +175,7 @@ class MtlsTest : public ::testing::Test {
     hello.mutable_hello()->set_boot_id("boot-1");
     hello.mutable_hello()->set_agent_instance_id(instance);
     hello.mutable_hello()->set_protocol_revision(v1::PROTOCOL_REVISION_1);
+    *hello.mutable_hello()->mutable_inventory() = inventory;
     StreamOutcome outcome;
     if (open->stream->Write(hello)) {
       v1::AggregatorMessage reply;
@@ -183,6 +201,26 @@ class MtlsTest : public ::testing::Test {
     ASSERT_TRUE(outcome.first.has_value()) << outcome.status.error_message();
     EXPECT_TRUE(outcome.first->has_hello_ack()) << outcome.first->ShortDebugString();
     EXPECT_TRUE(aggregator_.running());
+  }
+
+  // The refused handshake is counted under `reason` (gRPC may retry the connection in the
+  // background, each retry a refused handshake too: at least one), and under no other reason.
+  void ExpectHandshakeCounted(const std::string& reason) {
+    auto count = [&](const std::string& r) {
+      return SampleValue(Metrics(), absl::StrCat("fabricmon_aggregator_rejected_handshakes_total"
+                                                 "{reason=\"",
+                                                 r, "\"}"))
+          .value_or(-1);
+    };
+    EXPECT_TRUE(WaitUntil([&] { return count(reason) >= 1; }, absl::Seconds(20)))
+        << reason << "; aggregator log:\n"
+        << aggregator_.Log();
+    for (const char* other :
+         {"no_client_certificate", "certificate_not_verified", "not_tls", "other"}) {
+      if (other != reason) {
+        EXPECT_EQ(count(other), 0) << other;
+      }
+    }
   }
 
   void ExpectRefusedInHandshake(const StreamOutcome& outcome) {
@@ -310,24 +348,28 @@ TEST_F(MtlsTest, MismatchCannotTakeOverAnotherNodesStream) {
 TEST_F(MtlsTest, CertificateFromAnotherCaIsRefusedInTheHandshake) {
   ASSERT_TRUE(StartMtlsAggregator());
   ExpectRefusedInHandshake(Hello(Ssl(rogue_), "node-a"));
+  ExpectHandshakeCounted("certificate_not_verified");
   ExpectValidClientAccepted();
 }
 
 TEST_F(MtlsTest, ExpiredCertificateIsRefusedInTheHandshake) {
   ASSERT_TRUE(StartMtlsAggregator());
   ExpectRefusedInHandshake(Hello(Ssl(expired_), "node-a"));
+  ExpectHandshakeCounted("certificate_not_verified");
   ExpectValidClientAccepted();
 }
 
 TEST_F(MtlsTest, ClientWithoutCertificateIsRefused) {
   ASSERT_TRUE(StartMtlsAggregator());
   ExpectRefusedInHandshake(Hello(Ssl(CertFiles()), "node-a"));
+  ExpectHandshakeCounted("no_client_certificate");
   ExpectValidClientAccepted();
 }
 
 TEST_F(MtlsTest, PlaintextClientIsRefused) {
   ASSERT_TRUE(StartMtlsAggregator());
   ExpectRefusedInHandshake(Hello(grpc::InsecureChannelCredentials(), "node-a"));
+  ExpectHandshakeCounted("not_tls");
   ExpectValidClientAccepted();
 }
 
@@ -389,6 +431,132 @@ TEST_F(MtlsTest, RealAgentClaimingAnotherNameIsRejected) {
   EXPECT_FALSE(SampleValue(Metrics(), "fabricmon_node_up{node=\"node-b\"}").has_value());
   EXPECT_TRUE(agent.running()) << "the agent keeps retrying (with backoff), it does not exit";
   EXPECT_THAT(aggregator_.Log(), HasSubstr("does not match the client certificate"));
+}
+
+// Roles (authorization { operators fabric_sweepers }).
+
+TEST_F(MtlsTest, AnAgentCertificateCannotCallDiagnostics) {
+  ASSERT_TRUE(StartMtlsAggregator());
+  v1::ListNodesResponse response;
+  grpc::Status status = ListNodes(node_a_, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("DNS:node-a"));
+  EXPECT_THAT(status.error_message(), HasSubstr("authorization.operators"));
+  // The aggregator's own certificate is no operator either.
+  status = ListNodes(server_, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << status.error_message();
+  EXPECT_EQ(response.nodes_size(), 0);
+  EXPECT_EQ(Metric("fabricmon_aggregator_rejected_calls_total{reason=\"not_an_operator\"}"), 2);
+  // The operator reads.
+  status = ListNodes(cli_, &response);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(Metric("fabricmon_aggregator_rejected_calls_total{reason=\"not_an_operator\"}"), 2);
+}
+
+TEST_F(MtlsTest, WithoutOperatorsNobodyCallsDiagnostics) {
+  ASSERT_TRUE(StartAggregator(absl::StrCat("tls { ca_file: \"", ca_.cert, "\" cert_file: \"",
+                                           server_.cert, "\" key_file: \"", server_.key,
+                                           "\" }\n")));
+  v1::ListNodesResponse response;
+  grpc::Status status = ListNodes(cli_, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << status.error_message();
+  EXPECT_THAT(status.error_message(), HasSubstr("none configured"));
+  EXPECT_THAT(aggregator_.Log(), HasSubstr("authorization.operators is empty"));
+}
+
+TEST_F(MtlsTest, AnOperatorCertificateCannotStream) {
+  ASSERT_TRUE(StartMtlsAggregator());
+  const StreamOutcome outcome = Hello(Ssl(cli_), "fabricmon-cli");
+  ASSERT_TRUE(outcome.first.has_value()) << outcome.status.error_message();
+  ASSERT_TRUE(outcome.first->has_reject()) << outcome.first->ShortDebugString();
+  EXPECT_EQ(outcome.first->reject().reason(), v1::Reject::REASON_FORBIDDEN);
+  EXPECT_THAT(outcome.first->reject().message(), HasSubstr("operator"));
+  EXPECT_EQ(outcome.status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Metric("fabricmon_aggregator_rejected_messages_total{reason=\"role_forbidden\"}"), 1);
+  EXPECT_FALSE(SampleValue(Metrics(), "fabricmon_node_up{node=\"fabricmon-cli\"}").has_value());
+  ExpectValidClientAccepted();
+}
+
+// Switch topology only from a fabric sweeper: node-a's is dropped (its hello still accepted, the
+// rest of its inventory kept), node-b's is used.
+TEST_F(MtlsTest, OnlyAFabricSweepersSwitchTopologyIsUsed) {
+  ASSERT_TRUE(StartMtlsAggregator("fabric_sweepers: \"node-b\""));
+  auto sweep = [](uint32_t leaf_port) {
+    v1::Inventory inventory;
+    inventory.add_rdma_devices()->set_name("mlx5_0");
+    v1::FabricNode* sw = inventory.add_fabric_nodes();
+    sw->set_guid("0x0000000000000100");
+    sw->set_type(v1::FabricNode::TYPE_SWITCH);
+    sw->set_description("leaf01");
+    v1::FabricNode* sw2 = inventory.add_fabric_nodes();
+    sw2->set_guid("0x0000000000000200");
+    sw2->set_type(v1::FabricNode::TYPE_SWITCH);
+    sw2->set_description("spine01");
+    v1::FabricLink* link = inventory.add_fabric_links();
+    link->set_a_guid("0x0000000000000100");
+    link->set_a_port(leaf_port);
+    link->set_b_guid("0x0000000000000200");
+    link->set_b_port(1);
+    return inventory;
+  };
+  const StreamOutcome forged = Hello(Ssl(node_a_), "node-a", /*keep=*/true, 1, sweep(40));
+  ASSERT_TRUE(forged.first.has_value() && forged.first->has_hello_ack());
+  const StreamOutcome swept = Hello(Ssl(node_b_), "node-b", /*keep=*/true, 1, sweep(49));
+  ASSERT_TRUE(swept.first.has_value() && swept.first->has_hello_ack());
+  EXPECT_EQ(Metric("fabricmon_aggregator_inventory_refused_total{reason=\"not_a_fabric_sweeper\"}"),
+            1);
+  EXPECT_THAT(aggregator_.Log(), HasSubstr("not a fabric sweeper"));
+
+  auto stub = v1::Diagnostics::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", grpc_port_), Ssl(cli_)));
+  v1::GetTopologyResponse topology;
+  bool only_the_sweepers = WaitUntil(
+      [&] {
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+        topology.Clear();
+        return stub->GetTopology(&context, v1::GetTopologyRequest(), &topology).ok() &&
+               topology.links_size() == 1;
+      },
+      absl::Seconds(20));
+  ASSERT_TRUE(only_the_sweepers) << topology.DebugString();
+  EXPECT_EQ(topology.links(0).a().node(), "leaf01");
+  EXPECT_EQ(topology.links(0).a().port(), 49u);
+  // node-a's inventory (without its switch topology) is still there.
+  grpc::ClientContext context;
+  v1::GetNodeRequest request;
+  request.set_name("node-a");
+  v1::NodeView view;
+  ASSERT_TRUE(stub->GetNode(&context, request, &view).ok());
+  EXPECT_EQ(view.inventory().rdma_devices_size(), 1);
+  EXPECT_EQ(view.inventory().fabric_links_size(), 0);
+}
+
+TEST_F(MtlsTest, TheCliExplainsAMissingOrRefusedCertificate) {
+  ASSERT_TRUE(StartMtlsAggregator());
+  CommandResult anonymous = RunCommand(Cli({"--tls_ca=" + ca_.cert, "nodes"}), absl::Seconds(20));
+  EXPECT_EQ(anonymous.exit_code, 1) << anonymous.output;
+  EXPECT_THAT(anonymous.output, HasSubstr("requires a client certificate (mutual TLS)"));
+  CommandResult plaintext = RunCommand(Cli({"nodes"}), absl::Seconds(20));
+  EXPECT_EQ(plaintext.exit_code, 1) << plaintext.output;
+  EXPECT_THAT(plaintext.output, HasSubstr("pass --tls_ca"));
+  CommandResult agent = RunCommand(
+      Cli({"--tls_ca=" + ca_.cert, "--tls_cert=" + node_a_.cert, "--tls_key=" + node_a_.key,
+           "nodes"}),
+      absl::Seconds(20));
+  EXPECT_EQ(agent.exit_code, 1) << agent.output;
+  EXPECT_THAT(agent.output, HasSubstr("DNS:node-a"));
+  EXPECT_THAT(agent.output, HasSubstr("is not an operator"));
+  EXPECT_THAT(agent.output, HasSubstr("authorization.operators"));
+}
+
+TEST_F(MtlsTest, AggregatorRefusesAnInvalidRolePattern) {
+  ASSERT_FALSE(StartAggregator(
+      absl::StrCat("tls { ca_file: \"", ca_.cert, "\" cert_file: \"", server_.cert,
+                   "\" key_file: \"", server_.key, "\" }\nauthorization { operators: \"ops[\" }\n"),
+      {}, /*expect_up=*/false));
+  EXPECT_EQ(aggregator_.Wait(absl::Seconds(20)), 2);
+  EXPECT_THAT(aggregator_.Log(), HasSubstr("authorization.operators pattern \"ops[\""));
 }
 
 TEST_F(MtlsTest, AggregatorRefusesToStartWithoutTls) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/common/handshake_failures.h"
 #include "gmock/gmock.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
@@ -226,6 +227,37 @@ TEST_F(TlsTest, WorldReadableKeyIsWarnedAbout) {
   security = LoadTransportSecurity(Full(), TlsRole::kAgent);
   ASSERT_TRUE(security.ok()) << security.status();
   EXPECT_THAT(security->warnings, IsEmpty());
+}
+
+// gRPC's handshake failure lines (ssl_transport_security.cc) as the aggregator's counter reads
+// them; anything else gRPC logs is no failure.
+TEST(HandshakeFailuresTest, ClassifiesGrpcsHandshakeFailureLines) {
+  const std::string prefix = "Handshake failed with fatal error SSL_ERROR_SSL: error:";
+  EXPECT_EQ(ClassifyGrpcLogMessage(prefix + "1000045c:SSL routines:OPENSSL_internal:"
+                                            "PEER_DID_NOT_RETURN_A_CERTIFICATE."),
+            HandshakeFailure::kNoClientCertificate);
+  EXPECT_EQ(ClassifyGrpcLogMessage(prefix + "0A00045C:SSL routines::tlsv13 alert certificate "
+                                            "required CERTIFICATE_REQUIRED."),
+            HandshakeFailure::kNoClientCertificate);
+  EXPECT_EQ(ClassifyGrpcLogMessage(prefix + "1000007d:SSL routines:OPENSSL_internal:"
+                                            "CERTIFICATE_VERIFY_FAILED."),
+            HandshakeFailure::kCertificateNotVerified);
+  EXPECT_EQ(ClassifyGrpcLogMessage(prefix + "100000f7:SSL routines:OPENSSL_internal:"
+                                            "WRONG_VERSION_NUMBER."),
+            HandshakeFailure::kNotTls);
+  // OpenSSL 3 spells the reason in words.
+  EXPECT_EQ(ClassifyGrpcLogMessage(prefix + "0A0000C7:SSL routines::peer did not return a "
+                                            "certificate."),
+            HandshakeFailure::kNoClientCertificate);
+  EXPECT_EQ(ClassifyGrpcLogMessage(prefix + "0A000086:SSL routines::certificate verify failed."),
+            HandshakeFailure::kCertificateNotVerified);
+  EXPECT_EQ(ClassifyGrpcLogMessage(prefix + "0A00009C:SSL routines::http request."),
+            HandshakeFailure::kNotTls);
+  EXPECT_EQ(ClassifyGrpcLogMessage(prefix + "something new."), HandshakeFailure::kOther);
+  EXPECT_EQ(ClassifyGrpcLogMessage("Security handshake failed: CERTIFICATE_VERIFY_FAILED"),
+            std::nullopt);
+  EXPECT_EQ(ClassifyGrpcLogMessage(""), std::nullopt);
+  EXPECT_EQ(HandshakeFailureName(HandshakeFailure::kNotTls), "not_tls");
 }
 
 }  // namespace

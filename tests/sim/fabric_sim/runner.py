@@ -19,6 +19,7 @@ import atexit
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -224,8 +225,12 @@ class Harness:
             with open(config, "w") as f:
                 f.write('grpc_listen: "127.0.0.1:0"\nmetrics_listen: "127.0.0.1:%d"\n'
                         'tls { insecure_plaintext: true }\nnode_stale_after_ms: 10000\n'
+                        # The first node's agent sweeps the ibsim fabric (ib_fabric): only a
+                        # fabric sweeper's switch topology is used.
+                        'authorization { fabric_sweepers: "%s" }\n'
                         'detectors { tick_ms: %d %s }\n'
-                        % (self.metrics_port, self.tick_ms, self.detectors))
+                        % (self.metrics_port, self.cluster.nodes[0].name,
+                           self.tick_ms, self.detectors))
             proc = self._spawn("aggregator", [
                 self.bins.aggregator, "--config=" + config, "--port_file=" + port_file,
                 "--link_list=" + os.path.join(self.root, "links.txt"), "--log_level=warning"])

@@ -264,7 +264,8 @@ TEST(TopologyTest, TheOperatorsCableWinsOverTheCollectorInEitherOrder) {
     topology.Resolve();
     if (!list_first) {
       // A contradiction with the collector is no error in the operator's own file.
-      ASSERT_TRUE(topology.AddLinkList("node1/mlx5_0/1 switch:leaf01/7\n").ok());
+      const absl::Status added = topology.AddLinkList("node1/mlx5_0/1 switch:leaf01/7\n");
+      ASSERT_TRUE(added.ok()) << added;
     }
     auto peer = topology.PeerOf(Switch("leaf01", 7));
     ASSERT_TRUE(peer.has_value()) << list_first;
