@@ -793,6 +793,9 @@ TEST_F(TrustBoundaryTest, RefusedHandshakesAreCountedAndExplained) {
   }
   EXPECT_TRUE(WaitUntil([&] { return refused().value_or(0) >= before + 2; }, absl::Seconds(10)))
       << "refused handshakes counted: " << refused().value_or(-1) << ", before " << before;
+  constexpr char kHandshakes[] = "fabricmon_aggregator_rejected_handshakes_total";
+  EXPECT_GE(Value(kHandshakes, {{"reason", "certificate_not_verified"}}).value_or(0), 1);
+  EXPECT_GE(Value(kHandshakes, {{"reason", "no_client_certificate"}}).value_or(0), 1);
   // The CLI without a certificate says what is missing, in words.
   const CommandResult cli = Cli(nullptr, {"nodes"});
   EXPECT_NE(cli.exit_code, 0);
