@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "daemon/common/logging.h"
+#include "daemon/wire/metric_catalogue.h"
 #include "daemon/wire/series_codec.h"
 
 namespace fabricmon::agent {
@@ -16,11 +17,14 @@ void CycleBuilder::Add(const collectors::SeriesDesc& desc, uint64_t raw_value) {
     // file name must cost that series only.
     absl::StatusOr<collectors::SeriesDesc> accepted =
         wire::FromDeclaration(wire::ToDeclaration(desc, 1));
-    if (!accepted.ok()) {
+    absl::Status exposable = accepted.ok()
+                                 ? wire::CheckExposable(wire::MetricCatalogue::Project(), *accepted)
+                                 : accepted.status();
+    if (!exposable.ok()) {
       ++invalid_series_;
       FABRICMON_LOG_EVERY_MINUTE(Warning)
           << desc.collector << ": series " << desc.name.substr(0, 120)
-          << " left out, the aggregator would refuse it: " << accepted.status().message();
+          << " left out, the aggregator would refuse it: " << exposable.message();
       return;  // ids_ keeps 0: left out from now on
     }
     it->second.id = table_.Intern(desc);

@@ -270,6 +270,36 @@ absl::Status CheckLabelName(absl::string_view name) {
   return absl::OkStatus();
 }
 
+absl::Status CheckExposable(const MetricCatalogue& catalogue, const collectors::SeriesDesc& desc) {
+  if (IsReservedFamily(desc.name)) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(desc.name, " is written by the aggregator itself; agents may not declare it"));
+  }
+  for (const auto& [name, value] : desc.labels) {
+    absl::Status label = CheckLabelName(name);
+    if (!label.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(desc.name, ": ", label.message()));
+    }
+  }
+  if (const CatalogueFamily* family = catalogue.Find(desc.name)) {
+    absl::Status agrees = CheckAgainstCatalogue(*family, desc);
+    if (!agrees.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("declaration contradicts the metric catalogue: ", agrees.message()));
+    }
+    return absl::OkStatus();
+  }
+  absl::Status name_ok = CheckFamilyName(desc.name, desc.type);
+  if (!name_ok.ok()) {
+    return name_ok;
+  }
+  absl::Status help_ok = CheckHelp(desc.help);
+  if (!help_ok.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(desc.name, ": ", help_ok.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckHelp(absl::string_view help) {
   if (help.empty()) {
     return absl::InvalidArgumentError("HELP text missing");

@@ -84,6 +84,12 @@ absl::Status CheckFamilyName(absl::string_view name, collectors::MetricType type
 // a meaning to ("node", "metric", "le", "quantile"). InvalidArgument otherwise.
 absl::Status CheckLabelName(absl::string_view name);
 
+// Everything the aggregator checks of a declared series that needs no state (FamilyRegistry adds
+// the pins): reserved family (PermissionDenied), label names and, outside the catalogue, family
+// name and HELP (InvalidArgument), catalogue semantics (FailedPrecondition). The agent runs it
+// once per series to leave out what the aggregator would refuse (a refusal ends its stream).
+absl::Status CheckExposable(const MetricCatalogue& catalogue, const collectors::SeriesDesc& desc);
+
 // HELP of a family outside the catalogue: not empty (promtool requires one), at most
 // kMaxHelpBytes, valid UTF-8. Backslashes and newlines are allowed: the writer escapes them.
 absl::Status CheckHelp(absl::string_view help);

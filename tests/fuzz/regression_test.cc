@@ -37,7 +37,8 @@ TEST(FuzzRegressionTest, LongCounterFileNameCostsOnlyItsSeries) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 
   const collectors::SeriesDesc normal = collectors::CounterSeries(
-      "ib_sysfs", "fabricmon_ib_hw_rx_write_requests_total", "", collectors::Unit::kNone, 32,
+      "ib_sysfs", "fabricmon_ib_hw_rx_write_requests_total",
+      "Driver hardware counter hw_counters/rx_write_requests.", collectors::Unit::kNone, 32,
       collectors::Overflow::kWraps, 1.0, labels);
   agent::SeriesTable table;
   agent::CycleBuilder builder(table);

@@ -51,6 +51,29 @@ TEST(CycleBuilderTest, InternsSeriesAndKeepsValuesInLayoutOrder) {
   EXPECT_EQ((*other.Finish(0, 0).layout)[0], (*cycle.layout)[1]);
 }
 
+// What the aggregator's exposition rules would refuse is left out here, so that one odd series
+// costs that series, not the node's stream.
+TEST(CycleBuilderTest, LeavesOutSeriesTheAggregatorsExpositionRulesRefuse) {
+  SeriesTable table;
+  CycleBuilder builder(table);
+  const std::vector<SeriesDesc> refused = {
+      collectors::GaugeSeries("test", "fabricmon_node_up", "h", Unit::kNone, 1.0, {}),
+      CounterSeries("test", "fabricmon_test_total", "h", Unit::kNone, 64, Overflow::kWraps, 1.0,
+                    {{"le", "1"}}),
+      // A catalogued family with another unit.
+      CounterSeries("test", "fabricmon_ib_port_xmit_data_bytes_total", "h", Unit::kPackets, 64,
+                    Overflow::kSaturates, 4.0, {}),
+      collectors::GaugeSeries("test", "fabricmon_test_total", "h", Unit::kNone, 1.0, {}),
+  };
+  for (const SeriesDesc& desc : refused) {
+    builder.Add(desc, 1);
+  }
+  builder.Add(MakeSeries(1)[0], 7);
+  const Cycle cycle = builder.Finish(1, 0);
+  EXPECT_EQ(builder.invalid_series(), refused.size());
+  EXPECT_THAT(cycle.values, ElementsAre(7));
+}
+
 TEST(CycleBuilderTest, ConsecutiveCyclesShareOneLayoutObject) {
   SeriesTable table;
   CycleBuilder builder(table);
