@@ -220,6 +220,7 @@ std::optional<AgentStream::Error> AgentStream::HandleHello(const v1::Hello& hell
     FilterInventory(hello.node_name(), *filtered->mutable_inventory());
   }
   std::shared_ptr<CancelHandle> cancel = cancel_;
+  const int64_t now = clock_.NowUnixNanos();  // read once per hello (tests gate the clock)
   absl::StatusOr<SeriesStore::Attachment> attached = store_.Attach(
       filtered.has_value() ? *filtered : hello, token_,
       [cancel] {
@@ -228,7 +229,7 @@ std::optional<AgentStream::Error> AgentStream::HandleHello(const v1::Hello& hell
           cancel->context->TryCancel();
         }
       },
-      clock_.NowUnixNanos(), PeerKey(identity_, peer_));
+      now, PeerKey(identity_, peer_));
   if (!attached.ok()) {
     const std::string message(attached.status().message());
     switch (attached.status().code()) {
@@ -246,7 +247,7 @@ std::optional<AgentStream::Error> AgentStream::HandleHello(const v1::Hello& hell
   }
   node_ = attached->node;
   peer_budget_ = attached->peer;
-  store_.MaybeForget(clock_.NowUnixNanos(), clock_.MonotonicNanos());
+  store_.MaybeForget(now, clock_.MonotonicNanos());
   answers_redeclare_ = hello.protocol_revision() >= v1::PROTOCOL_REVISION_2;
   FABRICMON_LOG(Info) << "node " << hello.node_name() << " connected from " << peer_
                       << " (agent " << hello.agent_version() << ", stored up to sequence "
@@ -336,9 +337,10 @@ std::optional<AgentStream::Error> AgentStream::HandleBatch(const v1::SampleBatch
   if (resolved.version != mapping_version_) {
     Resolve(*decoded_.series_ids, resolved);
   }
+  const int64_t now = clock_.NowUnixNanos();  // read once per batch (tests gate the clock)
   const NodeState::AppendResult result = node_->AppendBatchToSlots(
       batch.sequence(), batch.dropped_before(), batch.timestamp_unix_nanos(), resolved.slots,
-      decoded_.values, decoded_.present, clock_.NowUnixNanos());
+      decoded_.values, decoded_.present, now);
   // Whatever is refused here is not acknowledged: the agent keeps the batch.
   if (result.forgotten) {
     return Error{RejectReason::kForgotten, v1::Reject::REASON_PROTOCOL,
@@ -359,7 +361,7 @@ std::optional<AgentStream::Error> AgentStream::HandleBatch(const v1::SampleBatch
   if (result.clock_step) {
     ++stats_.clock_steps;
   }
-  store_.MaybeForget(clock_.NowUnixNanos(), clock_.MonotonicNanos());
+  store_.MaybeForget(now, clock_.MonotonicNanos());
   stats_.series_retired += result.retired_now;
   if (!result.retired_positions.empty()) {
     stats_.retired_samples += result.retired_positions.size();

@@ -140,7 +140,9 @@ absl::StatusOr<uint32_t> NodeState::DeclareLocked(const collectors::SeriesDesc& 
         absl::StrCat("node ", name_, " exceeds its cap of ", max_series_, " series"));
   }
   if (now_monotonic_nanos != nullptr) {
-    // Both buckets must hold a token; neither is charged unless the series is created.
+    // Both buckets must hold a token. The node's is checked first and taken last (its lock is
+    // held throughout); the peer's is shared by streams of other nodes, so it is taken at once
+    // (a series then refused by the store-wide cap costs its peer that token).
     if (new_series_.Available(*now_monotonic_nanos) < 1) {
       return absl::UnavailableError(absl::StrCat(
           "node ", name_, " declares new series faster than ", new_series_.rate_per_second(),
@@ -148,7 +150,7 @@ absl::StatusOr<uint32_t> NodeState::DeclareLocked(const collectors::SeriesDesc& 
     }
     if (peer != nullptr) {
       absl::MutexLock peer_lock(&peer->mu);
-      if (peer->bucket.Available(*now_monotonic_nanos) < 1) {
+      if (!peer->bucket.TryTake(*now_monotonic_nanos)) {
         return absl::UnavailableError(absl::StrCat(
             "peer ", peer->key, " declares new series faster than ",
             peer->bucket.rate_per_second(), " per second after a burst of ",
@@ -165,10 +167,6 @@ absl::StatusOr<uint32_t> NodeState::DeclareLocked(const collectors::SeriesDesc& 
   }
   if (now_monotonic_nanos != nullptr) {
     new_series_.TryTake(*now_monotonic_nanos);
-    if (peer != nullptr) {
-      absl::MutexLock peer_lock(&peer->mu);
-      peer->bucket.TryTake(*now_monotonic_nanos);
-    }
   }
   uint32_t index;
   if (!free_slots_.empty()) {

@@ -899,7 +899,7 @@ TEST(StoreLimitsTest, TheNewSeriesBudgetIsAlsoThePeers) {
       Counter(64, Overflow::kWraps, 1, "fabricmon_y_total"), 0, b->peer.get());
   EXPECT_THAT(refused, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(refused.status().message(), HasSubstr("peer ipv4:10.0.0.1"));
-  EXPECT_EQ(b->node->GetSummary(false).series, 1u) << "neither bucket is charged for a refusal";
+  EXPECT_EQ(b->node->GetSummary(false).series, 1u) << "the refused series was not created";
   // Another peer has its own budget; a second later the peer may gain one more.
   absl::StatusOr<SeriesStore::Attachment> c =
       store.Attach(MakeHello("node-c", "z", 3), 3, nullptr, kT0, "ipv4:10.0.0.2");
