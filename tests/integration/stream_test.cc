@@ -767,6 +767,53 @@ TEST_P(StreamTest, RejectsDuplicateNodeFromAnotherInstance) {
   EXPECT_EQ(aggregator_->Node(kNode)->agent_instance_id, real.instance_id);
 }
 
+// Switch topology (fabric_nodes, fabric_links) is taken only from a fabric sweeper, in the hello
+// and in later inventory updates; from anyone else those two fields are dropped and counted, the
+// rest of the inventory kept.
+TEST_P(StreamTest, SwitchTopologyOnlyFromAFabricSweeper) {
+  AggregatorOptions options = DefaultOptions();
+  v1::AuthorizationConfig roles;
+  roles.add_fabric_sweepers("sweeper-[0-9]+");
+  auto authorization = aggregator::Authorization::Create(roles, /*plaintext=*/true);
+  ASSERT_TRUE(authorization.ok()) << authorization.status();
+  options.stream.authorization = *authorization;
+  StartAggregator(/*http=*/false, options);
+  auto update = [](const std::string& board) {
+    v1::AgentMessage message;
+    v1::Inventory* inventory = message.mutable_inventory()->mutable_inventory();
+    inventory->add_rdma_devices()->set_board_id(board);
+    inventory->add_fabric_nodes()->set_guid("0x0000000000000100");
+    v1::FabricLink* link = inventory->add_fabric_links();
+    link->set_a_guid("0x0000000000000100");
+    link->set_a_port(1);
+    link->set_b_guid("0x0000000000000200");
+    link->set_b_port(2);
+    return message;
+  };
+  for (const char* node : {kRawNode, "sweeper-1"}) {
+    RawStream raw(aggregator_->channel());
+    ASSERT_TRUE(raw.Write(HelloMessage(node, "boot-r", 7)));
+    std::optional<v1::AggregatorMessage> hello_ack = raw.Read();
+    ASSERT_TRUE(hello_ack.has_value() && hello_ack->has_hello_ack());
+    ASSERT_TRUE(raw.Write(update("board-1")));
+    ASSERT_TRUE(raw.Write(update("board-2")));
+    ASSERT_TRUE(WaitFor([&] {
+      return aggregator_->Node(node)->inventory.rdma_devices_size() == 1 &&
+             aggregator_->Node(node)->inventory.rdma_devices(0).board_id() == "board-2";
+    })) << node;
+    const v1::Inventory inventory = aggregator_->Node(node)->inventory;
+    const bool sweeper = std::string(node) != kRawNode;
+    EXPECT_EQ(inventory.fabric_links_size(), sweeper ? 1 : 0) << node;
+    EXPECT_EQ(inventory.fabric_nodes_size(), sweeper ? 1 : 0) << node;
+    EXPECT_TRUE(raw.Finish().status.ok()) << node;
+  }
+  // Both updates of the non-sweeper, none of the sweeper's.
+  EXPECT_EQ(aggregator_->state().stats.inventory_fabric_refused.load(), 2u);
+  EXPECT_THAT(aggregator_->Scrape(),
+              HasSubstr("fabricmon_aggregator_inventory_refused_total{reason=\"not_a_fabric_"
+                        "sweeper\"} 2"));
+}
+
 // (e) Every refusal says why (README "Security"). Each case: the Reject and its reason, the
 // rejection counted under its own label, the real agent unaffected, and a witness node's stored
 // values exactly as they were.

@@ -532,6 +532,33 @@ TEST_F(MtlsTest, OnlyAFabricSweepersSwitchTopologyIsUsed) {
   EXPECT_EQ(view.inventory().fabric_links_size(), 0);
 }
 
+// node-b claims node-a's HCA GUID: a conflict, never a silent override, reported by the metric,
+// the log and `fabricmon topology`.
+TEST_F(MtlsTest, AGuidClaimedByTwoNodesIsReported) {
+  ASSERT_TRUE(StartMtlsAggregator());
+  v1::Inventory hca;
+  v1::RdmaDevice* device = hca.add_rdma_devices();
+  device->set_name("mlx5_0");
+  device->set_node_guid("0002:c903:00a1:b2c3");
+  ASSERT_TRUE(Hello(Ssl(node_a_), "node-a", /*keep=*/true, 1, hca)
+                  .first.value_or(v1::AggregatorMessage())
+                  .has_hello_ack());
+  ASSERT_TRUE(Hello(Ssl(node_b_), "node-b", /*keep=*/true, 1, hca)
+                  .first.value_or(v1::AggregatorMessage())
+                  .has_hello_ack());
+  ASSERT_TRUE(WaitUntil([&] { return Metric("fabricmon_topology_guid_conflicts") == 1; },
+                        absl::Seconds(20)))
+      << aggregator_.Log();
+  EXPECT_THAT(aggregator_.Log(), HasSubstr("HCA GUID 0x0002c90300a1b2c3 is claimed by 2 nodes"));
+  CommandResult topology = RunCommand(
+      Cli({"--tls_ca=" + ca_.cert, "--tls_cert=" + cli_.cert, "--tls_key=" + cli_.key,
+           "topology"}),
+      absl::Seconds(20));
+  EXPECT_EQ(topology.exit_code, 0) << topology.output;
+  EXPECT_THAT(topology.output,
+              HasSubstr("GUID CONFLICT: 0x0002c90300a1b2c3 is claimed by node-a, node-b"));
+}
+
 TEST_F(MtlsTest, TheCliExplainsAMissingOrRefusedCertificate) {
   ASSERT_TRUE(StartMtlsAggregator());
   CommandResult anonymous = RunCommand(Cli({"--tls_ca=" + ca_.cert, "nodes"}), absl::Seconds(20));
