@@ -18,9 +18,14 @@ void StreamEncoder::Encode(uint64_t sequence, int64_t timestamp_unix_nanos,
                            uint32_t collect_duration_us, uint64_t dropped_before,
                            const std::shared_ptr<const std::vector<uint32_t>>& layout,
                            absl::Span<const uint64_t> values, std::vector<v1::AgentMessage>* out) {
-  // Declarations of new series, in chunks so no single message grows unbounded.
+  // Declarations of new series, in chunks so no single message grows unbounded: a node's first
+  // cycle declares thousands of series (a DGX node's ib_sysfs alone is ~77 KB of declarations),
+  // and one message must stay far below the smallest max_message_bytes an aggregator may set
+  // (64 KiB), whatever the HELP texts and labels weigh.
   constexpr int kDeclarationsPerMessage = 1000;
+  constexpr size_t kDeclarationBytesPerMessage = 16 << 10;
   v1::AgentMessage declarations;
+  size_t declaration_bytes = 0;
   for (uint32_t id : *layout) {
     if (id >= declared_.size()) {
       declared_.resize(id + 1, false);
@@ -35,10 +40,14 @@ void StreamEncoder::Encode(uint64_t sequence, int64_t timestamp_unix_nanos,
     }
     declared_[id] = true;
     ++declared_count_;
-    *declarations.mutable_declarations()->add_series() = ToDeclaration(*desc, id);
-    if (declarations.declarations().series_size() == kDeclarationsPerMessage) {
+    v1::SeriesDeclaration* declaration = declarations.mutable_declarations()->add_series();
+    *declaration = ToDeclaration(*desc, id);
+    declaration_bytes += declaration->ByteSizeLong() + 4;  // + tag and length prefix
+    if (declarations.declarations().series_size() == kDeclarationsPerMessage ||
+        declaration_bytes >= kDeclarationBytesPerMessage) {
       out->push_back(std::move(declarations));
       declarations.Clear();
+      declaration_bytes = 0;
     }
   }
   if (declarations.has_declarations()) {

@@ -177,7 +177,8 @@ TEST_F(CarelessOperatorTest, DiagnosticsListenServesTheCliOnItsOwnPort) {
   const std::string config =
       Write("aggregator.textproto",
             absl::StrCat(Tls(ca_.cert, server_.cert, server_.key),
-                         "diagnostics_listen: \"127.0.0.1:", diagnostics_port, "\"\n"));
+                         "diagnostics_listen: \"127.0.0.1:", diagnostics_port, "\"\n",
+                         "authorization { operators: \"fabricmon-cli\" }\n"));
   DaemonProcess aggregator;
   ASSERT_TRUE(
       aggregator.Start({BuildPath("daemon/aggregator/fabricmon-aggregator"), "--config=" + config,

@@ -326,6 +326,7 @@ TEST_F(MtlsTest, MismatchCannotTakeOverAnotherNodesStream) {
   series->set_name("fabricmon_test_total");
   series->set_type(v1::METRIC_TYPE_COUNTER);
   series->set_width_bits(64);
+  series->set_help("A test counter.");
   v1::AgentMessage layouts;
   v1::Layout* layout = layouts.mutable_layouts()->add_layouts();
   layout->set_id(1);

@@ -370,28 +370,40 @@ TEST(StreamCodecTest, AnEvictedLayoutIsSentAgainWhenUsedAgain) {
   EXPECT_EQ(encoder.layouts_held(), StreamEncoder::kMaxLayouts);
 }
 
+// A node's first cycle declares thousands of series; each declarations message stays within
+// 1000 series and about 16 KiB, far below the smallest max_message_bytes an aggregator accepts
+// (64 KiB), however heavy the HELP texts are, and the decoder still gets every value.
 TEST(StreamCodecTest, SplitsLargeDeclarationSetsIntoBoundedMessages) {
-  agent::SeriesTable table;
-  std::vector<uint32_t> ids;
-  for (int i = 0; i < 2500; ++i) {
-    ids.push_back(table.Intern(CounterSeries("test", "fabricmon_test_total", "h", Unit::kNone, 64,
-                                             Overflow::kWraps, 1.0,
-                                             {{"index", absl::StrCat(i)}})));
+  for (const size_t help_bytes : {size_t{1}, size_t{1024}}) {
+    SCOPED_TRACE(absl::StrCat("help of ", help_bytes, " bytes"));
+    agent::SeriesTable table;
+    std::vector<uint32_t> ids;
+    for (int i = 0; i < 2500; ++i) {
+      ids.push_back(table.Intern(CounterSeries("test", "fabricmon_test_total",
+                                               std::string(help_bytes, 'h'), Unit::kNone, 64,
+                                               Overflow::kWraps, 1.0,
+                                               {{"index", absl::StrCat(i)}})));
+    }
+    StreamEncoder encoder(table);
+    std::vector<v1::AgentMessage> messages;
+    encoder.Encode(1, 1, 0, 0, std::make_shared<const std::vector<uint32_t>>(ids),
+                   std::vector<uint64_t>(ids.size(), 1), &messages);
+    ASSERT_GE(messages.size(), 5u);
+    int declared = 0;
+    for (size_t i = 0; i + 2 < messages.size(); ++i) {
+      ASSERT_TRUE(messages[i].has_declarations()) << i;
+      EXPECT_LE(messages[i].declarations().series_size(), 1000) << i;
+      EXPECT_LE(messages[i].ByteSizeLong(), size_t{16 << 10} + help_bytes + 200) << i;
+      declared += messages[i].declarations().series_size();
+    }
+    EXPECT_EQ(declared, 2500);
+    EXPECT_TRUE(messages[messages.size() - 2].has_layouts());
+    EXPECT_TRUE(messages.back().has_batch());
+    Receiver receiver;
+    DecodedBatch batch;
+    receiver.ReceiveAll(messages, &batch);
+    EXPECT_EQ(batch.values, std::vector<uint64_t>(ids.size(), 1));
   }
-  StreamEncoder encoder(table);
-  std::vector<v1::AgentMessage> messages;
-  encoder.Encode(1, 1, 0, 0, std::make_shared<const std::vector<uint32_t>>(ids),
-                 std::vector<uint64_t>(ids.size(), 1), &messages);
-  ASSERT_EQ(messages.size(), 5u);
-  EXPECT_EQ(messages[0].declarations().series_size(), 1000);
-  EXPECT_EQ(messages[1].declarations().series_size(), 1000);
-  EXPECT_EQ(messages[2].declarations().series_size(), 500);
-  EXPECT_TRUE(messages[3].has_layouts());
-  EXPECT_TRUE(messages[4].has_batch());
-  Receiver receiver;
-  DecodedBatch batch;
-  receiver.ReceiveAll(messages, &batch);
-  EXPECT_EQ(batch.values, std::vector<uint64_t>(ids.size(), 1));
 }
 
 TEST(StreamCodecTest, WrapsAndResetsTravelAsSmallNegativeDeltas) {
