@@ -38,6 +38,28 @@ struct CatalogueFamily {
   bool AllowsWidth(uint8_t width_bits) const {
     return width_bits >= 1 && width_bits <= 64 && (widths >> (width_bits - 1)) & 1;
   }
+  // The widest width the family allows (0 for gauges and info).
+  uint8_t WidestWidth() const {
+    for (uint8_t w = 64; w >= 1; --w) {
+      if (AllowsWidth(w)) {
+        return w;
+      }
+    }
+    return 0;
+  }
+  // A series of this family that the catalogue admits (no labels, no HELP): what tools and tests
+  // start from to declare a family exactly, or to change one property of it.
+  collectors::SeriesDesc ConformingSeries(std::string collector) const {
+    collectors::SeriesDesc desc;
+    desc.collector = std::move(collector);
+    desc.name = name;
+    desc.type = type;
+    desc.unit = unit;
+    desc.scale = scale;
+    desc.overflow = overflow;
+    desc.width_bits = WidestWidth();
+    return desc;
+  }
 };
 
 class MetricCatalogue {

@@ -42,17 +42,7 @@ SeriesDesc Pick(absl::string_view selector) {
   desc.collector = "fuzz";
   switch (byte(0) % 4) {
     case 0: {
-      const fabricmon::wire::CatalogueFamily& family = catalogue[byte(2) % catalogue.size()];
-      desc.name = family.name;
-      desc.type = family.type;
-      desc.unit = family.unit;
-      desc.scale = family.scale;
-      desc.overflow = family.overflow;
-      for (uint8_t w = 1; w <= 64; ++w) {
-        if (family.AllowsWidth(w)) {
-          desc.width_bits = w;
-        }
-      }
+      desc = catalogue[byte(2) % catalogue.size()].ConformingSeries("fuzz");
       break;
     }
     case 1:

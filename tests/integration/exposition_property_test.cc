@@ -131,16 +131,7 @@ class Generator {
       case 0:
       case 1: {  // a catalogued family, right or (sometimes) wrong semantics
         const wire::CatalogueFamily& family = catalogue[Below(catalogue.size())];
-        desc.name = family.name;
-        desc.type = family.type;
-        desc.unit = family.unit;
-        desc.scale = family.scale;
-        desc.overflow = family.overflow;
-        for (uint8_t w = 1; w <= 64; ++w) {
-          if (family.AllowsWidth(w)) {
-            desc.width_bits = w;
-          }
-        }
+        desc = family.ConformingSeries("hostile");
         if (Below(4) == 0) {
           desc.type = family.type == MetricType::kCounter ? MetricType::kGauge : MetricType::kCounter;
           desc.width_bits = desc.type == MetricType::kCounter ? 64 : 0;
