@@ -10,9 +10,11 @@
 #include <sstream>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "tests/testing/fixture_path.h"
 
 namespace fabricmon::testing {
 
@@ -136,6 +138,16 @@ CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration ti
   result.output = process.Log();
   unlink(path);
   return result;
+}
+
+std::vector<std::string> AggregatorArgv(const std::string& config, const std::string& port_file,
+                                        int metrics_port) {
+  return {BuildPath("daemon/aggregator/fabricmon-aggregator"),
+          "--config=" + config,
+          "--grpc_listen=127.0.0.1:0",
+          "--port_file=" + port_file,
+          absl::StrCat("--metrics_listen=127.0.0.1:", metrics_port),
+          "--log_level=info"};
 }
 
 }  // namespace fabricmon::testing

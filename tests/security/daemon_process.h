@@ -61,4 +61,9 @@ struct CommandResult {
 };
 CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration timeout);
 
+// The command line of the built fabricmon-aggregator as the security tests start it: `config`,
+// gRPC on a port of its choosing written to `port_file`, /metrics on `metrics_port` (loopback).
+std::vector<std::string> AggregatorArgv(const std::string& config, const std::string& port_file,
+                                        int metrics_port);
+
 }  // namespace fabricmon::testing

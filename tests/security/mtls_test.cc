@@ -87,12 +87,7 @@ class MtlsTest : public ::testing::Test {
     const std::string config = dir_ + "/aggregator.textproto";
     std::ofstream(config) << tls_text;
     metrics_port_ = FreePort();
-    std::vector<std::string> argv = {BuildPath("daemon/aggregator/fabricmon-aggregator"),
-                                     "--config=" + config,
-                                     "--grpc_listen=127.0.0.1:0",
-                                     "--port_file=" + dir_ + "/port",
-                                     absl::StrCat("--metrics_listen=127.0.0.1:", metrics_port_),
-                                     "--log_level=info"};
+    std::vector<std::string> argv = AggregatorArgv(config, dir_ + "/port", metrics_port_);
     argv.insert(argv.end(), extra.begin(), extra.end());
     if (!aggregator_.Start(argv, dir_ + "/aggregator.log")) {
       ADD_FAILURE() << "cannot start " << argv[0];

@@ -126,14 +126,8 @@ class SlowHttpClientsTest : public ::testing::Test {
     const std::string config = tree_.root() + "/aggregator.textproto";
     std::ofstream(config) << config_text;
     const int metrics_port = FreePort();
-    const std::vector<std::string> argv = {
-        BuildPath("daemon/aggregator/fabricmon-aggregator"),
-        "--config=" + config,
-        "--insecure_plaintext",
-        "--grpc_listen=127.0.0.1:0",
-        "--port_file=" + tree_.root() + "/port",
-        absl::StrCat("--metrics_listen=127.0.0.1:", metrics_port),
-        "--log_level=info"};
+    std::vector<std::string> argv = AggregatorArgv(config, tree_.root() + "/port", metrics_port);
+    argv.push_back("--insecure_plaintext");
     if (!process_.Start(argv, tree_.root() + "/aggregator.log")) {
       ADD_FAILURE() << "cannot start " << argv[0];
       return 0;

@@ -124,12 +124,7 @@ class TrustBoundaryTest : public ::testing::Test {
     out << extra_config << "\n";
     out.close();
     metrics_port_ = FreePort();
-    std::vector<std::string> argv = {BuildPath("daemon/aggregator/fabricmon-aggregator"),
-                                     "--config=" + config,
-                                     "--grpc_listen=127.0.0.1:0",
-                                     "--port_file=" + dir_ + "/port",
-                                     absl::StrCat("--metrics_listen=127.0.0.1:", metrics_port_),
-                                     "--log_level=info"};
+    std::vector<std::string> argv = AggregatorArgv(config, dir_ + "/port", metrics_port_);
     if (!mtls) {
       argv.push_back("--insecure_plaintext");
     }
