@@ -5,6 +5,9 @@
 //   fabricmon-agent --aggregator=HOST:PORT [--node_name=NAME] [--listen_metrics=HOST:PORT]
 //                   [--config=FILE]
 //       Run: collect on schedule, stream to the aggregator, optionally serve local /metrics.
+//   fabricmon-agent --check_config --config=FILE [flags]
+//       Load and validate as a start would, start nothing; "config OK" (exit 0) or the errors
+//       (exit 1).
 
 #include <signal.h>
 #include <unistd.h>
@@ -17,8 +20,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "collectors/builtin.h"
 #include "collectors/core/collector_registry.h"
@@ -26,11 +27,14 @@
 #include "daemon/agent/agent.h"
 #include "daemon/agent/collector_runner.h"
 #include "daemon/agent/stream_client.h"
-#include "daemon/agent/systemd_notify.h"
+#include "daemon/common/systemd_notify.h"
+#include "daemon/common/build_info.h"
 #include "daemon/common/clock.h"
+#include "daemon/common/command_line.h"
 #include "daemon/common/config_loader.h"
 #include "daemon/common/file_reader.h"
 #include "daemon/common/logging.h"
+#include "daemon/common/systemd_notify.h"
 #include "daemon/common/tls.h"
 #include "daemon/exposition/http_server_limits.h"
 #include "daemon/exposition/text_exposition.h"
@@ -53,13 +57,17 @@ ABSL_FLAG(std::string, log_level, "warning", "debug, info, warning or error.");
 ABSL_FLAG(bool, insecure_plaintext, false,
           "Stream to the aggregator WITHOUT TLS (same as tls { insecure_plaintext: true }). "
           "Without TLS files and without this the agent refuses to stream.");
-
-#ifndef FABRICMON_VERSION
-#define FABRICMON_VERSION "0.1.0"
-#endif
+ABSL_FLAG(bool, check_config, false,
+          "Load and validate the configuration (with the flags above applied) as a start "
+          "would, print \"config OK\" or the errors, and exit; nothing is started.");
 
 namespace fabricmon {
 namespace {
+
+// Startup errors on stderr, with the journal priority when stderr is the journal.
+std::ostream& Err() {
+  return std::cerr << JournalPrefix(LogLevel::kError) << "fabricmon-agent: ";
+}
 
 void ApplyOverrides(v1::AgentConfig& config) {
   const std::string root = absl::GetFlag(FLAGS_sysfs_root);
@@ -104,8 +112,8 @@ absl::StatusOr<std::vector<std::unique_ptr<collectors::Collector>>> CreateCollec
 int RunOnce(const v1::AgentConfig& config) {
   auto created = CreateCollectors(config);
   if (!created.ok()) {
-    std::cerr << "fabricmon-agent: " << created.status() << "\n";
-    return 2;
+    Err() << created.status() << "\n";
+    return kExitUsage;
   }
   collectors::RecordingSink sink;
   v1::Inventory inventory;
@@ -140,34 +148,74 @@ class LocalMetrics final : public prometheus::Collectable {
   const agent::Agent& agent_;
 };
 
-int RunDaemon(const v1::AgentConfig& config) {
-  if (config.aggregator().empty() && config.listen_metrics().empty()) {
-    std::cerr << "fabricmon-agent: nothing to do: give --aggregator and/or --listen_metrics "
-                 "(or --once)\n";
-    return 2;
-  }
+// What a start checks before it starts anything: the daemon's settings and, when it streams,
+// the TLS files. --check_config runs exactly this (and builds the collectors).
+struct DaemonPlan {
   exposition::HttpServerLimits http_limits;
+  std::optional<TransportSecurity> security;  // set when streaming
+};
+
+absl::StatusOr<DaemonPlan> PlanDaemon(const v1::AgentConfig& config) {
+  DaemonPlan plan;
+  if (config.aggregator().empty() && config.listen_metrics().empty()) {
+    return absl::InvalidArgumentError(
+        "nothing to do: give --aggregator and/or --listen_metrics (or --once)");
+  }
   if (config.has_metrics_request_timeout_ms()) {
-    http_limits.request_timeout_ms = config.metrics_request_timeout_ms();
+    plan.http_limits.request_timeout_ms = config.metrics_request_timeout_ms();
   }
   if (config.has_metrics_max_connections()) {
-    http_limits.max_connections = config.metrics_max_connections();
+    plan.http_limits.max_connections = config.metrics_max_connections();
   }
-  if (absl::Status valid = exposition::ValidateHttpServerLimits(http_limits, "metrics_");
+  if (absl::Status valid = exposition::ValidateHttpServerLimits(plan.http_limits, "metrics_");
       !valid.ok()) {
-    std::cerr << "fabricmon-agent: " << valid.message() << "\n";
-    return 2;
+    return valid;
   }
   // Streaming needs mutual TLS or the explicit plaintext opt-in; a named file that cannot be read
   // stops the start (exit 2) instead of becoming an empty certificate.
-  std::optional<TransportSecurity> security;
   if (!config.aggregator().empty()) {
     absl::StatusOr<TransportSecurity> loaded = LoadTransportSecurity(config.tls(), TlsRole::kAgent);
     if (!loaded.ok()) {
-      std::cerr << "fabricmon-agent: " << loaded.status() << "\n";
-      return 2;
+      return loaded.status();
     }
-    security = *std::move(loaded);
+    plan.security = *std::move(loaded);
+  }
+  return plan;
+}
+
+// --check_config: everything a start (--once or the daemon) would check, nothing started: the
+// collectors are built (their configuration validated) but never run.
+int CheckConfig(const v1::AgentConfig& config, bool once) {
+  if (!once) {
+    absl::StatusOr<DaemonPlan> plan = PlanDaemon(config);
+    if (!plan.ok()) {
+      Err() << plan.status().message() << "\n";
+      return kExitFailure;
+    }
+    for (const std::string& warning : plan->security.has_value()
+                                          ? plan->security->warnings
+                                          : std::vector<std::string>{}) {
+      std::cout << "warning: " << warning << "\n";
+    }
+  }
+  auto created = CreateCollectors(config);
+  if (!created.ok()) {
+    Err() << created.status().message() << "\n";
+    return kExitFailure;
+  }
+  std::cout << "config OK\n";
+  return kExitOk;
+}
+
+int RunDaemon(const v1::AgentConfig& config) {
+  absl::StatusOr<DaemonPlan> plan = PlanDaemon(config);
+  if (!plan.ok()) {
+    Err() << plan.status().message() << "\n";
+    return kExitUsage;
+  }
+  const exposition::HttpServerLimits& http_limits = plan->http_limits;
+  std::optional<TransportSecurity>& security = plan->security;
+  if (security.has_value()) {
     for (const std::string& warning : security->warnings) {
       FABRICMON_LOG(Warning) << warning;
     }
@@ -187,8 +235,8 @@ int RunDaemon(const v1::AgentConfig& config) {
 
   auto created = CreateCollectors(config);
   if (!created.ok()) {
-    std::cerr << "fabricmon-agent: " << created.status() << "\n";
-    return 2;
+    Err() << created.status() << "\n";
+    return kExitUsage;
   }
   agent::AgentOptions options;
   options.node_name = config.node_name();
@@ -226,12 +274,12 @@ int RunDaemon(const v1::AgentConfig& config) {
         grpc::CreateCustomChannel(config.aggregator(), MakeChannelCredentials(*security), args);
     stream_options.node_name = config.node_name();
     stream_options.boot_id = boot_id;
-    stream_options.agent_version = FABRICMON_VERSION;
+    stream_options.agent_version = std::string(ProjectVersion());
     stream_options.agent_instance_id = instance_id;
     stream = std::make_unique<agent::StreamClient>(
         stream_options, agent.buffer(), agent.series(),
         [&agent, boot_id, instance_id] {
-          return agent.MakeHello(boot_id, FABRICMON_VERSION, instance_id);
+          return agent.MakeHello(boot_id, std::string(ProjectVersion()), instance_id);
         });
     agent.AttachStream(stream.get());
   }
@@ -243,8 +291,8 @@ int RunDaemon(const v1::AgentConfig& config) {
     absl::StatusOr<std::unique_ptr<prometheus::Exposer>> started =
         exposition::StartExposer(config.listen_metrics(), http_limits);
     if (!started.ok()) {
-      std::cerr << "fabricmon-agent: " << started.status().message() << "\n";
-      return 2;
+      Err() << started.status().message() << "\n";
+      return kExitUsage;
     }
     exposer = *std::move(started);
     local_metrics = std::make_shared<LocalMetrics>(agent);
@@ -293,17 +341,40 @@ int RunDaemon(const v1::AgentConfig& config) {
 }  // namespace fabricmon
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "fabricmon node agent.\n"
-      "  fabricmon-agent --once [--sysfs_root=DIR] [--config=FILE]\n"
-      "  fabricmon-agent --aggregator=HOST:PORT [--node_name=NAME] [--listen_metrics=HOST:PORT] "
-      "[--config=FILE] [--insecure_plaintext]");
-  absl::ParseCommandLine(argc, argv);
+  fabricmon::ProgramInfo info;
+  info.name = "fabricmon-agent";
+  info.summary = "fabricmon node agent: reads fabric counters and streams them to the aggregator";
+  info.usage = {
+      "fabricmon-agent --once [--sysfs_root=DIR] [--procfs_root=DIR] [--config=FILE]",
+      "fabricmon-agent --aggregator=HOST:PORT [--node_name=NAME] [--listen_metrics=HOST:PORT] "
+      "[--config=FILE] [--insecure_plaintext]",
+      "fabricmon-agent --check_config --config=FILE [flags]",
+  };
+  info.exit_statuses = {
+      {"0", "normal exit (SIGTERM, --once done, --check_config: the config is valid)"},
+      {"1", "--check_config: the configuration is invalid (the errors are printed)"},
+      {"2", "bad flags or configuration: an unknown flag, a bad value, an unreadable file"},
+  };
+  info.value_names = {{"aggregator", "HOST:PORT"}, {"config", "FILE"},
+                      {"listen_metrics", "HOST:PORT"}, {"log_level", "LEVEL"},
+                      {"node_name", "NAME"}, {"procfs_root", "DIR"}, {"sysfs_root", "DIR"}};
+  info.flags_file = __FILE__;
+  fabricmon::ParsedCommandLine parsed = fabricmon::ParseCommandLine(argc, argv, info);
+  if (parsed.exit_status.has_value()) {
+    return *parsed.exit_status;
+  }
+  if (parsed.positional.size() > 1) {
+    fabricmon::Err() << "unexpected argument '" << parsed.positional[1]
+              << "'; see --help\n";
+    return fabricmon::kExitUsage;
+  }
+  const bool check = absl::GetFlag(FLAGS_check_config);
 
   fabricmon::LogLevel level;
   if (!fabricmon::ParseLogLevel(absl::GetFlag(FLAGS_log_level), &level)) {
-    std::cerr << "fabricmon-agent: unknown --log_level\n";
-    return 2;
+    fabricmon::Err() << "unknown --log_level '" << absl::GetFlag(FLAGS_log_level)
+              << "' (debug, info, warning or error); see --help\n";
+    return fabricmon::kExitUsage;
   }
   fabricmon::SetMinLogLevel(level);
 
@@ -312,12 +383,19 @@ int main(int argc, char** argv) {
   if (!config_path.empty()) {
     absl::Status status = fabricmon::LoadTextConfig(config_path, &config);
     if (!status.ok()) {
-      std::cerr << "fabricmon-agent: " << status << "\n";
-      return 2;
+      if (check) {
+        fabricmon::Err() << status.message() << "\n";
+        return fabricmon::kExitFailure;
+      }
+      fabricmon::Err() << status << "\n";
+      return fabricmon::kExitUsage;
     }
   }
   fabricmon::ApplyOverrides(config);
 
+  if (check) {
+    return fabricmon::CheckConfig(config, absl::GetFlag(FLAGS_once));
+  }
   if (absl::GetFlag(FLAGS_once)) {
     return fabricmon::RunOnce(config);
   }

@@ -3,12 +3,11 @@
 //
 //   fabricmon-aggregator --grpc_listen=HOST:PORT --metrics_listen=HOST:PORT [--config=FILE]
 //                        [--topology_file=FILE] [--link_list=FILE]
+//   fabricmon-aggregator --check_config --config=FILE [flags]
+//       Load and validate as a start would (TLS files, roles, limits, topology and link-list
+//       files), open no port; "config OK" (exit 0) or the errors (exit 1).
 
 #include <signal.h>
-
-#ifdef FABRICMON_HAVE_SYSTEMD
-#include <systemd/sd-daemon.h>
-#endif
 
 #include <iostream>
 #include <memory>
@@ -16,20 +15,23 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "daemon/aggregator/agent_stream.h"
 #include "daemon/aggregator/authorization.h"
 #include "daemon/aggregator/diagnostics_service.h"
 #include "daemon/aggregator/metrics_exporter.h"
 #include "daemon/aggregator/metrics_server.h"
 #include "daemon/aggregator/series_store.h"
+#include "daemon/aggregator/serving_probe.h"
 #include "daemon/common/clock.h"
+#include "daemon/common/command_line.h"
 #include "daemon/common/config_loader.h"
 #include "daemon/common/file_reader.h"
 #include "daemon/common/handshake_failures.h"
 #include "daemon/common/logging.h"
 #include "daemon/common/operator_file.h"
+#include "daemon/common/systemd_notify.h"
 #include "daemon/common/tls.h"
 #include "daemon/detectors/engine.h"
 #include "daemon/exposition/http_server_limits.h"
@@ -53,9 +55,17 @@ ABSL_FLAG(std::string, port_file, "",
 ABSL_FLAG(bool, insecure_plaintext, false,
           "Serve agents and the CLI WITHOUT TLS (same as tls { insecure_plaintext: true }). "
           "Without TLS files and without this the aggregator refuses to start.");
+ABSL_FLAG(bool, check_config, false,
+          "Load and validate the configuration (with the flags above applied) as a start "
+          "would, print \"config OK\" or the errors, and exit; no port is opened.");
 
 namespace fabricmon {
 namespace {
+
+// Startup errors on stderr, with the journal priority when stderr is the journal.
+std::ostream& Err() {
+  return std::cerr << JournalPrefix(LogLevel::kError) << "fabricmon-aggregator: ";
+}
 
 // Largest link list accepted (refused above, never cut): a few million cables.
 constexpr size_t kMaxLinkListFileBytes = size_t{64} << 20;
@@ -92,14 +102,66 @@ absl::Status LoadTopologyFile(const std::string& path, detectors::DetectionEngin
 #endif
 }
 
-int Run(const v1::AggregatorConfig& config) {
+// Starts the aggregator and serves until SIGTERM/SIGINT. With `check` (--check_config) it runs
+// every check a start makes, loads every file, and returns before it opens a port or starts a
+// thread: kExitOk ("config OK") or kExitFailure with the errors.
+// Waits for SIGTERM/SIGINT. Under a systemd watchdog (WATCHDOG_USEC), pings WATCHDOG=1 at half
+// its interval, but only while the detector thread ticks and the gRPC server answers a probe:
+// a stalled loop stops the pings, and systemd restarts the aggregator (WatchdogSec=).
+void WatchdogLoop(const sigset_t& stop_signals, const Clock& clock,
+                  const detectors::DetectionEngine& engine, grpc::Server& server,
+                  int64_t detector_tick_nanos, const std::string& ready_status) {
+  const uint64_t watchdog_us = WatchdogIntervalMicros();
+  const int64_t tick_ms = watchdog_us > 0 ? std::max<int64_t>(100, watchdog_us / 2000) : 1000;
+  // A loop may stay silent for half the watchdog interval, and the detector for three of its
+  // ticks if that is longer (a slow tick over a large fabric is not a stall).
+  const int64_t half_watchdog_nanos = static_cast<int64_t>(watchdog_us) * 1000 / 2;
+  const int64_t detector_silence = std::max(half_watchdog_nanos, 3 * detector_tick_nanos);
+  aggregator::ServingProbe probe(server.InProcessChannel(grpc::ChannelArguments()), clock);
+  const int64_t started = clock.MonotonicNanos();
+  bool stalled = false;
+  for (;;) {
+    if (watchdog_us > 0) {
+      const int64_t last_tick = engine.last_tick_monotonic_nanos();
+      const int64_t last_answer = probe.last_answer_nanos();
+      absl::Status progress = CheckProgress(
+          {{"detector thread", last_tick > 0 ? last_tick : started, detector_silence},
+           {"gRPC server", last_answer > 0 ? last_answer : started, half_watchdog_nanos}},
+          clock.MonotonicNanos());
+      if (progress.ok()) {
+        NotifyWatchdog();
+        if (stalled) {
+          FABRICMON_LOG(Warning) << "watchdog: progress again, pinging systemd";
+          NotifyStatus(ready_status);
+          stalled = false;
+        }
+      } else if (!stalled) {
+        FABRICMON_LOG(Error) << "watchdog: " << progress.message()
+                             << "; no more WATCHDOG=1, systemd will restart the aggregator";
+        NotifyStatus(absl::StrCat("stalled: ", progress.message()));
+        stalled = true;
+      }
+      probe.Probe(absl::Milliseconds(tick_ms));
+    }
+    timespec timeout{tick_ms / 1000, (tick_ms % 1000) * 1000000};
+    const int signal = sigtimedwait(&stop_signals, nullptr, &timeout);
+    if (signal == SIGTERM || signal == SIGINT) {
+      return;
+    }
+  }
+}
+
+int Run(const v1::AggregatorConfig& config, bool check) {
+  // A configuration error: exit status 2 for a start (systemd does not restart it), 1 for
+  // --check_config.
+  const int bad_config = check ? kExitFailure : kExitUsage;
   // Mutual TLS unless plaintext was asked for explicitly; a named file that cannot be read stops
   // the start (exit 2) instead of becoming an empty certificate.
   absl::StatusOr<TransportSecurity> security =
       LoadTransportSecurity(config.tls(), TlsRole::kAggregator);
   if (!security.ok()) {
-    std::cerr << "fabricmon-aggregator: " << security.status() << "\n";
-    return 2;
+    Err() << security.status() << "\n";
+    return bad_config;
   }
   for (const std::string& warning : security->warnings) {
     FABRICMON_LOG(Warning) << warning;
@@ -115,8 +177,8 @@ int Run(const v1::AggregatorConfig& config) {
   absl::StatusOr<std::shared_ptr<const aggregator::Authorization>> authorization =
       aggregator::Authorization::Create(config.authorization(), security->plaintext);
   if (!authorization.ok()) {
-    std::cerr << "fabricmon-aggregator: " << authorization.status().message() << "\n";
-    return 2;
+    Err() << authorization.status().message() << "\n";
+    return bad_config;
   }
   for (const std::string& line : (*authorization)->Describe()) {
     if (security->plaintext) {
@@ -152,7 +214,7 @@ int Run(const v1::AggregatorConfig& config) {
     std::cerr << "fabricmon-aggregator: series_retention_s must be 0 (keep forever) or at least "
                  "60, not "
               << config.series_retention_s() << "\n";
-    return 2;
+    return bad_config;
   }
   aggregator::MetricsServerOptions metrics_options;
   if (config.metrics_gzip_max_bytes() > 0) {
@@ -166,8 +228,8 @@ int Run(const v1::AggregatorConfig& config) {
   }
   if (absl::Status valid = exposition::ValidateHttpServerLimits(metrics_options.http, "metrics_");
       !valid.ok()) {
-    std::cerr << "fabricmon-aggregator: " << valid.message() << "\n";
-    return 2;
+    Err() << valid.message() << "\n";
+    return bad_config;
   }
   // Bounded memory whatever agents send (README "Security").
   store_options.max_nodes = config.max_nodes() > 0 ? config.max_nodes() : 20000;
@@ -179,7 +241,7 @@ int Run(const v1::AggregatorConfig& config) {
     std::cerr << "fabricmon-aggregator: node_retention_s must be 0 (keep forever) or at least "
                  "600, not "
               << config.node_retention_s() << "\n";
-    return 2;
+    return bad_config;
   }
   // A peer (certificate, or plaintext host) gets the budget of one node over all its names.
   store_options.new_series_per_peer = store_options.new_series;
@@ -192,7 +254,7 @@ int Run(const v1::AggregatorConfig& config) {
       std::cerr << "fabricmon-aggregator: max_message_bytes must lie in "
                 << aggregator::kMinMessageBytes << ".." << aggregator::kMaxMessageBytes
                 << " (64 KiB .. 1 GiB), not " << config.max_message_bytes() << "\n";
-      return 2;
+      return bad_config;
     }
     stream_options.max_message_bytes = config.max_message_bytes();
   }
@@ -202,7 +264,7 @@ int Run(const v1::AggregatorConfig& config) {
       int64_t{config.node_stale_after_ms() > 0 ? config.node_stale_after_ms() : 30000} * 1000000;
 
   static_assert(static_cast<size_t>(HandshakeFailure::kCount) == aggregator::kHandshakeFailureKinds);
-  if (!security->plaintext) {
+  if (!security->plaintext && !check) {
     // gRPC refuses bad client certificates before any of our code runs; its log is the one place
     // that sees them (handshake_failures.h).
     WatchHandshakeFailures([&stats](HandshakeFailure failure) {
@@ -222,7 +284,7 @@ int Run(const v1::AggregatorConfig& config) {
     absl::Status status = text.ok() ? engine->SetLinkList(*text) : text.status();
     if (!status.ok()) {
       std::cerr << "fabricmon-aggregator: link_list_file: " << status << "\n";
-      return 2;
+      return bad_config;
     }
   }
   if (!config.topology_file().empty()) {
@@ -230,15 +292,21 @@ int Run(const v1::AggregatorConfig& config) {
     if (!status.ok()) {
       std::cerr << "fabricmon-aggregator: topology_file " << config.topology_file() << ": "
                 << status << "\n";
-      return 2;
+      return bad_config;
     }
+  }
+  if (check) {
+    // Everything a start reads and checks has been; the port file and the listeners are what a
+    // start does next, and --check_config does not.
+    std::cout << "config OK\n";
+    return kExitOk;
   }
   // The port file is created before anything listens: an unwritable path stops the start.
   std::optional<PortFile> port_file;
   if (!absl::GetFlag(FLAGS_port_file).empty()) {
     absl::StatusOr<PortFile> prepared = PortFile::Prepare(absl::GetFlag(FLAGS_port_file));
     if (!prepared.ok()) {
-      std::cerr << "fabricmon-aggregator: " << prepared.status() << "\n";
+      Err() << prepared.status() << "\n";
       return 2;
     }
     port_file = *std::move(prepared);
@@ -287,7 +355,7 @@ int Run(const v1::AggregatorConfig& config) {
   if (port_file.has_value()) {
     // Written whole and renamed into place: a reader never sees a partial number.
     if (absl::Status written = port_file->Commit(bound_port); !written.ok()) {
-      std::cerr << "fabricmon-aggregator: " << written << "\n";
+      Err() << written << "\n";
       server->Shutdown();
       return 2;
     }
@@ -298,7 +366,7 @@ int Run(const v1::AggregatorConfig& config) {
   absl::StatusOr<std::unique_ptr<aggregator::MetricsServer>> metrics =
       aggregator::MetricsServer::Listen(metrics_listen, metrics_options);
   if (!metrics.ok()) {
-    std::cerr << "fabricmon-aggregator: " << metrics.status().message() << "\n";
+    Err() << metrics.status().message() << "\n";
     server->Shutdown();
     return 2;
   }
@@ -308,18 +376,15 @@ int Run(const v1::AggregatorConfig& config) {
   engine->Start();
   FABRICMON_LOG(Info) << "/metrics on " << metrics_listen << " (port " << (*metrics)->port() << ")";
 
-#ifdef FABRICMON_HAVE_SYSTEMD
   // systemd Type=notify (deploy/systemd/fabricmon-aggregator.service): both listeners are bound.
   // Best effort; a no-op outside systemd (NOTIFY_SOCKET unset).
-  (void)sd_notifyf(0, "READY=1\nSTATUS=agents and CLI on port %d (%s), /metrics on port %d",
-                   bound_port, security->plaintext ? "INSECURE plaintext" : "mutual TLS",
-                   (*metrics)->port());
-#endif
-  int signal = 0;
-  sigwait(&stop_signals, &signal);
-#ifdef FABRICMON_HAVE_SYSTEMD
-  (void)sd_notify(0, "STOPPING=1");
-#endif
+  const std::string ready_status =
+      absl::StrFormat("agents and CLI on port %d (%s), /metrics on port %d", bound_port,
+                      security->plaintext ? "INSECURE plaintext" : "mutual TLS",
+                      (*metrics)->port());
+  NotifyReady(ready_status);
+  WatchdogLoop(stop_signals, clock, *engine, *server, tick, ready_status);
+  NotifyStopping();
   FABRICMON_LOG(Info) << "stopping";
   (*metrics)->Clear();
   engine->Stop();
@@ -334,23 +399,52 @@ int Run(const v1::AggregatorConfig& config) {
 }  // namespace fabricmon
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "fabricmon aggregator.\n  fabricmon-aggregator --grpc_listen=HOST:PORT "
-      "--metrics_listen=HOST:PORT [--config=FILE] [--topology_file=FILE] [--link_list=FILE] "
-      "[--insecure_plaintext]");
-  absl::ParseCommandLine(argc, argv);
+  fabricmon::ProgramInfo info;
+  info.name = "fabricmon-aggregator";
+  info.summary =
+      "fabricmon aggregator: receives the agents' streams, detects fabric faults, serves "
+      "Prometheus /metrics and the fabricmon CLI";
+  info.usage = {
+      "fabricmon-aggregator --grpc_listen=HOST:PORT --metrics_listen=HOST:PORT [--config=FILE] "
+      "[--topology_file=FILE] [--link_list=FILE] [--port_file=FILE] [--insecure_plaintext]",
+      "fabricmon-aggregator --check_config --config=FILE [flags]",
+  };
+  info.exit_statuses = {
+      {"0", "normal exit (SIGTERM or SIGINT; --check_config: the config is valid)"},
+      {"1", "--check_config: the configuration is invalid (the errors are printed)"},
+      {"2", "bad flags or configuration, an unreadable file, a port that cannot be bound"},
+  };
+  info.value_names = {{"config", "FILE"},       {"grpc_listen", "HOST:PORT"},
+                      {"link_list", "FILE"},    {"log_level", "LEVEL"},
+                      {"metrics_listen", "HOST:PORT"}, {"port_file", "FILE"},
+                      {"topology_file", "FILE"}};
+  info.flags_file = __FILE__;
+  fabricmon::ParsedCommandLine parsed = fabricmon::ParseCommandLine(argc, argv, info);
+  if (parsed.exit_status.has_value()) {
+    return *parsed.exit_status;
+  }
+  if (parsed.positional.size() > 1) {
+    fabricmon::Err() << "unexpected argument '" << parsed.positional[1] << "'; see --help\n";
+    return fabricmon::kExitUsage;
+  }
+  const bool check = absl::GetFlag(FLAGS_check_config);
   fabricmon::LogLevel level;
   if (!fabricmon::ParseLogLevel(absl::GetFlag(FLAGS_log_level), &level)) {
-    std::cerr << "fabricmon-aggregator: unknown --log_level\n";
-    return 2;
+    fabricmon::Err() << "unknown --log_level '" << absl::GetFlag(FLAGS_log_level)
+                     << "' (debug, info, warning or error); see --help\n";
+    return fabricmon::kExitUsage;
   }
   fabricmon::SetMinLogLevel(level);
   fabricmon::v1::AggregatorConfig config;
   if (!absl::GetFlag(FLAGS_config).empty()) {
     absl::Status status = fabricmon::LoadTextConfig(absl::GetFlag(FLAGS_config), &config);
     if (!status.ok()) {
-      std::cerr << "fabricmon-aggregator: " << status << "\n";
-      return 2;
+      if (check) {
+        fabricmon::Err() << status.message() << "\n";
+        return fabricmon::kExitFailure;
+      }
+      fabricmon::Err() << status << "\n";
+      return fabricmon::kExitUsage;
     }
   }
   if (!absl::GetFlag(FLAGS_grpc_listen).empty()) {
@@ -368,5 +462,5 @@ int main(int argc, char** argv) {
   if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
     config.set_metrics_listen(absl::GetFlag(FLAGS_metrics_listen));
   }
-  return fabricmon::Run(config);
+  return fabricmon::Run(config, check);
 }

@@ -6,7 +6,8 @@
 //   fabricmon [--aggregator=HOST:PORT] diagnose --nodes=a,b,c
 //   fabricmon [--aggregator=HOST:PORT] topology         every cable the detectors know of
 //
-// Exit status: 0 success, 1 the aggregator answered with an error, 2 usage error.
+// Exit status: 0 success, 1 the aggregator answered with an error (or could not be reached),
+// 2 usage error (unknown flag or command, bad value).
 
 #include <algorithm>
 #include <cstdio>
@@ -16,8 +17,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -25,6 +24,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "daemon/common/command_line.h"
 #include "daemon/common/tls.h"
 #include "fabricmon/v1/diagnostics.grpc.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -354,16 +354,54 @@ int Diagnose(v1::Diagnostics::Stub& stub) {
 }  // namespace fabricmon::cli
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "fabricmon command-line client.\n"
-      "  fabricmon [--aggregator=HOST:PORT] nodes | node NAME | findings | diagnose --nodes=a,b |\n"
-      "            topology\n"
-      "  TLS: --tls_ca=CA.pem [--tls_cert=CERT.pem --tls_key=KEY.pem] [--tls_server_name=NAME]");
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  fabricmon::ProgramInfo info;
+  info.name = "fabricmon";
+  info.summary = "fabricmon command-line client: asks the aggregator about nodes and findings";
+  info.usage = {
+      "fabricmon [--aggregator=HOST:PORT] [--json] COMMAND [ARGS]",
+      "fabricmon --aggregator=HOST:PORT --tls_ca=CA.pem [--tls_cert=CERT.pem --tls_key=KEY.pem] "
+      "[--tls_server_name=NAME] COMMAND [ARGS]",
+  };
+  info.commands = {
+      {"nodes", "every node: up, series, last seen, agent"},
+      {"node NAME", "one node's inventory (HCAs, ports, netdevs, GPUs) and its findings"},
+      {"findings [--all]", "active findings (--all: and recently cleared)"},
+      {"diagnose --nodes=a,b,c", "what in the fabric touches a job's nodes, most severe first"},
+      {"topology", "every cable the detectors know, and from where"},
+  };
+  info.exit_statuses = {
+      {"0", "success"},
+      {"1", "the aggregator answered with an error, or could not be reached"},
+      {"2", "usage error: unknown flag or command, bad value, unreadable TLS file"},
+  };
+  info.value_names = {{"aggregator", "HOST:PORT"}, {"nodes", "a,b,c"},
+                      {"tls_ca", "FILE"},          {"tls_cert", "FILE"},
+                      {"tls_key", "FILE"},         {"tls_server_name", "NAME"},
+                      {"timeout_s", "SECONDS"}};
+  info.flags_file = __FILE__;
+  fabricmon::ParsedCommandLine parsed = fabricmon::ParseCommandLine(argc, argv, info);
+  if (parsed.exit_status.has_value()) {
+    return *parsed.exit_status;
+  }
+  std::vector<char*>& args = parsed.positional;
   if (args.size() < 2) {
-    std::cerr << "usage: fabricmon [--aggregator=HOST:PORT] nodes | node NAME | findings | "
-                 "diagnose --nodes=a,b | topology\n";
-    return 2;
+    std::cerr << "fabricmon: give a command (nodes, node NAME, findings, diagnose, topology); "
+                 "see --help\n";
+    return fabricmon::kExitUsage;
+  }
+  // Known commands and how many arguments each takes, checked before any connection.
+  const std::string command = args[1];
+  const std::map<std::string, size_t> arity = {
+      {"nodes", 0}, {"node", 1}, {"findings", 0}, {"diagnose", 0}, {"topology", 0}};
+  auto known = arity.find(command);
+  if (known == arity.end()) {
+    std::cerr << "fabricmon: unknown command '" << command << "'; see --help\n";
+    return fabricmon::kExitUsage;
+  }
+  if (args.size() - 2 != known->second) {
+    std::cerr << "fabricmon " << command << ": takes " << known->second
+              << (known->second == 1 ? " argument" : " arguments") << "; see --help\n";
+    return fabricmon::kExitUsage;
   }
   fabricmon::v1::TlsConfig tls;
   tls.set_ca_file(absl::GetFlag(FLAGS_tls_ca));
@@ -387,11 +425,10 @@ int main(int argc, char** argv) {
                                            fabricmon::MakeChannelCredentials(*security),
                                            channel_args);
   auto stub = fabricmon::v1::Diagnostics::NewStub(channel);
-  const std::string command = args[1];
   if (command == "nodes") {
     return fabricmon::cli::ListNodes(*stub);
   }
-  if (command == "node" && args.size() == 3) {
+  if (command == "node") {
     return fabricmon::cli::ShowNode(*stub, args[2]);
   }
   if (command == "findings") {
@@ -400,9 +437,5 @@ int main(int argc, char** argv) {
   if (command == "diagnose") {
     return fabricmon::cli::Diagnose(*stub);
   }
-  if (command == "topology") {
-    return fabricmon::cli::Topology(*stub);
-  }
-  std::cerr << "fabricmon: unknown command '" << command << "'\n";
-  return 2;
+  return fabricmon::cli::Topology(*stub);
 }

@@ -2,6 +2,12 @@
 
 // A tiny logging facade: one line per event to stderr ("W ib_sysfs: message"); journald adds the
 // time and unit. One place to swap the backend later. No per-sample logging at INFO.
+//
+// Under systemd, when stderr is the journal stream (JOURNAL_STREAM names stderr's device and
+// inode, systemd.exec(5)), every line starts with its sd-daemon(3) priority, "<3>" error, "<4>"
+// warning, "<6>" info, "<7>" debug ("<2>" for a failed check), which journald stores as the
+// entry's PRIORITY= (so `journalctl -p warning` works) and strips from the text. Elsewhere the
+// output is unchanged.
 
 #include <atomic>
 #include <cstdint>
@@ -19,6 +25,18 @@ void SetMinLogLevel(LogLevel level);
 LogLevel MinLogLevel();
 // Parses "debug", "info", "warning", "error"; false if unknown.
 bool ParseLogLevel(absl::string_view text, LogLevel* level);
+
+// Whether `journal_stream` (JOURNAL_STREAM's value, "DEVICE:INODE"; null when unset) names the
+// file open on `fd`. Pure but for fstat(fd); never fails (false on any doubt).
+bool IsJournalStream(const char* journal_stream, int fd);
+// The sd-daemon(3) prefix for `level` ("<4>" for kWarning) when stderr is the journal stream
+// (decided once, from JOURNAL_STREAM and fd 2, on first use), else "". Thread-safe. Lines the
+// programs write to stderr themselves (startup errors) start with it too.
+absl::string_view JournalPrefix(LogLevel level);
+// Overrides that decision (tests). Thread-safe.
+void SetJournalPrefixesForTest(bool on);
+// The sd-daemon(3) priority of `level`: 7 debug, 6 info, 4 warning, 3 error, 2 fatal.
+int SyslogPriority(LogLevel level);
 
 namespace logging_internal {
 

@@ -188,7 +188,9 @@ void DetectionEngine::Tick() {
     links_ = std::move(*new_links);
   }
   links_resolved_unix_nanos_ = view.now_unix_nanos();
-  last_tick_duration_ = clock_.MonotonicNanos() - start;
+  const int64_t end = clock_.MonotonicNanos();
+  last_tick_duration_ = end - start;
+  last_tick_end_nanos_.store(end, std::memory_order_relaxed);
 }
 
 void DetectionEngine::PublishProblems(const Topology& topology) {

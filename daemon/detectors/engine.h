@@ -53,6 +53,11 @@ class DetectionEngine final : public prometheus::Collectable,
   void Tick() ABSL_LOCKS_EXCLUDED(tick_mu_);
   void Start();
   void Stop();
+  // Clock::MonotonicNanos() when the last Tick() finished; 0 before the first. The aggregator's
+  // watchdog pings only while this moves (a stalled detector thread stops them). Thread-safe.
+  int64_t last_tick_monotonic_nanos() const {
+    return last_tick_end_nanos_.load(std::memory_order_relaxed);
+  }
 
   const FindingTracker& tracker() const { return tracker_; }
   // Findings that touch `nodes`: on the nodes, on cables to them, spreading trees they are root
@@ -106,6 +111,7 @@ class DetectionEngine final : public prometheus::Collectable,
   std::unique_ptr<Topology> topology_ ABSL_GUARDED_BY(tick_mu_);
   TopologyInputs topology_inputs_ ABSL_GUARDED_BY(tick_mu_);
   std::atomic<uint64_t> topology_builds_{0};
+  std::atomic<int64_t> last_tick_end_nanos_{0};
   mutable absl::Mutex mu_;
   uint64_t static_version_ ABSL_GUARDED_BY(mu_) = 0;  // bumped by SetLinkList/SetStaticFabric
   std::string link_list_ ABSL_GUARDED_BY(mu_);
