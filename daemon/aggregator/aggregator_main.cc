@@ -113,10 +113,12 @@ void WatchdogLoop(const sigset_t& stop_signals, const Clock& clock,
                   int64_t detector_tick_nanos, const std::string& ready_status) {
   const uint64_t watchdog_us = WatchdogIntervalMicros();
   const int64_t tick_ms = watchdog_us > 0 ? std::max<int64_t>(100, watchdog_us / 2000) : 1000;
-  // A loop may stay silent for half the watchdog interval, and the detector for three of its
-  // ticks if that is longer (a slow tick over a large fabric is not a stall).
-  const int64_t half_watchdog_nanos = static_cast<int64_t>(watchdog_us) * 1000 / 2;
-  const int64_t detector_silence = std::max(half_watchdog_nanos, 3 * detector_tick_nanos);
+  // A loop may stay silent for one watchdog interval (two probes, one per ping), and the
+  // detector for three of its ticks if that is longer (a slow tick over a large fabric is not a
+  // stall). So a stall stops the pings within about WatchdogSec, and systemd restarts the
+  // aggregator WatchdogSec later.
+  const int64_t watchdog_nanos = static_cast<int64_t>(watchdog_us) * 1000;
+  const int64_t detector_silence = std::max(watchdog_nanos, 3 * detector_tick_nanos);
   aggregator::ServingProbe probe(server.InProcessChannel(grpc::ChannelArguments()), clock);
   const int64_t started = clock.MonotonicNanos();
   bool stalled = false;
@@ -126,7 +128,7 @@ void WatchdogLoop(const sigset_t& stop_signals, const Clock& clock,
       const int64_t last_answer = probe.last_answer_nanos();
       absl::Status progress = CheckProgress(
           {{"detector thread", last_tick > 0 ? last_tick : started, detector_silence},
-           {"gRPC server", last_answer > 0 ? last_answer : started, half_watchdog_nanos}},
+           {"gRPC server", last_answer > 0 ? last_answer : started, watchdog_nanos}},
           clock.MonotonicNanos());
       if (progress.ok()) {
         NotifyWatchdog();

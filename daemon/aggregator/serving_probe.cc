@@ -24,6 +24,9 @@ void ServingProbe::Probe(absl::Duration deadline) {
     grpc::ByteBuffer response;
   };
   auto call = std::make_shared<Call>();
+  // An empty message, but a valid buffer: a default ByteBuffer has none, and gRPC refuses it.
+  grpc::Slice empty;
+  call->request = grpc::ByteBuffer(&empty, 1);
   call->context.set_deadline(std::chrono::system_clock::now() +
                              absl::ToChronoMilliseconds(deadline));
   grpc::GenericStub stub(channel_);

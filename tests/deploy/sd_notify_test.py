@@ -2,7 +2,7 @@
 """The daemons speak the sd_notify protocol their Type=notify units rely on, without systemd.
 
 Plays systemd's part: binds an AF_UNIX datagram socket with SO_PASSCRED, starts the daemon with
-NOTIFY_SOCKET pointing at it (and, for the agent, WATCHDOG_USEC as WatchdogSec= would set it), and
+NOTIFY_SOCKET pointing at it (and WATCHDOG_USEC as WatchdogSec= would set it), and
 checks what arrives:
 
   agent (deploy/systemd/fabricmon-agent.service: Type=notify, WatchdogSec=30, NotifyAccess=main)
@@ -10,8 +10,12 @@ checks what arrives:
       aggregator it streams to does not exist, which must not delay READY),
     * WATCHDOG=1 at least every WATCHDOG_USEC/2 (here 1 s),
     * on SIGTERM: STOPPING=1, exit status 0 within the unit's TimeoutStopSec (20 s).
-  aggregator (deploy/systemd/fabricmon-aggregator.service: Type=notify, NotifyAccess=main)
+  aggregator (deploy/systemd/fabricmon-aggregator.service: Type=notify, WatchdogSec=30,
+  NotifyAccess=main)
     * READY=1 once both listeners are bound (127.0.0.1:0 for both),
+    * WATCHDOG=1 at least every WATCHDOG_USEC/2 while its detector thread ticks and its gRPC
+      server answers (that the pings stop when one stalls is tested in the unit tests of
+      CheckProgress and DetectionEngine::last_tick_monotonic_nanos),
     * on SIGTERM: STOPPING=1, exit status 0.
 Every datagram must come from the daemon's main PID (SCM_CREDENTIALS), as NotifyAccess=main
 requires: systemd ignores messages from any other process.
@@ -96,11 +100,11 @@ def main():
         notify = NotifySocket(os.path.join(tmp, "notify"))
         env = dict(os.environ, NOTIFY_SOCKET=os.path.join(tmp, "notify"))
         env.pop("WATCHDOG_PID", None)
+        env["WATCHDOG_USEC"] = str(WATCHDOG_USEC)
         if args.daemon == "agent":
             config = os.path.join(tmp, "agent.textproto")
             with open(config, "w") as f:
                 f.write(AGENT_CONFIG)
-            env["WATCHDOG_USEC"] = str(WATCHDOG_USEC)
             # Nothing listens on port 1: the stream keeps retrying, READY must not wait for it.
             cmd = [args.binary, f"--config={config}", f"--sysfs_root={sysfs}",
                    "--aggregator=127.0.0.1:1", "--node_name=notify-test", "--log_level=error"]
@@ -130,7 +134,7 @@ def main():
                       f"(STATUS={ready[2].get('STATUS', '')!r})")
                 if "STATUS" not in ready[2]:
                     errors.append("READY=1 came without STATUS=")
-            if args.daemon == "agent" and ready is not None:
+            if ready is not None:
                 notify.poll(2.6)
                 pings = [t for t, _, f in notify.messages if f.get("WATCHDOG") == "1"]
                 gaps = [b - a for a, b in zip(pings, pings[1:])]
