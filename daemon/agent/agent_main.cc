@@ -58,7 +58,7 @@ ABSL_FLAG(bool, insecure_plaintext, false,
           "Stream to the aggregator WITHOUT TLS (same as tls { insecure_plaintext: true }). "
           "Without TLS files and without this the agent refuses to stream.");
 ABSL_FLAG(bool, check_config, false,
-          "Load and validate the configuration (with the flags above applied) as a start "
+          "Load and validate the configuration (with the overriding flags applied) as a start "
           "would, print \"config OK\" or the errors, and exit; nothing is started.");
 
 namespace fabricmon {

@@ -56,7 +56,7 @@ ABSL_FLAG(bool, insecure_plaintext, false,
           "Serve agents and the CLI WITHOUT TLS (same as tls { insecure_plaintext: true }). "
           "Without TLS files and without this the aggregator refuses to start.");
 ABSL_FLAG(bool, check_config, false,
-          "Load and validate the configuration (with the flags above applied) as a start "
+          "Load and validate the configuration (with the overriding flags applied) as a start "
           "would, print \"config OK\" or the errors, and exit; no port is opened.");
 
 namespace fabricmon {
