@@ -24,6 +24,13 @@ bool IsAbseilParsingFlag(absl::string_view name) {
   return name == "flagfile" || name == "fromenv" || name == "tryfromenv" || name == "undefok";
 }
 
+// Abseil's usage flags (absl/flags/internal/usage.cc): handled by absl::ParseCommandLine, and
+// not all of them are found by absl::FindCommandLineFlag.
+bool IsAbseilUsageFlag(absl::string_view name) {
+  return name == "helpfull" || name == "helpshort" || name == "helppackage" ||
+         name == "helpon" || name == "helpmatch" || name == "only_check_args";
+}
+
 // Abseil reports file names without their leading slashes (usage_config.cc); so do we.
 absl::string_view NormalizeFile(absl::string_view file) {
   while (absl::ConsumePrefix(&file, "/")) {
@@ -128,6 +135,12 @@ std::string CheckFlags(int argc, char** argv, absl::string_view program) {
     }
     const bool has_value = arg.find('=') != absl::string_view::npos;
     const absl::string_view value = has_value ? arg.substr(arg.find('=') + 1) : "";
+    if (IsAbseilUsageFlag(name)) {
+      if (!has_value && (name == "helpon" || name == "helpmatch")) {
+        ++i;  // its value is the next argument
+      }
+      continue;
+    }
     absl::CommandLineFlag* flag = name.empty() ? nullptr : absl::FindCommandLineFlag(name);
     if (flag == nullptr && !has_value && absl::StartsWith(name, "no")) {
       // --nofoo sets a boolean --foo to false.

@@ -85,6 +85,10 @@ def check_help(name, binary):
                 fail(f"fabricmon --help: command {command!r} not listed")
     if "Exit status:\n" not in out:
         fail(f"{name} --help: no exit statuses")
+    # --helpfull keeps Abseil's list: every flag, ours among them.
+    code, out, err = run([binary, "--helpfull"])
+    if "--log_level" not in out + err and "--aggregator" not in out + err:
+        fail(f"{name} --helpfull: exit {code}, our flags not listed: {(out + err)[:300]!r}")
     print(f"ok: {name} --help lists {len(flags)} flags")
 
 

@@ -87,6 +87,9 @@ TEST(CheckFlagsTest, KnownFlagsInEverySpellingPass) {
   EXPECT_THAT(Check({"-cl_test_once", "--nocl_test_once", "--cl_test_once=false"}), IsEmpty());
   EXPECT_THAT(Check({"--cl_test_count", "7"}), IsEmpty());
   EXPECT_EQ(absl::GetFlag(FLAGS_cl_test_count), 7);
+  // Abseil's own usage flags go on to Abseil.
+  EXPECT_THAT(Check({"--helpfull"}), IsEmpty());
+  EXPECT_THAT(Check({"--helpshort", "--helpon", "command_line_test"}), IsEmpty());
   // After "--" everything is positional.
   EXPECT_THAT(Check({"--", "--no_such_flag"}), IsEmpty());
 }
