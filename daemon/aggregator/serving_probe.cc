@@ -38,8 +38,7 @@ void ServingProbe::Probe(absl::Duration deadline) {
                    state->in_flight = false;
                    // UNIMPLEMENTED is the server's answer; DEADLINE_EXCEEDED, UNAVAILABLE or
                    // CANCELLED mean no server answered.
-                   if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED ||
-                       status.ok()) {
+                   if (status.error_code() == grpc::StatusCode::UNIMPLEMENTED || status.ok()) {
                      state->last_answer_nanos = clock->MonotonicNanos();
                    }
                  });

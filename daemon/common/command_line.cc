@@ -27,8 +27,8 @@ bool IsAbseilParsingFlag(absl::string_view name) {
 // Abseil's usage flags (absl/flags/internal/usage.cc): handled by absl::ParseCommandLine, and
 // not all of them are found by absl::FindCommandLineFlag.
 bool IsAbseilUsageFlag(absl::string_view name) {
-  return name == "helpfull" || name == "helpshort" || name == "helppackage" ||
-         name == "helpon" || name == "helpmatch" || name == "only_check_args";
+  return name == "helpfull" || name == "helpshort" || name == "helppackage" || name == "helpon" ||
+         name == "helpmatch" || name == "only_check_args";
 }
 
 // Abseil reports file names without their leading slashes (usage_config.cc); so do we.
@@ -69,8 +69,7 @@ std::string DefaultNote(const absl::CommandLineFlag& flag) {
 }
 
 // Two columns: the left padded to the widest entry (at most 30), two spaces, the right.
-void AppendColumns(const std::vector<std::pair<std::string, std::string>>& rows,
-                   std::string* out) {
+void AppendColumns(const std::vector<std::pair<std::string, std::string>>& rows, std::string* out) {
   size_t width = 0;
   for (const auto& [left, right] : rows) {
     width = std::max(width, std::min<size_t>(left.size(), 30));
@@ -208,7 +207,8 @@ ParsedCommandLine ParseCommandLine(int argc, char** argv, const ProgramInfo& inf
     parsed.exit_status = kExitUsage;
     return parsed;
   }
-  absl::SetProgramUsageMessage(absl::StrCat(info.summary, "\n  ", absl::StrJoin(info.usage, "\n  ")));
+  absl::SetProgramUsageMessage(
+      absl::StrCat(info.summary, "\n  ", absl::StrJoin(info.usage, "\n  ")));
   parsed.positional = absl::ParseCommandLine(argc, argv);
   return parsed;
 }

@@ -78,7 +78,8 @@ TEST(HelpTextTest, ListsTheProgramsOwnFlagsCommandsAndExitStatuses) {
 TEST(HelpTextTest, AnotherFilesFlagsAreLeftOut) {
   ProgramInfo info = TestProgram();
   info.flags_file = "somewhere/else.cc";
-  EXPECT_THAT(HelpText(info), AllOf(Not(HasSubstr("--cl_test_count")), Not(HasSubstr("Run once."))));
+  EXPECT_THAT(HelpText(info),
+              AllOf(Not(HasSubstr("--cl_test_count")), Not(HasSubstr("Run once."))));
 }
 
 TEST(CheckFlagsTest, KnownFlagsInEverySpellingPass) {

@@ -19,10 +19,10 @@ constexpr int64_t kSecond = 1'000'000'000;
 
 TEST(CheckProgressTest, EveryLoopWithinItsLimitIsOk) {
   EXPECT_TRUE(CheckProgress({}, 100 * kSecond).ok());
-  EXPECT_TRUE(CheckProgress({{"detector", 90 * kSecond, 10 * kSecond},
-                             {"grpc", 95 * kSecond, 5 * kSecond}},
-                            100 * kSecond)
-                  .ok());
+  EXPECT_TRUE(
+      CheckProgress({{"detector", 90 * kSecond, 10 * kSecond}, {"grpc", 95 * kSecond, 5 * kSecond}},
+                    100 * kSecond)
+          .ok());
 }
 
 TEST(CheckProgressTest, NamesEachStalledLoopAndOnlyThose) {

@@ -14,8 +14,8 @@
 namespace fabricmon::detectors {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::FabricFixture;
+using ::testing::HasSubstr;
 
 constexpr int64_t kSecond = 1'000'000'000;
 
