@@ -49,4 +49,9 @@ int64_t ServingProbe::last_answer_nanos() const {
   return state_->last_answer_nanos;
 }
 
+bool ServingProbe::in_flight() const {
+  absl::MutexLock lock(&state_->mu);
+  return state_->in_flight;
+}
+
 }  // namespace fabricmon::aggregator

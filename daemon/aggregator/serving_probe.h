@@ -24,7 +24,8 @@ class ServingProbe {
   static constexpr char kMethod[] = "/fabricmon.v1.Liveness/Probe";
 
   // Keeps `channel` (e.g. grpc::Server::InProcessChannel()) and a reference to `clock`, which
-  // must outlive the probe.
+  // must outlive the probe. An in-process channel must not be probed once its server was shut
+  // down (gRPC 1.51 crashes creating the call): stop probing first.
   ServingProbe(std::shared_ptr<grpc::Channel> channel, const Clock& clock);
 
   // Starts one probe unless one is in flight. Non-blocking; completions arrive on gRPC's threads.
@@ -32,6 +33,8 @@ class ServingProbe {
   void Probe(absl::Duration deadline);
   // clock.MonotonicNanos() when the server last answered a probe; 0 before the first. Thread-safe.
   int64_t last_answer_nanos() const;
+  // Whether a probe awaits its answer (or its deadline). Thread-safe.
+  bool in_flight() const;
 
  private:
   struct State {
