@@ -5,7 +5,9 @@
 # indented two spaces, a term and its description separated by two or more spaces (or the
 # description alone on the next, further indented, line).
 #
-# In: FM_BINARY (the built program), FM_OUTPUT (the page), FM_SEE_ALSO (other pages, "a(1) b(1)").
+# In: FM_BINARY (the built program), FM_OUTPUT (the page, name.1; name.1.gz is written beside it,
+#     gzip -9 with no timestamp, as Debian policy wants installed pages), FM_SEE_ALSO (other
+#     pages, "a(1) b(1)").
 execute_process(COMMAND "${FM_BINARY}" --help OUTPUT_VARIABLE _help RESULT_VARIABLE _rc)
 if(NOT _rc EQUAL 0)
   message(FATAL_ERROR "${FM_BINARY} --help exited ${_rc}")
@@ -123,3 +125,12 @@ if(FM_SEE_ALSO)
   string(APPEND _page ".SH \"SEE ALSO\"\n${_see}\n")
 endif()
 file(WRITE "${FM_OUTPUT}" "${_page}")
+get_filename_component(_dir "${FM_OUTPUT}" DIRECTORY)
+get_filename_component(_file "${FM_OUTPUT}" NAME)
+file(REMOVE "${FM_OUTPUT}.gz")
+execute_process(COMMAND ${CMAKE_COMMAND} -E chdir "${_dir}"
+                ${CMAKE_COMMAND} -DFM_FILE=${_file} -P "${CMAKE_CURRENT_LIST_DIR}/gzip_file.cmake"
+                RESULT_VARIABLE _rc)
+if(NOT _rc EQUAL 0 OR NOT EXISTS "${FM_OUTPUT}.gz")
+  message(FATAL_ERROR "could not compress ${FM_OUTPUT}")
+endif()

@@ -21,6 +21,7 @@ Usage: command_line_test.py --agent=BIN --aggregator=BIN --cli=BIN --source=DIR 
 """
 
 import argparse
+import gzip
 import os
 import re
 import shutil
@@ -283,11 +284,11 @@ def check_man_pages(build, tmp):
             fail(f"cmake --install --component {component}: {result.stderr[-400:]}")
             continue
         for page in pages:
-            path = os.path.join(prefix, "share", "man", "man1", page)
+            path = os.path.join(prefix, "share", "man", "man1", page + ".gz")
             if not os.path.isfile(path):
                 fail(f"component {component}: {path} not installed")
                 continue
-            with open(path) as f:
+            with gzip.open(path, "rt") as f:
                 text = f.read()
             program = page[:-2]
             flag = OWN_FLAGS[program][0].replace("_", "_")

@@ -51,7 +51,7 @@ AGENT_FILES = {
     "usr/share/doc/fabricmon-agent/examples/agent.textproto",
     "usr/share/doc/fabricmon-agent/examples/90-fabricmon-umad.rules",
     "usr/share/doc/fabricmon-agent/examples/fabricmon-agent.service.d/fabric-collector.conf",
-    "usr/share/man/man1/fabricmon-agent.1",
+    "usr/share/man/man1/fabricmon-agent.1.gz",
 }
 AGGREGATOR_FILES = {
     "usr/bin/fabricmon-aggregator",
@@ -62,8 +62,8 @@ AGGREGATOR_FILES = {
     "usr/share/doc/fabricmon-aggregator/examples/aggregator.textproto",
     "usr/share/fabricmon/prometheus/rules.yml",
     "usr/share/fabricmon/prometheus/scrape.yml",
-    "usr/share/man/man1/fabricmon-aggregator.1",
-    "usr/share/man/man1/fabricmon.1",
+    "usr/share/man/man1/fabricmon-aggregator.1.gz",
+    "usr/share/man/man1/fabricmon.1.gz",
 }
 
 
