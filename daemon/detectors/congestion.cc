@@ -41,12 +41,14 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
     int64_t from;
     int64_t to;
   };
-  std::map<Endpoint, DataInterval> data_words;
+  // By reporting node and port: a host port is also swept from the fabric (a CA port), a switch
+  // port by every sweeper of its subnet, each on its own schedule.
+  std::map<std::pair<std::string, Endpoint>, DataInterval> data_words;
   view.ForEachSeries(families::kIbXmitData, [&](const std::string& node, const Series& series) {
     uint64_t increase;
     double seconds;
     if (LatestIncrease(series, &increase, &seconds)) {
-      data_words[view.topology().Canonical(EndpointOf(node, series.desc))] = {
+      data_words[{node, view.PortOf(node, series.desc)}] = {
           increase, series.Previous()->timestamp_unix_nanos, series.Latest()->timestamp_unix_nanos};
     }
   });
@@ -56,8 +58,8 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
     if (!LatestIncrease(series, &wait, &seconds) || wait == 0) {
       return;
     }
-    const Endpoint endpoint = view.topology().Canonical(EndpointOf(node, series.desc));
-    auto data = data_words.find(endpoint);
+    const Endpoint endpoint = view.PortOf(node, series.desc);
+    auto data = data_words.find({node, endpoint});
     if (data == data_words.end() ||
         data->second.from != series.Previous()->timestamp_unix_nanos ||
         data->second.to != series.Latest()->timestamp_unix_nanos) {
@@ -90,7 +92,7 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
       return;
     }
     const bool tx = collectors::LabelValue(series.desc, "direction") == "tx";
-    const Endpoint endpoint = view.topology().Canonical(EndpointOf(node, series.desc));
+    const Endpoint endpoint = view.PortOf(node, series.desc);
     Congested& port = congested[endpoint];
     port.fraction = std::max(port.fraction, fraction);
     port.pauses_peer = port.pauses_peer || tx;
@@ -180,8 +182,8 @@ void CongestionDetector::BuildFindings(const std::map<Endpoint, Congested>& cong
     finding.kind = "congestion_spreading";
     finding.severity = Severity::kCritical;
     finding.subject = endpoint;
-    finding.peer = peer;
-    finding.has_peer = false;  // the key is the root port; the peer is the sink, shown in text
+    finding.peer = peer;  // the sink
+    finding.has_peer = true;
     finding.depth_hops = max_depth;
     for (const auto& [victim, hops] : depth) {
       in_tree.insert(victim);
@@ -229,6 +231,7 @@ void CongestionDetector::BuildFindings(const std::map<Endpoint, Congested>& cong
     finding.severity = Severity::kCritical;
     finding.subject = source;
     finding.peer = *tor;
+    finding.has_peer = true;
     for (const auto& [endpoint, other] : congested) {
       if (other.pauses_peer || endpoint == source) {
         continue;
@@ -296,6 +299,7 @@ void CongestionDetector::BuildFindings(const std::map<Endpoint, Congested>& cong
     auto peer = peer_of.find(endpoint);
     if (peer != peer_of.end()) {
       finding.peer = peer->second;
+      finding.has_peer = true;
     }
     finding.evidence = port.evidence;
     finding.summary =

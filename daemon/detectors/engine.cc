@@ -64,6 +64,30 @@ std::vector<std::unique_ptr<Detector>> BuildDetectors(const v1::DetectorThreshol
   return detectors;
 }
 
+// node/device/port for a host port (device "gpuN" and port = link for NVLink), switch/switch_guid/
+// port for a switch port; the same label names for every subject, empty where they do not apply.
+void AppendSubjectLabels(const Endpoint& subject, std::vector<prometheus::ClientMetric::Label>& out) {
+  std::string node, device, port, switch_name, switch_guid;
+  if (subject.is_switch) {
+    switch_name = subject.node;
+    const std::string guid = CanonicalGuid(subject.guid);
+    switch_guid = guid.empty() ? "" : absl::StrCat("0x", guid);
+  } else {
+    node = subject.node;
+    device = subject.gpu >= 0 ? absl::StrCat("gpu", subject.gpu) : subject.device;
+  }
+  if (subject.gpu >= 0) {
+    port = absl::StrCat(subject.link);
+  } else if (subject.port != 0 || subject.is_switch || !subject.device.empty()) {
+    port = absl::StrCat(subject.port);
+  }
+  out.push_back({"node", std::move(node)});
+  out.push_back({"device", std::move(device)});
+  out.push_back({"port", std::move(port)});
+  out.push_back({"switch", std::move(switch_name)});
+  out.push_back({"switch_guid", std::move(switch_guid)});
+}
+
 int KindRank(const std::string& kind) {
   static const char* kOrder[] = {"link_flapping",   "congestion_spreading", "tcp_fallback",
                                  "pause_storm",     "nvlink_down",          "link_degraded",
@@ -445,7 +469,8 @@ std::vector<prometheus::MetricFamily> DetectionEngine::Collect() const {
       "fabricmon_finding_active",
       "1 per active finding. kind: link_flapping, link_degraded, congestion, "
       "congestion_spreading, pause_storm, ecn_misconfigured, tcp_fallback, nvlink_degraded, "
-      "nvlink_down; subject in node/device/port, the cable's other end in peer.",
+      "nvlink_down; a host subject in node/device/port, a switch port in switch/switch_guid/port, "
+      "the other end of its cable in peer. Labels stay the same while the incident lasts.",
       MetricType::Gauge);
   MetricFamily victims = family("fabricmon_finding_victims",
                                 "Victim ports of an active congestion_spreading finding.",
@@ -456,18 +481,13 @@ std::vector<prometheus::MetricFamily> DetectionEngine::Collect() const {
   for (const TrackedFinding& tracked : tracker_.Active()) {
     const Finding& f = tracked.finding;
     ClientMetric metric;
-    metric.label = {{"kind", f.kind},
-                    {"severity", std::string(SeverityName(f.severity))},
-                    {"node", f.subject.node},
-                    {"device", f.subject.gpu >= 0 ? absl::StrCat("gpu", f.subject.gpu)
-                                                  : f.subject.device},
-                    {"port", f.subject.gpu >= 0 ? absl::StrCat(f.subject.link)
-                                                : absl::StrCat(f.subject.port)},
-                    {"peer", f.peer.node.empty() ? "" : f.peer.ToString()}};
+    metric.label = {{"kind", f.kind}, {"severity", std::string(SeverityName(f.severity))}};
+    AppendSubjectLabels(f.subject, metric.label);
+    metric.label.push_back({"peer", f.has_peer ? f.peer.ToString() : ""});
     metric.gauge.value = 1;
     if (f.kind == "congestion_spreading") {
       ClientMetric v = metric;
-      v.label.erase(v.label.begin() + 1);  // no severity on the size series
+      v.label.erase(v.label.begin() + 1);  // no severity nor peer on the size series
       v.label.pop_back();
       ClientMetric d = v;
       v.gauge.value = static_cast<double>(f.victims.size());
@@ -478,7 +498,8 @@ std::vector<prometheus::MetricFamily> DetectionEngine::Collect() const {
     active.metric.push_back(std::move(metric));
   }
   MetricFamily totals = family("fabricmon_findings_total",
-                               "Findings raised (or escalated) since the aggregator started.",
+                               "Incidents raised since the aggregator started, by kind and the severity they were "
+                               "raised with (an escalation is not a new incident).",
                                MetricType::Counter);
   // Every kind at warning and critical from the start (0), so the first finding is an increase.
   std::map<std::pair<std::string, Severity>, uint64_t> raised = tracker_.RaisedTotals();

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <iterator>
 #include <limits>
+#include <optional>
+#include <string>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "daemon/detectors/families.h"
@@ -25,6 +28,33 @@ constexpr int kIbPortActive = 4;
 // How long a port state transition waits for the endpoint's counter to report past it.
 constexpr int64_t kCounterWaitNanos = int64_t{2} * 1000000000;
 
+// Which series of an endpoint is judged: the counter's index in kFlapCounters (0 for the port
+// state) and the node reporting it.
+struct Source {
+  int index = 0;
+  std::string node;
+  bool operator==(const Source& other) const {
+    return index == other.index && node == other.node;
+  }
+  bool operator!=(const Source& other) const { return !(*this == other); }
+};
+
+// Keeps the better of two sources of `endpoint`: the more specific counter, then the endpoint's
+// own node, then the smaller node name (stable whatever order the store lists nodes in).
+void Prefer(std::map<Endpoint, Source>& chosen, const Endpoint& endpoint, Source candidate) {
+  auto [it, inserted] = chosen.emplace(endpoint, candidate);
+  if (inserted) {
+    return;
+  }
+  const Source& current = it->second;
+  auto rank = [&](const Source& source) {
+    return std::make_tuple(source.index, source.node == endpoint.node ? 0 : 1, source.node);
+  };
+  if (rank(candidate) < rank(current)) {
+    it->second = std::move(candidate);
+  }
+}
+
 }  // namespace
 
 void LinkFlapDetector::Record(const Endpoint& endpoint, int64_t timestamp, uint64_t count,
@@ -43,16 +73,31 @@ void LinkFlapDetector::Evaluate(const FabricView& view, std::vector<Finding>& ou
   cursors_.StartTick();
   const int64_t now = view.now_unix_nanos();
 
-  // The counter each endpoint's events are counted from (index into kFlapCounters).
-  std::map<Endpoint, int> counting;
+  // The one series each endpoint's events are counted from: the first counter of kFlapCounters
+  // it has that is not saturated, reported by the endpoint's own node where it reports one (a CA
+  // port is also swept from the fabric, a switch port by every sweeper of its subnet).
+  std::map<Endpoint, Source> counting;
   for (int i = 0; i < kFlapCounterCount; ++i) {
     view.ForEachSeries(kFlapCounters[i], [&](const std::string& node,
                                              const aggregator::Series& series) {
       if (!series.saturated) {
-        counting.emplace(view.topology().Canonical(EndpointOf(node, series.desc)), i);
+        Prefer(counting, view.PortOf(node, series.desc), Source{i, node});
       }
     });
   }
+  // Every counted port remembers the other end of its cable while the topology names it: a down
+  // cable drops out of rediscovery, and its flaps still name the cable.
+  for (const auto& [endpoint, source] : counting) {
+    if (std::optional<Endpoint> peer = view.topology().PeerOf(endpoint)) {
+      links_[endpoint].peer = *peer;
+    }
+  }
+  // Likewise the one port-state series of each endpoint.
+  std::map<Endpoint, Source> state_source;
+  view.ForEachSeries(families::kIbPortState, [&](const std::string& node,
+                                                 const aggregator::Series& series) {
+    Prefer(state_source, view.PortOf(node, series.desc), Source{0, node});
+  });
 
   // What the counting counter of each endpoint retains: the intervals in which it rose and how
   // far it has reported. It may come from another collector than the port state (netdev, ethtool)
@@ -67,12 +112,12 @@ void LinkFlapDetector::Evaluate(const FabricView& view, std::vector<Finding>& ou
   for (int i = 0; i < kFlapCounterCount; ++i) {
     const char* family = kFlapCounters[i];
     view.ForEachSeries(family, [&](const std::string& node, const aggregator::Series& series) {
-      const Endpoint endpoint = view.topology().Canonical(EndpointOf(node, series.desc));
-      if (family == families::kIbLinkDowned) {
+      const Endpoint endpoint = view.PortOf(node, series.desc);
+      auto counter = counting.find(endpoint);
+      const bool counts = counter != counting.end() && counter->second == Source{i, node};
+      if (family == families::kIbLinkDowned && (counts || counter == counting.end())) {
         links_[endpoint].counter_saturated = series.saturated;  // for the summary's advice
       }
-      auto counter = counting.find(endpoint);
-      const bool counts = counter != counting.end() && counter->second == i;
       if (counts) {
         CounterView& retained = counters[endpoint];
         int64_t all = 0;  // every retained pair, not only the new ones
@@ -102,7 +147,10 @@ void LinkFlapDetector::Evaluate(const FabricView& view, std::vector<Finding>& ou
   }
   view.ForEachSeries(families::kIbPortState, [&](const std::string& node,
                                                  const aggregator::Series& series) {
-    const Endpoint endpoint = view.topology().Canonical(EndpointOf(node, series.desc));
+    const Endpoint endpoint = view.PortOf(node, series.desc);
+    if (state_source[endpoint] != Source{0, node}) {
+      return;  // another node's view of the same port is the one judged
+    }
     auto counter = counters.find(endpoint);
     int64_t& cursor = cursors_[{node, series.desc.fingerprint}];
     int64_t walked = cursor;
@@ -151,16 +199,21 @@ void LinkFlapDetector::Evaluate(const FabricView& view, std::vector<Finding>& ou
     }
     Finding finding;
     finding.kind = "link_flapping";
+    finding.identity = Identity::kCable;
     finding.severity = Severity::kCritical;
     finding.subject = endpoint;
-    if (std::optional<Endpoint> peer = view.topology().PeerOf(endpoint)) {
-      finding.peer = *peer;
+    // The cable as last resolved (the tracker keeps the incident's labels anyway).
+    if (link.peer.has_value()) {
+      finding.peer = *link.peer;
       finding.has_peer = true;
     }
+    finding.OrientCable();
     finding.summary = absl::StrCat(
-        "link ", endpoint.ToString(), finding.has_peer ? " <-> " + finding.peer.ToString() : "",
-        " went down ", link.events.size(), " times in the last ",
-        options_.window_nanos / 1000000000, " s (", link.total, " since first seen)",
+        "link ", finding.subject.ToString(),
+        finding.has_peer ? " <-> " + finding.peer.ToString() : "", " went down ",
+        link.events.size(), " times in the last ", options_.window_nanos / 1000000000, " s (",
+        link.total, " since first seen",
+        endpoint == finding.subject ? "" : absl::StrCat(", counted at ", endpoint.ToString()), ")",
         link.counter_saturated ? "; LinkDowned is saturated at 255, so some flaps are only seen "
                                  "as state changes — clear the counter"
                                : "");

@@ -4,11 +4,14 @@
 // (IB LinkDowned, RoCE link_down_events_phy, netdev carrier_down_count, NVLink5 failed
 // recoveries), so a flap shorter than the sampling interval is still seen; observed state
 // transitions (IB port state leaving ACTIVE) add events where no counter saw them (a saturated
-// 8-bit LinkDowned at 255 sees nothing). A flapping link stays reported until it has been quiet
-// for the quiet period; both cable ends make one finding when topology is known.
+// 8-bit LinkDowned at 255 sees nothing). Each port is judged from one series (its own node's where
+// it reports one; a CA or switch port is also swept from the fabric). A flapping link stays
+// reported until it has been quiet for the quiet period; it is one finding per cable (host end
+// first) whichever end saw it, with the peer the topology named while the cable was up.
 
 #include <deque>
 #include <map>
+#include <optional>
 
 #include "absl/container/flat_hash_map.h"
 #include "daemon/detectors/detector.h"
@@ -36,6 +39,7 @@ class LinkFlapDetector final : public Detector {
     bool flapping = false;
     bool counter_saturated = false;
     std::vector<Evidence> evidence;   // latest counters that moved
+    std::optional<Endpoint> peer;     // the cable's other end, as last resolved
   };
   void Record(const Endpoint& endpoint, int64_t timestamp, uint64_t count, Evidence evidence);
 

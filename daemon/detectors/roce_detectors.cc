@@ -37,8 +37,7 @@ void PauseStormDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
       }
     });
     if (streak.intervals >= options_.consecutive_intervals) {
-      storming[view.topology().Canonical(EndpointOf(node, series.desc))] = {streak.fraction,
-                                                                            streak.evidence};
+      storming[view.PortOf(node, series.desc)] = {streak.fraction, streak.evidence};
     }
   });
   for (const char* family : {families::kRocePauseStormWarning, families::kRocePauseStormError}) {
@@ -47,7 +46,7 @@ void PauseStormDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
       ForEachNewPair(series, &cursors_[key], [&](const StoredSample& previous,
                                                  const StoredSample& current) {
         if (RawIncrease(series.desc, previous, current) > 0) {
-          const Endpoint endpoint = view.topology().Canonical(EndpointOf(node, series.desc));
+          const Endpoint endpoint = view.PortOf(node, series.desc);
           storm_events_[endpoint] = current.timestamp_unix_nanos;
           storm_evidence_[endpoint] = MakeEvidence(series.desc, static_cast<double>(current.raw),
                                                    0, "the NIC's pause-storm watchdog fired");
@@ -70,6 +69,7 @@ void PauseStormDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
     finding.subject = endpoint;
     if (std::optional<Endpoint> peer = view.topology().PeerOf(endpoint)) {
       finding.peer = *peer;
+      finding.has_peer = true;
     }
     finding.evidence.push_back(entry.second);
     finding.summary = absl::StrCat(

@@ -256,8 +256,12 @@ void Topology::Resolve() {
     } else {
       endpoint.node = guid.empty() ? raw_key : absl::StrCat("0x", guid);
     }
-    if (endpoint.is_switch && !guid.empty()) {
-      switch_name_by_guid_[guid] = endpoint.node;
+    if (!endpoint.is_switch) {
+      // A CA (or router) no agent claims: not a node of ours, so never a node's name.
+      endpoint.node = absl::StrCat("ca:", endpoint.node);
+    }
+    if (!guid.empty()) {
+      (endpoint.is_switch ? switch_name_by_guid_ : ca_name_by_guid_)[guid] = endpoint.node;
     }
     return endpoint;
   };
@@ -320,7 +324,22 @@ Endpoint Topology::Canonical(const Endpoint& endpoint) const {
     return canonical;
   }
   if (endpoint.device.empty()) {
-    return endpoint;
+    if (endpoint.guid.empty() || endpoint.gpu >= 0) {
+      return endpoint;  // a node-level subject
+    }
+    // A CA port seen from the fabric: the port of the node whose agent claims the HCA, else the
+    // name the graph gives the CA.
+    const std::string guid = CanonicalGuid(endpoint.guid);
+    Endpoint canonical = endpoint;
+    if (auto host = host_by_guid_.find(guid);
+        host != host_by_guid_.end() && !host->second.first.empty()) {
+      canonical.node = host->second.first;
+      canonical.device = host->second.second;
+      canonical.guid = guid;
+    } else if (auto ca = ca_name_by_guid_.find(guid); ca != ca_name_by_guid_.end()) {
+      canonical.node = ca->second;
+    }
+    return canonical;
   }
   auto it = netdev_map_.find({endpoint.node, endpoint.device});
   if (it == netdev_map_.end()) {
