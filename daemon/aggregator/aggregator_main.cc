@@ -211,6 +211,10 @@ int Run(const v1::AggregatorConfig& config) {
   }
   aggregator::TelemetryService telemetry(store, stats, stream_options, clock);
   aggregator::DiagnosticsService diagnostics(store, clock, stale_after, *authorization, &stats);
+  if (absl::Status valid = detectors::ValidateThresholds(config.detectors()); !valid.ok()) {
+    std::cerr << "fabricmon-aggregator: " << valid.message() << "\n";
+    return 2;
+  }
   const int64_t tick = int64_t{config.detectors().tick_ms() > 0 ? config.detectors().tick_ms() : 1000} * 1000000;
   auto engine = std::make_shared<detectors::DetectionEngine>(store, clock, config.detectors(), tick);
   engine->SetAgentTopologyRetention(

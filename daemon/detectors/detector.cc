@@ -35,6 +35,20 @@ bool ReporterChoice::Judges(const Endpoint& endpoint, const std::string& node) c
   return it == chosen_.end() || it->second == node;
 }
 
+bool Debounce::Observe(bool holds, int64_t sample_time) {
+  if (sample_time == last_sample_) {
+    return raised_;
+  }
+  last_sample_ = sample_time;
+  if (holds == raised_) {
+    streak_ = 0;
+  } else if (++streak_ >= n_) {
+    raised_ = holds;
+    streak_ = 0;
+  }
+  return raised_;
+}
+
 void ForEachNewPair(const Series& series, int64_t* cursor,
                     const std::function<void(const StoredSample&, const StoredSample&)>& visit) {
   if (series.count < 2) {

@@ -60,6 +60,23 @@ class ReporterChoice {
   std::map<Endpoint, std::string> chosen_;
 };
 
+// Debounces a condition judged once per sample: raised after `n` consecutive samples in which it
+// holds, cleared after `n` in which it does not. A sample counts once however many detector ticks
+// see it (detectors may tick faster than agents sample).
+class Debounce {
+ public:
+  explicit Debounce(uint32_t n = 1) : n_(n < 1 ? 1 : n) {}
+  // Judges the sample taken at `sample_time` and returns whether the condition is raised.
+  bool Observe(bool holds, int64_t sample_time);
+  bool raised() const { return raised_; }
+
+ private:
+  uint32_t n_;
+  int64_t last_sample_ = 0;
+  uint32_t streak_ = 0;  // consecutive samples disagreeing with raised_
+  bool raised_ = false;
+};
+
 class Detector {
  public:
   virtual ~Detector() = default;

@@ -1,6 +1,7 @@
 #include "daemon/detectors/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <set>
 
@@ -16,19 +17,21 @@
 #include "prometheus/client_metric.h"
 #include "prometheus/metric_family.h"
 #include "prometheus/metric_type.h"
+#include "re2/re2.h"
 
 namespace fabricmon::detectors {
 namespace {
 
 constexpr int64_t kSecond = 1000000000;
 
-// The one explicit list of detectors, configured from the thresholds (defaults where unset).
+// The one explicit list of detectors, configured from the thresholds (defaults where unset;
+// validated by ValidateThresholds).
 std::vector<std::unique_ptr<Detector>> BuildDetectors(const v1::DetectorThresholds& t) {
   std::vector<std::unique_ptr<Detector>> detectors;
   LinkFlapOptions flap;
   if (t.flap_transitions() > 0) flap.transitions = t.flap_transitions();
   if (t.flap_window_s() > 0) flap.window_nanos = t.flap_window_s() * kSecond;
-  if (t.flap_quiet_s() > 0) flap.quiet_nanos = t.flap_quiet_s() * kSecond;
+  if (t.has_flap_quiet_s()) flap.quiet_nanos = t.flap_quiet_s() * kSecond;
   detectors.push_back(std::make_unique<LinkFlapDetector>(flap));
 
   LinkDegradedOptions degraded;
@@ -41,14 +44,23 @@ std::vector<std::unique_ptr<Detector>> BuildDetectors(const v1::DetectorThreshol
     congestion.wait_fraction = t.congestion_fraction();
     congestion.pause_fraction = t.congestion_fraction();
   }
+  if (t.has_congestion_min_victims_without_topology()) {
+    congestion.min_victims_without_topology = t.congestion_min_victims_without_topology();
+  }
   detectors.push_back(std::make_unique<CongestionDetector>(congestion));
 
   PauseStormOptions storm;
   if (t.pause_storm_fraction() > 0) storm.fraction = t.pause_storm_fraction();
+  if (t.has_pause_storm_intervals()) storm.consecutive_intervals = t.pause_storm_intervals();
   detectors.push_back(std::make_unique<PauseStormDetector>(storm));
 
   EcnOptions ecn;
   if (t.congestion_fraction() > 0) ecn.pause_fraction = t.congestion_fraction();
+  if (t.has_ecn_pause_fraction()) ecn.pause_fraction = t.ecn_pause_fraction();
+  if (t.has_ecn_cnp_ignored_per_second()) {
+    ecn.cnp_ignored_per_second = t.ecn_cnp_ignored_per_second();
+  }
+  if (t.has_ecn_ticks()) ecn.ticks = t.ecn_ticks();
   detectors.push_back(std::make_unique<EcnMisconfigDetector>(ecn));
 
   TcpFallbackOptions fallback;
@@ -56,10 +68,16 @@ std::vector<std::unique_ptr<Detector>> BuildDetectors(const v1::DetectorThreshol
     fallback.min_kernel_bytes_per_second = t.tcp_fallback_min_bytes_per_second();
   }
   if (t.tcp_fallback_rdma_ratio() > 0) fallback.rdma_ratio = t.tcp_fallback_rdma_ratio();
+  if (t.has_tcp_fallback_gpu_busy()) fallback.gpu_busy = t.tcp_fallback_gpu_busy();
+  if (t.has_tcp_fallback_rdma_history_s()) {
+    fallback.rdma_history_nanos = t.tcp_fallback_rdma_history_s() * kSecond;
+  }
+  if (t.has_tcp_fallback_min_symmetry()) fallback.min_symmetry = t.tcp_fallback_min_symmetry();
+  if (t.has_tcp_fallback_ticks()) fallback.consecutive_ticks = t.tcp_fallback_ticks();
   detectors.push_back(std::make_unique<TcpFallbackDetector>(fallback));
 
   NvlinkOptions nvlink;
-  if (t.error_rate_per_second() > 0) nvlink.errors_per_second = t.error_rate_per_second();
+  if (t.has_error_rate_per_second()) nvlink.errors_per_second = t.error_rate_per_second();
   detectors.push_back(std::make_unique<NvlinkDetector>(nvlink));
   return detectors;
 }
@@ -101,6 +119,60 @@ int KindRank(const std::string& kind) {
 }
 
 }  // namespace
+
+absl::Status ValidateThresholds(const v1::DetectorThresholds& t) {
+  auto fraction = [](const char* name, double value) -> absl::Status {
+    if (!(value >= 0 && value <= 1)) {  // also refuses NaN
+      return absl::InvalidArgumentError(
+          absl::StrCat("detectors.", name, " must lie in 0..1, not ", value));
+    }
+    return absl::OkStatus();
+  };
+  auto non_negative = [](const char* name, double value) -> absl::Status {
+    if (!(value >= 0) || std::isinf(value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("detectors.", name, " must be a finite number >= 0, not ", value));
+    }
+    return absl::OkStatus();
+  };
+  auto at_least_one = [](const char* name, bool has, uint32_t value) -> absl::Status {
+    if (has && value < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("detectors.", name, " must be at least 1"));
+    }
+    return absl::OkStatus();
+  };
+  for (absl::Status status : {
+           fraction("congestion_fraction", t.congestion_fraction()),
+           fraction("pause_storm_fraction", t.pause_storm_fraction()),
+           fraction("tcp_fallback_rdma_ratio", t.tcp_fallback_rdma_ratio()),
+           fraction("tcp_fallback_gpu_busy", t.tcp_fallback_gpu_busy()),
+           fraction("tcp_fallback_min_symmetry", t.tcp_fallback_min_symmetry()),
+           fraction("ecn_pause_fraction", t.ecn_pause_fraction()),
+           non_negative("tcp_fallback_min_bytes_per_second",
+                        t.tcp_fallback_min_bytes_per_second()),
+           non_negative("error_rate_per_second", t.error_rate_per_second()),
+           non_negative("ecn_cnp_ignored_per_second", t.ecn_cnp_ignored_per_second()),
+           at_least_one("tcp_fallback_ticks", t.has_tcp_fallback_ticks(), t.tcp_fallback_ticks()),
+           at_least_one("ecn_ticks", t.has_ecn_ticks(), t.ecn_ticks()),
+           at_least_one("pause_storm_intervals", t.has_pause_storm_intervals(),
+                        t.pause_storm_intervals()),
+           at_least_one("congestion_min_victims_without_topology",
+                        t.has_congestion_min_victims_without_topology(),
+                        t.congestion_min_victims_without_topology()),
+       }) {
+    if (!status.ok()) {
+      return status;
+    }
+  }
+  if (!t.unclaimed_ca_ignore().empty()) {
+    re2::RE2 pattern(t.unclaimed_ca_ignore(), re2::RE2::Quiet);
+    if (!pattern.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("detectors.unclaimed_ca_ignore: ",
+                                                     pattern.error()));
+    }
+  }
+  return absl::OkStatus();
+}
 
 DetectionEngine::DetectionEngine(const aggregator::SeriesStore& store, const Clock& clock,
                                  const v1::DetectorThresholds& thresholds, int64_t tick_nanos)

@@ -30,6 +30,10 @@
 
 namespace fabricmon::detectors {
 
+// Whether every threshold lies in its documented range (config.proto); InvalidArgument naming
+// the field otherwise. The aggregator refuses to start on an error.
+absl::Status ValidateThresholds(const v1::DetectorThresholds& thresholds);
+
 class DetectionEngine final : public prometheus::Collectable,
                               public aggregator::FindingsProvider,
                               public aggregator::TopologyProvider {
