@@ -155,6 +155,37 @@ TEST_F(RoceAndLinkErrorsTest, RocePcsAndCrcErrorsMakeADegradedLink) {
   }
 }
 
+// A RoCE port whose sysfs LinkDowned never moves (the driver keeps it for the IB port model) while
+// the NIC's link_down_events_phy and the netdev's carrier count two flaps between two reads: a
+// counter that never moves hides nothing, and the two that moved count the flaps once.
+TEST_F(RoceAndLinkErrorsTest, ACounterThatNeverMovesHidesNoFlapAndWitnessesAreNotSummed) {
+  const auto ib_downed = HostCounter(families::kIbLinkDowned, "mlx5_bond_0", 1, 32);
+  const auto phy_downs = EthtoolCounter(families::kRoceLinkDownEvents);
+  const auto carrier = collectors::CounterSeries("netdev", families::kNetdevCarrierDown, "",
+                                                 collectors::Unit::kNone, 64,
+                                                 collectors::Overflow::kWraps, 1.0,
+                                                 {{"netdev", "ens1f1"}});
+  v1::Inventory inventory;
+  v1::RdmaDevice* device = inventory.add_rdma_devices();
+  device->set_name("mlx5_bond_0");
+  v1::RdmaPort* port = device->add_ports();
+  port->set_number(1);
+  port->add_netdevs("ens1f1");
+  fabric_.Node("r5-gpu2", inventory);
+  for (uint64_t downs : {4u, 4u, 5u}) {  // one flap: not flapping yet
+    fabric_.Set("r5-gpu2", ib_downed, 0);
+    fabric_.Set("r5-gpu2", phy_downs, downs);
+    fabric_.Set("r5-gpu2", carrier, downs + 10);
+    fabric_.Step();
+  }
+  EXPECT_THAT(Active(), ::testing::IsEmpty()) << "one flap seen by two witnesses is one flap";
+  fabric_.Set("r5-gpu2", ib_downed, 0);
+  fabric_.Set("r5-gpu2", phy_downs, 6);
+  fabric_.Set("r5-gpu2", carrier, 16);
+  fabric_.Step();
+  EXPECT_THAT(Active(), ::testing::ElementsAre("link_flapping r5-gpu2 mlx5_bond_0/1"));
+}
+
 TEST(ThresholdsTest, OutOfRangeThresholdsAreRefusedNamingTheField) {
   EXPECT_TRUE(ValidateThresholds(v1::DetectorThresholds()).ok());
   v1::DetectorThresholds t;
