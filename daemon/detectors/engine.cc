@@ -179,7 +179,15 @@ DetectionEngine::DetectionEngine(const aggregator::SeriesStore& store, const Clo
     : store_(store),
       clock_(clock),
       tick_nanos_(tick_nanos > 0 ? tick_nanos : kSecond),
-      detectors_(BuildDetectors(thresholds)) {}
+      detectors_(BuildDetectors(thresholds)) {
+  if (!thresholds.unclaimed_ca_ignore().empty()) {
+    unclaimed_ca_ignore_ = std::make_unique<re2::RE2>(thresholds.unclaimed_ca_ignore(),
+                                                      re2::RE2::Quiet);
+    if (!unclaimed_ca_ignore_->ok()) {
+      unclaimed_ca_ignore_.reset();  // refused earlier by ValidateThresholds
+    }
+  }
+}
 
 DetectionEngine::~DetectionEngine() { Stop(); }
 
@@ -313,6 +321,13 @@ void DetectionEngine::PublishProblems(const Topology& topology) {
   }
   guid_conflicts_ = std::move(conflicts);
   disagreements_ = disagreements;
+  unclaimed_cas_.clear();
+  for (auto& [guid, description] : topology.UnclaimedCas()) {
+    if (unclaimed_ca_ignore_ == nullptr ||
+        !re2::RE2::FullMatch(description, *unclaimed_ca_ignore_)) {
+      unclaimed_cas_.emplace_back(std::move(guid), std::move(description));
+    }
+  }
 }
 
 void DetectionEngine::Start() {
@@ -600,8 +615,20 @@ std::vector<prometheus::MetricFamily> DetectionEngine::Collect() const {
       "Cables the fabric collector reported that contradict the operator's topology file or link "
       "list (the operator's cable is kept).",
       MetricType::Gauge);
+  MetricFamily unclaimed = family(
+      "fabricmon_topology_unclaimed_ca",
+      "1 for each fabric CA (host HCA) the topology knows that no node known to the aggregator "
+      "claims in its inventory: a host whose agent is missing (detectors.unclaimed_ca_ignore "
+      "leaves out hosts that run none by design).",
+      MetricType::Gauge);
   {
     absl::MutexLock lock(&mu_);
+    for (const auto& [guid, description] : unclaimed_cas_) {
+      ClientMetric u;
+      u.label = {{"ca_guid", absl::StrCat("0x", guid)}, {"ca", description}};
+      u.gauge.value = 1;
+      unclaimed.metric.push_back(std::move(u));
+    }
     ClientMetric c;
     c.gauge.value = static_cast<double>(guid_conflicts_.size());
     conflicts.metric.push_back(c);
@@ -624,6 +651,7 @@ std::vector<prometheus::MetricFamily> DetectionEngine::Collect() const {
   out.push_back(std::move(links));
   out.push_back(std::move(conflicts));
   out.push_back(std::move(disagreements));
+  out.push_back(std::move(unclaimed));
   return out;
 }
 

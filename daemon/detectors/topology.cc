@@ -308,6 +308,19 @@ std::vector<GuidConflict> Topology::guid_conflicts() const {
   return conflicts;
 }
 
+std::vector<std::pair<std::string, std::string>> Topology::UnclaimedCas() const {
+  std::vector<std::pair<std::string, std::string>> unclaimed;
+  for (const auto& [key, node] : fabric_nodes_) {
+    if (node.type != v1::FabricNode::TYPE_CA || CanonicalGuid(key) != key) {
+      continue;  // switches, routers, and files without GUIDs (nothing to claim them by)
+    }
+    if (guid_claims_.count(key) == 0) {
+      unclaimed.emplace_back(key, node.description);
+    }
+  }
+  return unclaimed;
+}
+
 Endpoint Topology::Canonical(const Endpoint& endpoint) const {
   if (endpoint.is_switch) {
     // A switch port series names its switch by description; the graph names a switch whose

@@ -99,6 +99,9 @@ class Topology {
   std::vector<TopologyLink> Links() const;
   // GUIDs claimed by more than one node, by GUID.
   std::vector<GuidConflict> guid_conflicts() const;
+  // Fabric CAs (host HCAs seen by a sweep or named in a topology file) that no node's inventory
+  // claims: hosts whose agent is missing, or that run none. (canonical GUID, description), by GUID.
+  std::vector<std::pair<std::string, std::string>> UnclaimedCas() const;
   // Cables the fabric collector reported that contradict the operator's (kept) cables, one line
   // each, sorted.
   const std::set<std::string>& disagreements() const { return disagreements_; }

@@ -311,5 +311,42 @@ TEST_F(IncidentTest, SpreadingTreesCountHostPortsSweptFromTheFabric) {
   EXPECT_EQ(proto.subject().peer_port(), 1u);
 }
 
+// HCAs a sweep sees that no node claims: a node whose agent is missing. Hosts that run no agent by
+// design are left out by detectors.unclaimed_ca_ignore.
+TEST(UnclaimedCaTest, HcasNoNodeClaimsAreExportedUnlessIgnored) {
+  FabricFixture fabric;
+  v1::DetectorThresholds thresholds;
+  thresholds.set_unclaimed_ca_ignore("ufm-.*");
+  DetectionEngine engine(fabric.store(), fabric.clock(), thresholds, 1000000000);
+  v1::Inventory sweep = Sweep({{1, HcaGuid(1)}, {2, HcaGuid(2)}, {3, HcaGuid(3)}});
+  const char* descriptions[] = {"gpu-a01 HCA-1", "gpu-a02 HCA-1", "ufm-host HCA-1"};
+  for (int i = 0; i < 3; ++i) {
+    v1::FabricNode* ca = sweep.add_fabric_nodes();
+    ca->set_guid(HcaGuid(i + 1));
+    ca->set_type(v1::FabricNode::TYPE_CA);
+    ca->set_description(descriptions[i]);
+  }
+  fabric.Node("r3-sweep", sweep);
+  fabric.Node("gpu-a01", Hca("mlx5_0", HcaGuid(1)));
+  engine.Tick();
+  std::vector<std::string> unclaimed;
+  for (const auto& family : engine.Collect()) {
+    if (family.name != "fabricmon_topology_unclaimed_ca") continue;
+    for (const auto& metric : family.metric) {
+      unclaimed.push_back(absl::StrCat(metric.label[0].name, "=", metric.label[0].value, ",",
+                                       metric.label[1].name, "=", metric.label[1].value));
+    }
+  }
+  EXPECT_THAT(unclaimed, ::testing::ElementsAre("ca_guid=0x0002c90300cc0002,ca=gpu-a02 HCA-1"));
+  // Its agent connects: claimed.
+  fabric.Node("gpu-a02", Hca("mlx5_0", HcaGuid(2)));
+  engine.Tick();
+  for (const auto& family : engine.Collect()) {
+    if (family.name == "fabricmon_topology_unclaimed_ca") {
+      EXPECT_TRUE(family.metric.empty());
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fabricmon::detectors
