@@ -493,7 +493,7 @@ def readme_section(source, title):
 def readme_paths(text, pattern):
     # Paths end at whitespace, quotes, brackets, commas; `{a,b}` expands; trailing `.:)` drop.
     found = set()
-    for raw in re.findall(pattern + r"[^\s`'\"<>(),|]*(?:\{[^}]*\}[^\s`'\"<>(),|]*)?", text):
+    for raw in re.findall(pattern + r"[^\s`'\"<>(),|{]*(?:\{[^}]*\}[^\s`'\"<>(),|]*)?", text):
         raw = raw.rstrip(".:;)")
         brace = re.search(r"\{([^}]*)\}", raw)
         if brace:
@@ -509,7 +509,7 @@ def check_readme_paths(source, root, sections, pattern, label, ignore=()):
     for title in sections:
         paths |= readme_paths(readme_section(source, title), pattern)
     paths = {p for p in paths if not any(p.startswith(i) for i in ignore)}
-    missing = sorted(p for p in paths if not os.path.lexists(root + p.rstrip("/")))
+    missing = sorted(p for p in paths if not glob.glob(glob.escape(root) + p.rstrip("/")))
     if not paths:
         fail(f"README.md ({', '.join(sections)}) names no {pattern} path")
     elif missing:
@@ -650,6 +650,7 @@ def main():
         check_readme_paths(args.source, root,
                            ["### Running under systemd", "### Packages", "## Dashboards"],
                            "/(?:usr|etc)/", "packages", ignore=("/etc/fabricmon/tls",
+                                                                 "/usr/local/",
                                                                  "/etc/systemd/", "/etc/udev/",
                                                                  "/etc/grafana/"))
         if scripts_ran:
