@@ -384,7 +384,9 @@ Diagnosis EthtoolCollector::Diagnose(const DiagnosisInput& input) const {
   diagnosis.works = false;
   diagnosis.problem = absl::StrJoin(problems, "; ");
   diagnosis.fix = absl::StrCat(
-      permission ? "run the agent with CAP_NET_ADMIN (its systemd unit grants it), or " : "",
+      permission ? "read-only ethtool queries need no capability, so EPERM is a policy of the "
+                   "container, seccomp or LSM around the agent: allow SIOCETHTOOL there, or "
+                 : "",
       "leave them out: ethtool { netdevs { exclude: \"", absl::StrJoin(refused_names, "|"),
       "\" } }");
   return diagnosis;

@@ -344,8 +344,9 @@ Diagnosis RdmaQpCollector::Diagnose(const DiagnosisInput& input) const {
     diagnosis.fix = "load ib_core (the HCA's RDMA driver) for RDMA netlink, or set "
                     "rdma_qp { enabled: false } on nodes without RDMA";
   } else if (absl::IsPermissionDenied(failed)) {
-    diagnosis.fix = "the RDMA netlink resource dump needs CAP_NET_ADMIN: run the agent with its "
-                    "systemd unit (deploy/systemd/fabricmon-agent.service)";
+    diagnosis.fix = "the QP resource dump needs no capability, so EPERM is a policy of the "
+                    "container, seccomp or LSM around the agent: allow NETLINK_RDMA there, or set "
+                    "rdma_qp { enabled: false }";
   }
   return diagnosis;
 }
