@@ -36,6 +36,7 @@ wire_warmup=2
 downtime=2000
 filter='.*'
 bench_args=()
+loadgen_args=()
 if [[ $quick == quick ]]; then
   warmup=2
   window=5
@@ -43,14 +44,15 @@ if [[ $quick == quick ]]; then
 fi
 if [[ "${BENCH_SMOKE:-0}" == 1 ]]; then
   warmup=1 window=1 agents=4 wire_agents=4 wire_window=1 wire_warmup=1 downtime=300
-  filter='BM_(ExporterAppendText/100000|Ingest/1/)'
+  filter='BM_(ExporterAppendText/100000/|Ingest/1/0/)'
   bench_args=(--benchmark_min_time=0.01)
+  loadgen_args=(--initial_backoff_ms=100 --max_backoff_ms=500)  # reconnect in ~1 s
 fi
 
 echo "### machine: $(nproc) CPUs, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "### ingest, wire, memory, restart: $agents DGX nodes x ~490 series, one cycle per node every 20 ms"
 timeout 240 "$loadgen" --agents="$agents" --interval_ms=20 --warmup_s="$warmup" \
-  --duration_s="$window" --restart_downtime_ms="$downtime"
+  --duration_s="$window" --restart_downtime_ms="$downtime" "${loadgen_args[@]}"
 echo
 echo "### wire size by counter motion"
 for profile in idle busy; do
