@@ -341,6 +341,27 @@ absl::Status RdmaQpCollector::Collect(SampleSink& sink) {
   return absl::OkStatus();
 }
 
+Diagnosis RdmaQpCollector::Diagnose(const DiagnosisInput& input) const {
+  Diagnosis diagnosis = DefaultDiagnosis(kRdmaQpCollectorName, input);
+  if (diagnosis.works) {
+    diagnosis.reads = absl::StrCat("queue pairs of ", devices_.size(),
+                                   " RDMA device(s) over RDMA netlink, ", input.samples,
+                                   " series");
+    return diagnosis;
+  }
+  const absl::Status& failed = input.discovery.ok() ? input.collection : input.discovery;
+  if (absl::IsNotFound(failed)) {
+    diagnosis.problem = absl::StrCat("RDMA netlink unavailable: ", failed.message());
+    diagnosis.fix = "load ib_core (the HCA's RDMA driver) for RDMA netlink, or set "
+                    "rdma_qp { enabled: false } on nodes without RDMA";
+  } else if (absl::IsPermissionDenied(failed)) {
+    diagnosis.fix = "the QP resource dump needs no capability, so EPERM is a policy of the "
+                    "container, seccomp or LSM around the agent: allow NETLINK_RDMA there, or set "
+                    "rdma_qp { enabled: false }";
+  }
+  return diagnosis;
+}
+
 void RegisterRdmaQpCollector(CollectorRegistry& registry) {
   registry.Register(
       kRdmaQpCollectorName, /*enabled_by_default=*/true,
@@ -350,6 +371,9 @@ void RegisterRdmaQpCollector(CollectorRegistry& registry) {
           return collector.status();
         }
         return std::unique_ptr<Collector>(*std::move(collector));
+      },
+      [](const v1::CollectorsConfig&) -> std::string {
+        return "this host's RDMA netlink: queue pairs of live processes";
       });
 }
 

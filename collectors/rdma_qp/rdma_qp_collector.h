@@ -86,6 +86,8 @@ class RdmaQpCollector final : public Collector {
   // otherwise OK.
   absl::Status Collect(SampleSink& sink) override;
   bool WantsRediscovery() const override { return wants_rediscovery_; }
+  // RDMA netlink unavailable (ib_core not loaded), no device, or the dump refused.
+  Diagnosis Diagnose(const DiagnosisInput& input) const override;
   int64_t interval_ms() const override { return interval_ms_; }
   int64_t rediscover_interval_ms() const override { return rediscover_interval_ms_; }
 

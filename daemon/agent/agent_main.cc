@@ -25,6 +25,7 @@
 #include "collectors/core/recording_sink.h"
 #include "daemon/agent/agent.h"
 #include "daemon/agent/collector_runner.h"
+#include "daemon/agent/doctor.h"
 #include "daemon/agent/stream_client.h"
 #include "daemon/agent/systemd_notify.h"
 #include "daemon/common/clock.h"
@@ -45,6 +46,13 @@ ABSL_FLAG(std::string, sysfs_root, "",
           "Override the sysfs root of every sysfs-based collector (default /sys; tests and "
           "offline analysis point it at a captured tree).");
 ABSL_FLAG(std::string, procfs_root, "", "Override the procfs root (default /proc).");
+ABSL_FLAG(std::vector<std::string>, enable_collectors, {},
+          "Collectors to enable (comma-separated), as `<name> { enabled: true }` in the config. "
+          "With a captured --sysfs_root/--procfs_root, collectors that would read this host "
+          "instead (nvml, rdma_qp, ethtool's ioctl, ib_fabric) are off unless enabled so.");
+ABSL_FLAG(bool, doctor, false,
+          "Say, one line per collector, what it can read and, where it cannot, why and how to "
+          "fix it; exit 0 when every enabled collector works, 1 otherwise.");
 ABSL_FLAG(std::string, aggregator, "", "HOST:PORT of the aggregator (overrides config).");
 ABSL_FLAG(std::string, node_name, "", "Node name (overrides config; default: host name).");
 ABSL_FLAG(std::string, listen_metrics, "",
@@ -317,6 +325,15 @@ int main(int argc, char** argv) {
     }
   }
   fabricmon::ApplyOverrides(config);
+  if (absl::Status enabled = fabricmon::collectors::EnableCollectors(
+          absl::GetFlag(FLAGS_enable_collectors), *config.mutable_collectors());
+      !enabled.ok()) {
+    std::cerr << "fabricmon-agent: --enable_collectors: " << enabled.message() << "\n";
+    return 2;
+  }
+  if (absl::GetFlag(FLAGS_doctor)) {
+    return fabricmon::agent::RunDoctor(config, std::cout);
+  }
 
   if (absl::GetFlag(FLAGS_once)) {
     return fabricmon::RunOnce(config);
