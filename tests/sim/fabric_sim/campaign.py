@@ -221,6 +221,11 @@ class Fault:
         self.related = set(related)   # subjects whose findings belong to this incident
         self.expected = expected      # [Expected]; empty: a silent fault
         self.congestion = congestion  # congestion-family faults never overlap
+        # Finding kinds that belong to this incident at its related places: the expected ones,
+        # and for congestion the partial views of the same tree (churn, not false findings).
+        self.accept = {e.kind for e in expected}
+        if congestion:
+            self.accept |= {"congestion", "congestion_spreading"}
         self.steps = []               # (offset_s, label, action(ctx), mark or None)
         self.checks = []              # callables(metrics_text) → (ok, detail)
         self.baseline = None          # callable(sim) before the agents start
@@ -937,6 +942,8 @@ def score(faults, run, interval_s):
                 continue
             if key not in f.related and (peer is None or peer not in f.related):
                 continue
+            if f.expected and fd.get("kind") not in f.accept:
+                continue
             exact = any(e.kind == fd.get("kind") and e.right_subject(fd) for e in f.expected)
             if best is None or (exact and not best[1]):
                 best = (f, exact)
@@ -1122,6 +1129,11 @@ def run_campaign(build_dir, seed, nfaults, flavour, kinds=None, concurrency=3, k
             (", %d idle GPU node(s)" % len(background.idle))))
         sys.stdout.flush()
         run = play(harness, faults, background, out)
+        if keep:
+            with open(harness.root + "/metrics-end.txt", "w") as mf:
+                mf.write(run["metrics"])
+            with open(harness.root + "/findings.json", "w") as ff:
+                json.dump(list(run["seen"].values()), ff, indent=1)
         result = score(faults, run, INTERVAL_MS / 1000.0)
         result["totals_delta"] = run["totals_delta"]
         result.update({"seed": seed, "flavour": flavour, "faults": len(faults),
