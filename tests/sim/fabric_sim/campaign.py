@@ -720,7 +720,9 @@ class Background:
         gpu_nodes = [n for n in self.c.nodes if n.role == "gpu"]
         for n in gpu_nodes:
             model = self.sim.node(n.name)
-            if n.ports and rng.random() < 0.15 and not self.busy.get(n.name):
+            # Idle nodes (no job: RDMA and GPUs at 0) may still be a fault's place: a cable
+            # flaps whether or not it carries traffic.
+            if n.ports and rng.random() < 0.2:
                 self.idle.add(n.name)
                 for port in model.ports.values():
                     port.tx_bps = port.rx_bps = 0
