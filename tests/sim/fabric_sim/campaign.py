@@ -1183,6 +1183,8 @@ def main(args):
         sys.stdout.flush()
         if result:
             results.append(result)
+        if rc == 130:
+            return rc  # interrupted: no further flavour
         if rc == runner.SKIP and len(flavours) == 1:
             return rc
         if rc not in (0, runner.SKIP):
