@@ -252,6 +252,8 @@ def finding_key(f):
     s = f.get("subject", {})
     if s.get("has_gpu"):
         return ("gpu", s.get("node", ""), int(s.get("gpu", 0)), int(s.get("link", 0)))
+    if s.get("is_switch"):  # a switch port: the switch is the subject's device, no node
+        return ep(s.get("device", ""), "", int(s.get("port", 0)))
     node, device, port = s.get("node", ""), s.get("device", ""), int(s.get("port", 0))
     if device or port:
         return ep(node, device, port)
@@ -260,6 +262,8 @@ def finding_key(f):
 
 def finding_peer(f):
     s = f.get("subject", {})
+    if s.get("peer_is_switch"):
+        return ep(s.get("peer_device", ""), "", s.get("peer_port", 0))
     if not s.get("peer_node"):
         return None
     return ep(s.get("peer_node", ""), s.get("peer_device", ""), s.get("peer_port", 0))
