@@ -562,19 +562,20 @@ def overview():
 
     d.row("Findings")
     d.add(table("Active findings", "What the aggregator's detectors see now "
-                "(fabricmon_finding_active). node/device/port is the subject (a switch name for "
-                "switch ports; gpuN and the link for NVLink), peer the other end of the cable. "
+                "(fabricmon_finding_active). node/device/port is a host subject (gpuN and the link "
+                "for NVLink), switch/port a switch port, peer the other end of the cable. "
                 "`fabricmon findings` and `fabricmon diagnose` give the evidence.",
-                [target("max by (kind, severity, node, device, port, peer) "
+                [target("max by (kind, severity, node, device, switch, port, peer) "
                         "(fabricmon_finding_active{%s})" % J)],
-                hide=("Value",), order=["severity", "kind", "node", "device", "port", "peer"],
+                hide=("Value",),
+                order=["severity", "kind", "node", "device", "switch", "port", "peer"],
                 overrides=[severity_override(), node_link()], sort_by=[("severity", False)]),
           14, 9)
     d.add(bargauge("Active findings by kind and severity", "Count of active findings.",
                    [target("sum by (kind, severity) (fabricmon_finding_active{%s})" % J,
                            "{{kind}} ({{severity}})")],
                    thresholds_=thresholds("orange", (1, "red"))), 10, 9)
-    d.add(timeseries("Findings raised", "Findings raised or escalated per interval "
+    d.add(timeseries("Findings raised", "Incidents raised per interval "
                      "(increase of fabricmon_findings_total, which restarts at 0 with the "
                      "aggregator).",
                      [target("sum by (kind, severity) (increase(fabricmon_findings_total{%s}[%s]))"
