@@ -27,7 +27,8 @@ Bounded waits, free ports, a temporary directory; every child dies with the test
 PR_SET_PDEATHSIG, SIGTERM/SIGKILL in `finally`). Exit 77 (ctest SKIP) when prometheus/promtool
 are not installed, the build outputs are missing, or the agent was built without the ib_sysfs,
 netdev or ethtool collector. Without ibsim (or an agent without ib_fabric) or without the NVML
-stand-in, the switch or GPU panels are allowlisted for that run, with a note.
+stand-in, the switch or GPU panels are allowlisted for that run, with a note; an ibsim that runs
+but is not swept is a failure.
 
 Usage:
   dashboards_test.py --static-only
@@ -604,16 +605,15 @@ def live_test(args, dashboards, workdir):
             if VERBOSE:
                 log("present:", want)
         if ibsim is not None:
+            # ibsim runs: the switch panels must have data. An agent that cannot sweep it is a
+            # failure of the product, not a reason to skip those panels.
             try:
                 wait_for("switch ports", lambda: prom.query(
                     'fabricmon_ib_port_xmit_wait_total{switch!=""}'), 15, 0.25, procs)
             except Failure:
-                # ibsim runs, but this host's agent cannot sweep it (umad2sim, permissions):
-                # the switch panels cannot have data; say so loudly rather than fail.
-                log("note: ibsim is up but gpu-node-01's ib_fabric collector produced no switch "
-                    "ports; switch panels allowlisted. Agent log:")
                 procs.dump_logs(only="agent-gpu-node-01")
-                ibsim = None
+                raise Failure("ibsim is up but gpu-node-01's ib_fabric collector produced no "
+                              "switch ports (agent log above)")
         log("data in Prometheus: nodes up, findings (link_flapping, congestion_spreading), RoCE"
             + (", NVML" if nvml else "") + (", switch ports" if ibsim else ""))
         # Let a few more scrapes land so rate() windows hold several samples everywhere.

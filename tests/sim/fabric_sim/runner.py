@@ -128,6 +128,7 @@ class Harness:
         self.ibsim = None
         self.mode = "sysfs"
         self.mode_note = "host counters only (sysfs, procfs, ethtool stats_dir, NVML stand-in)"
+        self.ibsim_missing = False
         self.grpc = None
         self.metrics_port = None
         self.want_prometheus = prometheus
@@ -166,6 +167,7 @@ class Harness:
         ok, why = ibsim_mod.available()
         if not ok:
             self.mode_note = "ibsim unavailable (%s)" % why
+            self.ibsim_missing = True  # a dependency is absent: the only reason to skip
             return
         if self.cluster.fabric != "ib":
             self.mode_note = "host counters only (ibsim simulates InfiniBand, not RoCE)"
@@ -664,8 +666,13 @@ def run_scenario(build_dir, name, mode="auto", keep=False, out=print, report=Non
         scenario.baseline(Context(harness))
         harness.start()
         if mode == "ibsim" and harness.mode != "ibsim":
-            out("== scenario %s: SKIPPED: ibsim mode required but %s" % (name, harness.mode_note))
-            return SKIP
+            if harness.ibsim_missing:
+                out("== scenario %s: SKIPPED: ibsim mode required but %s" %
+                    (name, harness.mode_note))
+                return SKIP
+            # ibsim is installed: not sweeping it is the product failing, not a missing tool.
+            out("== scenario %s: FAILED: ibsim mode required but %s" % (name, harness.mode_note))
+            return 1
         harness.wait_ready()
         result = play(harness, scenario, out=out)
         result["elapsed_s"] = time.time() - t0
