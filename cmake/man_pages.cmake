@@ -1,12 +1,12 @@
 # Manual pages for the three binaries, generated at build time from their --help output
 # (cmake/man_page.cmake) and installed gzipped under <prefix>/share/man/man1 with the binaries' package
-# components: fabricmon-agent.1 → agent; fabricmon-aggregator.1 and fabricmon.1 → aggregator.
+# components: fabricmon-agent.1 → agent, fabricmon-aggregator.1 → aggregator, fabricmon.1 → cli.
 include_guard(GLOBAL)
 include(GNUInstallDirs)
 
 set(_fm_man_dir "${PROJECT_BINARY_DIR}/man")
 set(_fm_man_pages "")
-foreach(_fm_entry "fabricmon-agent:agent" "fabricmon-aggregator:aggregator" "fabricmon:aggregator")
+foreach(_fm_entry "fabricmon-agent:agent" "fabricmon-aggregator:aggregator" "fabricmon:cli")
   string(REPLACE ":" ";" _fm_entry "${_fm_entry}")
   list(GET _fm_entry 0 _fm_program)
   list(GET _fm_entry 1 _fm_component)

@@ -30,9 +30,65 @@ TAGS = ["fabricmon"]
 
 # Selector fragments. Every series the aggregator exports carries job/instance (from Prometheus)
 # and node (from the aggregator); switch ports swept by ib_fabric carry switch/switch_guid/port
-# and the node label of the agent that swept them.
-J = 'job=~"$job"'
+# and the node label of the agent that swept them. `cluster` is an external label a site sets
+# on each Prometheus (global.external_labels) and sees through Thanos, Mimir or federation; its
+# "All" value `.*` also matches series without the label, so single-cluster sites need nothing.
+# Every query starts from J, so every query filters on both.
+C = 'cluster=~"$cluster"'
+J = 'job=~"$job", %s' % C
 RI = "$__rate_interval"
+
+# Runbooks: panels with an alert behind them link to the alert's section of
+# deploy/runbooks/README.md (one `## <AlertName>` per alert of deploy/prometheus/rules.yml;
+# GitHub-style anchors are the lowercased name). The base is the `runbook_base` variable, whose
+# default comes from --runbook-base: where your copy of this repository is browsable.
+RUNBOOK_BASE = "https://git.example.internal/fabricmon/blob/main"
+RUNBOOK_PATH = "deploy/runbooks/README.md"
+FINDING_ALERTS = ["FabricLinkFlapping", "FabricLinkDegraded", "FabricCongestionSpreading",
+                  "FabricPauseStorm", "FabricTcpFallback", "FabricEcnMisconfigured",
+                  "FabricNvlinkDegraded", "FabricNvlinkDown"]
+# (dashboard uid, panel title) → the alerts whose condition the panel shows.
+RUNBOOK_PANELS = {
+    ("fabricmon-overview", "Nodes down"): ["FabricmonAgentDown"],
+    ("fabricmon-overview", "Saturated counters"): ["FabricmonCounterSaturated"],
+    ("fabricmon-overview", "Aggregator targets up"): ["FabricmonAggregatorDown"],
+    ("fabricmon-overview", "Active findings"): FINDING_ALERTS,
+    ("fabricmon-overview", "Node up / down"): ["FabricmonAgentDown"],
+    ("fabricmon-overview", "Nodes"): ["FabricmonAgentDown", "FabricmonAgentStale"],
+    ("fabricmon-overview", "Top XmitWait ports"): ["FabricCongestionSpreading"],
+    ("fabricmon-overview", "Top paused ports (RoCE PFC)"): ["FabricPauseStorm",
+                                                            "FabricCongestionSpreading"],
+    ("fabricmon-overview", "Link down events"): ["FabricLinkFlapping", "FabricPortDown"],
+    ("fabricmon-overview", "Links that went down in the time range"): ["FabricLinkFlapping",
+                                                                       "FabricPortDown"],
+    ("fabricmon-overview", "Physical / link errors, top $topk ports"): ["FabricPortErrors",
+                                                                        "FabricLinkDegraded"],
+    ("fabricmon-node", "Agent"): ["FabricmonAgentDown"],
+    ("fabricmon-node", "Last seen"): ["FabricmonAgentStale"],
+    ("fabricmon-node", "Saturated counters"): ["FabricmonCounterSaturated"],
+    ("fabricmon-node", "Findings touching $node"): FINDING_ALERTS,
+    ("fabricmon-node", "Port state"): ["FabricPortDown", "FabricLinkFlapping"],
+    ("fabricmon-node", "Port errors"): ["FabricPortErrors", "FabricLinkDegraded"],
+    ("fabricmon-node", "Drops, ECN marks and pause storms"): ["FabricPauseStorm",
+                                                              "FabricEcnMisconfigured"],
+    ("fabricmon-node", "Bytes by path (rx + tx)"): ["FabricTcpFallback"],
+    ("fabricmon-node", "Active NVLinks per GPU"): ["FabricNvlinkDown", "FabricNvlinkDegraded"],
+    ("fabricmon-node", "Inactive NVLinks"): ["FabricNvlinkDown", "FabricNvlinkDegraded"],
+    ("fabricmon-node", "NVLink errors by GPU and type"): ["FabricNvlinkDegraded"],
+    ("fabricmon-node", "Collector health"): ["FabricmonCollectorFailing"],
+    ("fabricmon-congestion", "Spreading trees"): ["FabricCongestionSpreading"],
+    ("fabricmon-congestion", "Congestion trees"): ["FabricCongestionSpreading"],
+    ("fabricmon-congestion", "Congestion, pause storm and ECN findings"): [
+        "FabricCongestionSpreading", "FabricPauseStorm", "FabricEcnMisconfigured"],
+    ("fabricmon-self", "Aggregators up"): ["FabricmonAggregatorDown"],
+    ("fabricmon-self", "Nodes down"): ["FabricmonAgentDown"],
+    ("fabricmon-self", "Rejected messages by reason"): ["FabricmonAggregatorRejecting"],
+    ("fabricmon-self", "Dropped from replay buffers"): ["FabricmonAgentDroppingData"],
+    ("fabricmon-self", "Data loss per node (aggregator view)"): ["FabricmonAgentDroppingData"],
+    ("fabricmon-self", "Nodes"): ["FabricmonAgentDown", "FabricmonAgentStale",
+                                  "FabricmonAgentDroppingData"],
+    ("fabricmon-self", "Collectors by node"): ["FabricmonCollectorFailing"],
+}
 
 IB_PORT_STATES = {1: ("DOWN", "red"), 2: ("INIT", "orange"), 3: ("ARMED", "yellow"),
                   4: ("ACTIVE", "green"), 5: ("ACTIVE_DEFER", "green")}
@@ -237,9 +293,9 @@ def custom_variable(name, label, values, default, description=""):
             "options": [{"selected": v == default, "text": v, "value": v} for v in values]}
 
 
-def textbox_variable(name, label, default, description=""):
+def textbox_variable(name, label, default, description="", hide=0):
     return {"name": name, "label": label, "type": "textbox", "description": description,
-            "query": default, "hide": 0, "skipUrlSync": False,
+            "query": default, "hide": hide, "skipUrlSync": False,
             "current": {"selected": False, "text": default, "value": default},
             "options": [{"selected": True, "text": default, "value": default}]}
 
@@ -261,15 +317,47 @@ def query_variable(name, label, query, multi=False, include_all=False, all_value
     return v
 
 
+# The uid of the datasource dashboards/provisioning/datasources.yml provisions (not as the
+# default datasource): the datasource variable starts on it; Grafana falls back to the default
+# Prometheus datasource where no datasource has this uid.
+DATASOURCE_UID = "fabricmon-prometheus"
+
+
 def datasource_variable():
     return {"name": "datasource", "label": "Data source", "type": "datasource",
             "query": "prometheus", "regex": "", "hide": 0, "includeAll": False, "multi": False,
-            "refresh": 1, "skipUrlSync": False, "current": {}, "options": []}
+            "refresh": 1, "skipUrlSync": False,
+            "current": {"selected": True, "text": "fabricmon Prometheus",
+                        "value": DATASOURCE_UID},
+            "options": []}
+
+
+def cluster_variable():
+    return query_variable(
+        "cluster", "Cluster", "label_values(fabricmon_node_up, cluster)", multi=True,
+        include_all=True, all_value=".*",
+        description="The `cluster` external label of the Prometheus servers behind the data "
+                    "source (Thanos, Mimir, federation). All (.*) also matches series without "
+                    "it: a single Prometheus without the label needs no setting.")
+
+
+def runbook_variable():
+    return textbox_variable(
+        "runbook_base", "Runbook base URL", RUNBOOK_BASE, hide=2,
+        description="Where this repository is browsable: panels link to "
+                    "<base>/%s#<alert name, lowercased>. Set it with "
+                    "generate_dashboards.py --runbook-base." % RUNBOOK_PATH)
+
+
+def runbook_links(alerts):
+    return [{"title": "Runbook: %s" % alert, "targetBlank": True,
+             "url": "${runbook_base}/%s#%s" % (RUNBOOK_PATH, alert.lower())} for alert in alerts]
 
 
 def job_variable():
     return query_variable(
-        "job", "Job", "label_values(fabricmon_node_up, job)", multi=True, include_all=True,
+        "job", "Job", "label_values(fabricmon_node_up{%s}, job)" % C, multi=True,
+        include_all=True,
         all_value=".+",
         description="Prometheus job(s) scraping fabricmon-aggregator (deploy/prometheus/"
                     "scrape.yml names it fabricmon-aggregator).")
@@ -283,7 +371,8 @@ class Dashboard:
         self.uid = uid
         self.title = title
         self.description = description
-        self.variables = variables
+        self.variables = variables + [runbook_variable()]
+        self._runbooks_used = set()
         self.refresh = refresh
         self.time_from = time_from
         self.panels = []
@@ -315,6 +404,10 @@ class Dashboard:
             self._newline()
         p = dict(p)
         p["id"] = self._next_id()
+        alerts = RUNBOOK_PANELS.get((self.uid, p.get("title")))
+        if alerts:
+            p["links"] = runbook_links(alerts)
+            self._runbooks_used.add(p["title"])
         p["gridPos"] = {"h": h, "w": w, "x": self._x, "y": self._y}
         # Stable key order: identity and placement first.
         ordered = {k: p[k] for k in ("id", "type", "title", "description", "gridPos",
@@ -325,6 +418,10 @@ class Dashboard:
         self._line_h = max(self._line_h, h)
 
     def to_json(self):
+        unused = [title for uid, title in RUNBOOK_PANELS
+                  if uid == self.uid and title not in self._runbooks_used]
+        if unused:
+            raise ValueError("RUNBOOK_PANELS names panels %s has not: %s" % (self.uid, unused))
         return {
             "uid": self.uid,
             "title": self.title,
@@ -423,7 +520,7 @@ def overview():
         "The whole fabric at a glance: fabricmon's findings, which nodes report, congestion "
         "(IB credit waits by switch tier, RoCE PFC pauses), link flaps, errors and saturated "
         "counters.",
-        [datasource_variable(), job_variable(),
+        [datasource_variable(), cluster_variable(), job_variable(),
          query_variable("node", "Node", 'label_values(fabricmon_node_up{%s}, node)' % J,
                         multi=True, include_all=True, all_value=".+",
                         description="Hosts (fabricmon agents). Filters host panels; switch "
@@ -465,19 +562,20 @@ def overview():
 
     d.row("Findings")
     d.add(table("Active findings", "What the aggregator's detectors see now "
-                "(fabricmon_finding_active). node/device/port is the subject (a switch name for "
-                "switch ports; gpuN and the link for NVLink), peer the other end of the cable. "
+                "(fabricmon_finding_active). node/device/port is a host subject (gpuN and the link "
+                "for NVLink), switch/port a switch port, peer the other end of the cable. "
                 "`fabricmon findings` and `fabricmon diagnose` give the evidence.",
-                [target("max by (kind, severity, node, device, port, peer) "
+                [target("max by (kind, severity, node, device, switch, port, peer) "
                         "(fabricmon_finding_active{%s})" % J)],
-                hide=("Value",), order=["severity", "kind", "node", "device", "port", "peer"],
+                hide=("Value",),
+                order=["severity", "kind", "node", "device", "switch", "port", "peer"],
                 overrides=[severity_override(), node_link()], sort_by=[("severity", False)]),
           14, 9)
     d.add(bargauge("Active findings by kind and severity", "Count of active findings.",
                    [target("sum by (kind, severity) (fabricmon_finding_active{%s})" % J,
                            "{{kind}} ({{severity}})")],
                    thresholds_=thresholds("orange", (1, "red"))), 10, 9)
-    d.add(timeseries("Findings raised", "Findings raised or escalated per interval "
+    d.add(timeseries("Findings raised", "Incidents raised per interval "
                      "(increase of fabricmon_findings_total, which restarts at 0 with the "
                      "aggregator).",
                      [target("sum by (kind, severity) (increase(fabricmon_findings_total{%s}[%s]))"
@@ -602,7 +700,7 @@ def node_dashboard():
         "One node: its findings, HCA ports (state, rate, data, errors, credit waits), RoCE PFC by "
         "priority and direction, RDMA versus kernel TCP/IP bytes, TCP retransmits, GPUs and "
         "NVLinks, and the health of its collectors.",
-        [datasource_variable(), job_variable(),
+        [datasource_variable(), cluster_variable(), job_variable(),
          query_variable("node", "Node", 'label_values(fabricmon_node_up{%s}, node)' % J),
          query_variable("device", "HCA", 'label_values(fabricmon_ib_port_state{%s, node="$node"}'
                         ', device)' % J, multi=True, include_all=True, all_value=".+",
@@ -900,7 +998,7 @@ def congestion_dashboard():
         "Congestion spreading: the root port (sink: slow receiver or incast target), the "
         "direction it backs up to, how many ports wait behind it and how many hops deep the tree "
         "is; with the ports that wait (IB credits) or are paused (RoCE PFC).",
-        [datasource_variable(), job_variable(),
+        [datasource_variable(), cluster_variable(), job_variable(),
          custom_variable("topk", "Top N", ["10", "20", "50", "100"], "20")])
 
     d.row("Spreading congestion")
@@ -1005,7 +1103,7 @@ def self_dashboard():
         "fabricmon-self", "fabricmon / Self-monitoring",
         "Is fabric monitoring itself working: aggregator ingest and rejects, /metrics build and "
         "scrape time, detectors, agents' streams, replay buffers and drops, collectors.",
-        [datasource_variable(), job_variable(),
+        [datasource_variable(), cluster_variable(), job_variable(),
          query_variable("instance", "Aggregator", 'label_values(fabricmon_aggregator_series{%s}, '
                         'instance)' % J, multi=True, include_all=True, all_value=".+"),
          query_variable("node", "Node", 'label_values(fabricmon_node_up{%s}, node)' % J,
@@ -1201,11 +1299,16 @@ def render(name):
 
 
 def main(argv=None):
+    global RUNBOOK_BASE
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true",
                         help="exit 1 if a committed file differs from the generated one")
     parser.add_argument("--out", default=OUT_DIR)
+    parser.add_argument("--runbook-base", default=RUNBOOK_BASE,
+                        help="URL under which %s is served (default %s)" % (RUNBOOK_PATH,
+                                                                             RUNBOOK_BASE))
     args = parser.parse_args(argv)
+    RUNBOOK_BASE = args.runbook_base.rstrip("/")
     stale = []
     for name in sorted(DASHBOARDS):
         text = render(name)

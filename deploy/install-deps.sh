@@ -33,6 +33,8 @@ TEST_PACKAGES=(
   iperf3 procps python3
   # deploy tests: systemd-analyze/systemd-sysusers, dpkg-shlibdeps (CPack DEB), YAML parsing
   systemd dpkg-dev python3-yaml
+  # packages test: lintian on every built .deb
+  lintian
   # sanitizers and fuzzing; openssl makes the test CA and certificates (tests/security)
   clang libclang-rt-14-dev openssl
 )

@@ -126,6 +126,7 @@ std::vector<std::string> EthtoolCollector::collected_netdevs() const {
 
 absl::Status EthtoolCollector::Discover(v1::Inventory& inventory) {
   wants_rediscovery_ = false;
+  refused_.clear();
   std::vector<ethtool::NetdevCandidate> candidates = ethtool::FindNetdevs(root_, all_physical_);
   std::vector<Netdev> netdevs;
   size_t allowed = 0;
@@ -144,6 +145,7 @@ absl::Status EthtoolCollector::Discover(v1::Inventory& inventory) {
     if (!info.ok() && !absl::IsUnimplemented(info.status())) {
       // NotFound: listed in sysfs but gone (or renamed) by now.
       errors_.Record(ErrorKindFromStatus(info.status()));
+      refused_.emplace_back(netdev.name, info.status());
       FABRICMON_LOG_EVERY_MINUTE(Warning)
           << "ethtool: skipping " << netdev.name << ": " << info.status();
       continue;
@@ -157,6 +159,7 @@ absl::Status EthtoolCollector::Discover(v1::Inventory& inventory) {
       const absl::Status status =
           names.ok() ? absl::UnimplementedError("empty ETH_SS_STATS string set") : names.status();
       errors_.Record(ErrorKindFromStatus(status));
+      refused_.emplace_back(netdev.name, status);
       FABRICMON_LOG_EVERY_MINUTE(Info) << "ethtool: no statistics from " << netdev.name << " ("
                                        << netdev.driver << "): " << status;
       continue;
@@ -347,6 +350,48 @@ absl::Status EthtoolCollector::Collect(SampleSink& sink) {
   return absl::OkStatus();
 }
 
+Diagnosis EthtoolCollector::Diagnose(const DiagnosisInput& input) const {
+  Diagnosis diagnosis = DefaultDiagnosis(kEthtoolCollectorName, input);
+  std::vector<std::string> names;
+  for (const Netdev& netdev : netdevs_) {
+    names.push_back(netdev.name);
+  }
+  if (!names.empty()) {
+    diagnosis.reads = absl::StrCat("ethtool statistics of ", absl::StrJoin(names, ", "), ", ",
+                                   input.samples, " series");
+  }
+  if (refused_.empty()) {
+    if (absl::IsNotFound(input.discovery)) {
+      diagnosis.fix = "ethtool reads the netdevs behind RDMA devices (RoCE): none here. Set "
+                      "ethtool { all_physical_netdevs: true } to read every physical NIC, or "
+                      "ethtool { enabled: false }";
+    }
+    return diagnosis;
+  }
+  std::vector<std::string> problems;
+  std::vector<std::string> refused_names;
+  bool permission = false;
+  for (const auto& [name, status] : refused_) {
+    const char* why = absl::IsPermissionDenied(status) ? "EPERM"
+                      : absl::IsUnimplemented(status)  ? "EOPNOTSUPP"
+                                                       : nullptr;
+    permission = permission || absl::IsPermissionDenied(status);
+    problems.push_back(absl::StrCat("ethtool ioctl refused on ", name, " (",
+                                    why != nullptr ? why : absl::StatusCodeToString(status.code()),
+                                    ": ", status.message(), ")"));
+    refused_names.push_back(name);
+  }
+  diagnosis.works = false;
+  diagnosis.problem = absl::StrJoin(problems, "; ");
+  diagnosis.fix = absl::StrCat(
+      permission ? "read-only ethtool queries need no capability, so EPERM is a policy of the "
+                   "container, seccomp or LSM around the agent: allow SIOCETHTOOL there, or "
+                 : "",
+      "leave them out: ethtool { netdevs { exclude: \"", absl::StrJoin(refused_names, "|"),
+      "\" } }");
+  return diagnosis;
+}
+
 void RegisterEthtoolCollector(CollectorRegistry& registry) {
   registry.Register(
       kEthtoolCollectorName, /*enabled_by_default=*/true,
@@ -360,6 +405,13 @@ void RegisterEthtoolCollector(CollectorRegistry& registry) {
           return collector.status();
         }
         return std::unique_ptr<Collector>(*std::move(collector));
+      },
+      [](const v1::CollectorsConfig& config) -> std::string {
+        if (!config.ethtool().stats_dir().empty()) {
+          return "";
+        }
+        return "the SIOCETHTOOL ioctl of this host's netdevs; ethtool.stats_dir reads captured "
+               "`ethtool -S` files instead";
       });
 }
 

@@ -34,6 +34,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -67,6 +68,8 @@ class EthtoolCollector final : public Collector {
   // NotFound when discovery found nothing; otherwise OK, with per-netdev failures counted.
   absl::Status Collect(SampleSink& sink) override;
   bool WantsRediscovery() const override { return wants_rediscovery_; }
+  // No netdev to read, or the ioctl refused on some (EPERM, EOPNOTSUPP), naming them.
+  Diagnosis Diagnose(const DiagnosisInput& input) const override;
   int64_t interval_ms() const override { return interval_ms_; }
   int64_t rediscover_interval_ms() const override { return rediscover_interval_ms_; }
 
@@ -120,6 +123,8 @@ class EthtoolCollector final : public Collector {
   std::vector<Netdev> netdevs_;
   // String-set reloads per netdev name; survives re-discovery so the counter never goes back.
   std::map<std::string, uint64_t> reload_counts_;
+  // Netdevs the last discovery skipped because the ioctl refused them, with the refusal.
+  std::vector<std::pair<std::string, absl::Status>> refused_;
   CollectorErrors errors_;
   bool wants_rediscovery_ = false;
 };

@@ -714,6 +714,30 @@ absl::Status IbFabricCollector::Collect(SampleSink& sink) {
   return absl::OkStatus();
 }
 
+Diagnosis IbFabricCollector::Diagnose(const DiagnosisInput& input) const {
+  Diagnosis diagnosis = DefaultDiagnosis(kIbFabricCollectorName, input);
+  if (diagnosis.works) {
+    diagnosis.reads = absl::StrCat(input.found.fabric_nodes_size(), " fabric node(s), ",
+                                   input.found.fabric_links_size(), " link(s) through MADs, ",
+                                   input.samples, " series");
+    return diagnosis;
+  }
+  const absl::Status& failed = input.discovery.ok() ? input.collection : input.discovery;
+  if (absl::IsPermissionDenied(failed)) {
+    diagnosis.fix =
+        "give the agent's user read/write on /dev/infiniband/umad*: install "
+        "deploy/systemd/90-fabricmon-umad.rules in /etc/udev/rules.d (group fabricmon, mode "
+        "0660) and `udevadm trigger`, with fabricmon-agent.service.d/fabric-collector.conf";
+  } else if (absl::IsFailedPrecondition(failed)) {
+    diagnosis.fix = "MADs need an InfiniBand port: set ib_fabric { ca: ... ca_port: ... } to one, "
+                    "or ib_fabric { enabled: false } on RoCE-only nodes";
+  } else if (absl::IsNotFound(failed)) {
+    diagnosis.fix = "no InfiniBand port here: load the HCA driver and ib_umad (modprobe "
+                    "ib_umad), or set ib_fabric { enabled: false }";
+  }
+  return diagnosis;
+}
+
 void RegisterIbFabricCollector(CollectorRegistry& registry) {
   registry.Register(
       kIbFabricCollectorName, /*enabled_by_default=*/false,
@@ -723,6 +747,9 @@ void RegisterIbFabricCollector(CollectorRegistry& registry) {
           return collector.status();
         }
         return std::unique_ptr<Collector>(*std::move(collector));
+      },
+      [](const v1::CollectorsConfig&) -> std::string {
+        return "the fabric through this host's umad device (MADs)";
       });
 }
 

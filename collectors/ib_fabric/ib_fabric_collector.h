@@ -107,6 +107,8 @@ class IbFabricCollector final : public Collector {
   // for re-discovery); per-node failures are counted and Collect returns OK.
   absl::Status Collect(SampleSink& sink) override;
   bool WantsRediscovery() const override { return wants_rediscovery_; }
+  // umad device permissions (and the udev rule that grants them), no InfiniBand port, RoCE.
+  Diagnosis Diagnose(const DiagnosisInput& input) const override;
   int64_t interval_ms() const override { return options_.interval_ms; }
   int64_t rediscover_interval_ms() const override { return options_.rediscover_interval_ms; }
 

@@ -486,6 +486,38 @@ absl::Status IbSysfsCollector::Collect(SampleSink& sink) {
   return absl::OkStatus();
 }
 
+Diagnosis IbSysfsCollector::Diagnose(const DiagnosisInput& input) const {
+  Diagnosis diagnosis = DefaultDiagnosis(kIbSysfsCollectorName, input);
+  if (absl::IsNotFound(input.discovery)) {
+    diagnosis.fix = "load the HCA's RDMA driver (mlx5_ib, ...) so that its devices appear under "
+                    "class/infiniband, or set ib_sysfs { enabled: false } on nodes without RDMA";
+    return diagnosis;
+  }
+  if (!input.discovery.ok()) {
+    return diagnosis;
+  }
+  size_t ports = 0;
+  std::vector<std::string> restricted;
+  for (const v1::RdmaDevice& device : input.found.rdma_devices()) {
+    ports += device.ports_size();
+    if (device.restricted()) {
+      restricted.push_back(device.name());
+    }
+  }
+  diagnosis.reads = absl::StrCat(input.found.rdma_devices_size(), " RDMA device(s), ", ports,
+                                 " port(s) under ", root_, "/class/infiniband, ", input.samples,
+                                 " series");
+  if (!restricted.empty()) {
+    diagnosis.works = false;
+    diagnosis.problem = absl::StrCat(
+        "counters of ", absl::StrJoin(restricted, ", "),
+        " unreadable: every counter read answered EINVAL (firmware-restricted PCI function)");
+    diagnosis.fix = absl::StrCat("leave them out: ib_sysfs { devices { exclude: \"",
+                                 absl::StrJoin(restricted, "|"), "\" } }");
+  }
+  return diagnosis;
+}
+
 void RegisterIbSysfsCollector(CollectorRegistry& registry) {
   registry.Register(kIbSysfsCollectorName, /*enabled_by_default=*/true,
                     [](const CollectorContext& context)

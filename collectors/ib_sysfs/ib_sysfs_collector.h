@@ -36,6 +36,8 @@ class IbSysfsCollector final : public Collector {
   absl::Status Discover(v1::Inventory& inventory) override;
   absl::Status Collect(SampleSink& sink) override;
   bool WantsRediscovery() const override { return wants_rediscovery_; }
+  // No RDMA device, or devices whose every counter read fails (restricted PCI functions).
+  Diagnosis Diagnose(const DiagnosisInput& input) const override;
   int64_t interval_ms() const override { return interval_ms_; }
   int64_t rediscover_interval_ms() const override { return rediscover_interval_ms_; }
 

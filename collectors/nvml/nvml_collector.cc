@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "collectors/nvml/nvml_families.h"
 #include "collectors/nvml/nvml_loader.h"
@@ -544,6 +545,28 @@ void NvmlCollector::CollectFieldValues(Gpu& gpu, SampleSink& sink) {
   }
 }
 
+Diagnosis NvmlCollector::Diagnose(const DiagnosisInput& input) const {
+  Diagnosis diagnosis = DefaultDiagnosis(kNvmlCollectorName, input);
+  if (diagnosis.works) {
+    diagnosis.reads = absl::StrCat(input.found.gpus_size(), " GPU(s) through NVML, ",
+                                   input.samples, " series");
+    return diagnosis;
+  }
+  const absl::Status& failed = input.discovery.ok() ? input.collection : input.discovery;
+  if (absl::StartsWith(failed.message(), "cannot load")) {
+    diagnosis.fix =
+        "install the NVIDIA driver (libnvidia-ml.so.1), or set nvml { library: \"/path/to/"
+        "libnvidia-ml.so.1\" }; on nodes without NVIDIA GPUs set nvml { enabled: false }";
+  } else if (absl::IsNotFound(failed)) {
+    diagnosis.fix = "NVML sees no GPU this process may use (driver not loaded, GPUs hidden by "
+                    "the container or cgroup); on nodes without GPUs set nvml { enabled: false }";
+  } else if (absl::IsFailedPrecondition(failed) || absl::IsUnavailable(failed)) {
+    diagnosis.fix = "NVML did not start: check `nvidia-smi`; after a driver upgrade reload the "
+                    "kernel module or reboot";
+  }
+  return diagnosis;
+}
+
 void RegisterNvmlCollector(CollectorRegistry& registry) {
   registry.Register(
       kNvmlCollectorName, /*enabled_by_default=*/true,
@@ -553,6 +576,16 @@ void RegisterNvmlCollector(CollectorRegistry& registry) {
           return collector.status();
         }
         return std::unique_ptr<Collector>(*std::move(collector));
+      },
+      [](const v1::CollectorsConfig& config) -> std::string {
+        if (config.nvml().library().find('/') != std::string::npos) {
+          return "";  // a library named by path: the one the operator chose
+        }
+        return absl::StrCat("this host's NVML library, ",
+                            config.nvml().library().empty() ? nvml::kDefaultNvmlLibrary
+                                                            : config.nvml().library(),
+                            " on the loader path; nvml.library set to a file path loads that "
+                            "one instead");
       });
 }
 

@@ -52,6 +52,8 @@ class NvmlCollector final : public Collector {
   // counted in fabricmon_collector_errors_total{collector="nvml"}).
   absl::Status Collect(SampleSink& sink) override;
   bool WantsRediscovery() const override { return wants_rediscovery_; }
+  // Library not loadable (where it was looked for), no GPU, or NVML refusing to start.
+  Diagnosis Diagnose(const DiagnosisInput& input) const override;
   int64_t interval_ms() const override { return interval_ms_; }
   int64_t rediscover_interval_ms() const override { return rediscover_interval_ms_; }
 

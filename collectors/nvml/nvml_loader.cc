@@ -71,6 +71,18 @@ void NvmlLibrary::DlCloser::operator()(void* handle) const {
   }
 }
 
+std::string NvmlLibrary::DescribeSearch(const std::string& path) {
+  if (path.find('/') != std::string::npos) {
+    return absl::StrCat(path, " only (a path: no search)");
+  }
+  // dlopen(3): DT_RPATH of the caller, LD_LIBRARY_PATH, DT_RUNPATH, /etc/ld.so.cache, then the
+  // default directories. fabricmon-agent has no RPATH/RUNPATH of its own.
+  const char* env = std::getenv("LD_LIBRARY_PATH");
+  return absl::StrCat(path, " in LD_LIBRARY_PATH (",
+                      env != nullptr && *env != '\0' ? env : "unset",
+                      "), /etc/ld.so.cache, /lib, /usr/lib and their multiarch directories");
+}
+
 absl::StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& path) {
   dlerror();  // clear any stale error
   // RTLD_LOCAL: NVML's symbols must not satisfy anyone else's lookups (a stand-in or a second
@@ -85,7 +97,7 @@ absl::StatusOr<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string
       // The file is there but is not a library we can load (wrong architecture, truncated).
       return absl::FailedPreconditionError(message);
     }
-    return absl::NotFoundError(message);
+    return absl::NotFoundError(absl::StrCat(message, "; tried ", DescribeSearch(path)));
   }
 
   Symbols s;

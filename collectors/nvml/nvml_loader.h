@@ -33,6 +33,8 @@ class NvmlLibrary final : public NvmlApi {
   //     NVML's code and text.
   //   Unavailable — nvmlInit_v2 answered TIMEOUT or UNKNOWN (may pass on the next attempt).
   static absl::StatusOr<std::unique_ptr<NvmlLibrary>> Load(const std::string& path);
+  // Where Load(path) looks for the library, in words (for its NotFound message and --doctor).
+  static std::string DescribeSearch(const std::string& path);
 
   NvmlLibrary(const NvmlLibrary&) = delete;
   NvmlLibrary& operator=(const NvmlLibrary&) = delete;

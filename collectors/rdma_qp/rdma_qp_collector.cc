@@ -190,7 +190,16 @@ RdmaQpCollector::RdmaQpCollector(RdmaNetlinkOpener opener, std::string procfs_ro
       interval_ms_(interval_ms),
       rediscover_interval_ms_(rediscover_interval_ms),
       max_processes_(max_processes),
+      sees_all_processes_(InInitialPidNamespace()),
       errors_(kRdmaQpCollectorName) {}
+
+bool InInitialPidNamespace() {
+  // The initial PID namespace has a fixed inode (PROC_PID_INIT_INO, 0xEFFFFFFC) since Linux 3.8;
+  // every other namespace gets a fresh one. Unreadable (no /proc): assume the worst.
+  char target[64] = {};
+  const ssize_t length = readlink("/proc/self/ns/pid", target, sizeof(target) - 1);
+  return length > 0 && absl::string_view(target, static_cast<size_t>(length)) == "pid:[4026531836]";
+}
 
 absl::StatusOr<RdmaNetlinkReply> RdmaQpCollector::DumpAndParse(
     uint32_t command, std::optional<uint32_t> device_index, absl::string_view what) {
@@ -326,8 +335,31 @@ absl::Status RdmaQpCollector::Collect(SampleSink& sink) {
   }
   sink.Add(SeriesFromSpec(rdma_qp::kRdmaQpProcessesDroppedFamily, kRdmaQpCollectorName, {}),
            ranked.size() - kept_count);
+  sink.Add(SeriesFromSpec(rdma_qp::kRdmaQpSeesAllProcessesFamily, kRdmaQpCollectorName, {}),
+           sees_all_processes_ ? 1 : 0);
   errors_.Emit(sink);
   return absl::OkStatus();
+}
+
+Diagnosis RdmaQpCollector::Diagnose(const DiagnosisInput& input) const {
+  Diagnosis diagnosis = DefaultDiagnosis(kRdmaQpCollectorName, input);
+  if (diagnosis.works) {
+    diagnosis.reads = absl::StrCat("queue pairs of ", devices_.size(),
+                                   " RDMA device(s) over RDMA netlink, ", input.samples,
+                                   " series");
+    return diagnosis;
+  }
+  const absl::Status& failed = input.discovery.ok() ? input.collection : input.discovery;
+  if (absl::IsNotFound(failed)) {
+    diagnosis.problem = absl::StrCat("RDMA netlink unavailable: ", failed.message());
+    diagnosis.fix = "load ib_core (the HCA's RDMA driver) for RDMA netlink, or set "
+                    "rdma_qp { enabled: false } on nodes without RDMA";
+  } else if (absl::IsPermissionDenied(failed)) {
+    diagnosis.fix = "the QP resource dump needs no capability, so EPERM is a policy of the "
+                    "container, seccomp or LSM around the agent: allow NETLINK_RDMA there, or set "
+                    "rdma_qp { enabled: false }";
+  }
+  return diagnosis;
 }
 
 void RegisterRdmaQpCollector(CollectorRegistry& registry) {
@@ -339,6 +371,9 @@ void RegisterRdmaQpCollector(CollectorRegistry& registry) {
           return collector.status();
         }
         return std::unique_ptr<Collector>(*std::move(collector));
+      },
+      [](const v1::CollectorsConfig&) -> std::string {
+        return "this host's RDMA netlink: queue pairs of live processes";
       });
 }
 

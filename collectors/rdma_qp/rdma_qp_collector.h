@@ -67,6 +67,10 @@ absl::StatusOr<std::unique_ptr<RdmaNetlink>> OpenRdmaNetlink(RdmaNetlinkLimits l
 
 using RdmaNetlinkOpener = std::function<absl::StatusOr<std::unique_ptr<RdmaNetlink>>()>;
 
+// Whether this process runs in the host's (initial) PID namespace, where the kernel's QP dump
+// lists every process's QPs (fabricmon_rdma_qp_sees_all_processes).
+bool InInitialPidNamespace();
+
 class RdmaQpCollector final : public Collector {
  public:
   // InvalidArgument on an interval below 100 ms. `opener` is called by every Discover()
@@ -82,6 +86,8 @@ class RdmaQpCollector final : public Collector {
   // otherwise OK.
   absl::Status Collect(SampleSink& sink) override;
   bool WantsRediscovery() const override { return wants_rediscovery_; }
+  // RDMA netlink unavailable (ib_core not loaded), no device, or the dump refused.
+  Diagnosis Diagnose(const DiagnosisInput& input) const override;
   int64_t interval_ms() const override { return interval_ms_; }
   int64_t rediscover_interval_ms() const override { return rediscover_interval_ms_; }
 
@@ -104,6 +110,7 @@ class RdmaQpCollector final : public Collector {
   const int64_t interval_ms_;
   const int64_t rediscover_interval_ms_;
   const size_t max_processes_;
+  const bool sees_all_processes_;  // InInitialPidNamespace() at construction
   std::unique_ptr<RdmaNetlink> netlink_;
   std::vector<rdma_qp::RdmaDevice> devices_;
   uint32_t seq_ = 0;

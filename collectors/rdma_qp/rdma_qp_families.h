@@ -20,10 +20,20 @@ inline constexpr FamilySpec kRdmaQpProcessesDroppedFamily =
                 "cycle (rdma_qp.max_processes).",
                 Unit::kNone);
 
+// The kernel lists only the QPs of processes visible in the caller's PID namespace: an agent in a
+// container without the host's PID namespace (Kubernetes without hostPID) sees no other process's
+// QPs, so "this GPU process owns no QP" proves nothing there.
+inline constexpr FamilySpec kRdmaQpSeesAllProcessesFamily =
+    GaugeFamily("fabricmon_rdma_qp_sees_all_processes",
+                "1 when the agent runs in the host's PID namespace, so the QP listing includes "
+                "every process's QPs; 0 when other processes' QPs are hidden from it.",
+                Unit::kNone);
+
 inline constexpr FamilySpec kRdmaQpFamilies[] = {
     kRdmaQpsFamily,
     kRdmaProcessQpsFamily,
     kRdmaQpProcessesDroppedFamily,
+    kRdmaQpSeesAllProcessesFamily,
 };
 
 }  // namespace fabricmon::collectors::rdma_qp

@@ -216,7 +216,9 @@ v1::Hello Agent::MakeHello(const std::string& boot_id, const std::string& versio
     v1::CollectorStatus* status = hello.add_collectors();
     status->set_name(std::string(runner->collector().name()));
     const absl::Status& discovery = discovery_[i];
-    status->set_state(discovery.ok() ? "OK" : absl::StatusCodeToString(discovery.code()));
+    status->set_state(discovery.ok()                       ? "OK"
+                      : collectors::IsTurnedOff(discovery) ? "TURNED_OFF"
+                                                           : absl::StatusCodeToString(discovery.code()));
     status->set_message(std::string(discovery.message()));
     const auto interval = static_cast<uint32_t>(runner->collector().interval_ms());
     status->set_interval_ms(interval);

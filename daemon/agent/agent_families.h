@@ -22,6 +22,13 @@ inline constexpr FamilySpec kCollectorPresentFamily = GaugeFamily(
     "fabricmon_collector_hardware_present",
     "1 if the collector's last discovery found its hardware, 0 if absent.", collectors::Unit::kNone);
 
+inline constexpr FamilySpec kCollectorTurnedOffFamily = GaugeFamily(
+    "fabricmon_collector_turned_off",
+    "1 for a collector the agent turned off by rule; reason=\"capture\": the agent reads a "
+    "captured tree and the collector would read this host instead (enable it explicitly to "
+    "override).",
+    collectors::Unit::kNone);
+
 inline constexpr FamilySpec kReplayBufferBytesFamily =
     GaugeFamily("fabricmon_agent_replay_buffer_bytes",
                 "Bytes of unacknowledged cycles held for replay.", collectors::Unit::kBytes);
@@ -74,6 +81,7 @@ inline constexpr FamilySpec kSentBytesFamily = CounterFamily(
 
 inline constexpr FamilySpec kAgentFamilies[] = {
     kCollectorSuccessFamily,    kCollectorDurationFamily, kCollectorPresentFamily,
+    kCollectorTurnedOffFamily,
     kReplayBufferBytesFamily,   kReplayBufferBatchesFamily, kDroppedBatchesFamily,
     kEvictedUnconfirmedFamily,  kDroppedSamplesFamily,    kStreamConnectedFamily,
     kStreamConnectsFamily,      kStreamAttemptsFamily,    kReplayedBatchesFamily,

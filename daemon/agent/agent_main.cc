@@ -26,6 +26,7 @@
 #include "collectors/core/recording_sink.h"
 #include "daemon/agent/agent.h"
 #include "daemon/agent/collector_runner.h"
+#include "daemon/agent/doctor.h"
 #include "daemon/agent/stream_client.h"
 #include "daemon/common/systemd_notify.h"
 #include "daemon/common/build_info.h"
@@ -49,6 +50,13 @@ ABSL_FLAG(std::string, sysfs_root, "",
           "Override the sysfs root of every sysfs-based collector (default /sys; tests and "
           "offline analysis point it at a captured tree).");
 ABSL_FLAG(std::string, procfs_root, "", "Override the procfs root (default /proc).");
+ABSL_FLAG(std::vector<std::string>, enable_collectors, {},
+          "Collectors to enable (comma-separated), as `<name> { enabled: true }` in the config. "
+          "With a captured --sysfs_root/--procfs_root, collectors that would read this host "
+          "instead (nvml, rdma_qp, ethtool's ioctl, ib_fabric) are off unless enabled so.");
+ABSL_FLAG(bool, doctor, false,
+          "Say, one line per collector, what it can read and, where it cannot, why and how to "
+          "fix it; exit 0 when every enabled collector works, 1 otherwise.");
 ABSL_FLAG(std::string, aggregator, "", "HOST:PORT of the aggregator (overrides config).");
 ABSL_FLAG(std::string, node_name, "", "Node name (overrides config; default: host name).");
 ABSL_FLAG(std::string, listen_metrics, "",
@@ -345,19 +353,25 @@ int main(int argc, char** argv) {
   info.name = "fabricmon-agent";
   info.summary = "fabricmon node agent: reads fabric counters and streams them to the aggregator";
   info.usage = {
-      "fabricmon-agent --once [--sysfs_root=DIR] [--procfs_root=DIR] [--config=FILE]",
+      "fabricmon-agent --once [--sysfs_root=DIR] [--procfs_root=DIR] [--config=FILE] "
+      "[--enable_collectors=A,B]",
+      "fabricmon-agent --doctor [--config=FILE] [--sysfs_root=DIR] [--procfs_root=DIR] "
+      "[--enable_collectors=A,B]",
       "fabricmon-agent --aggregator=HOST:PORT [--node_name=NAME] [--listen_metrics=HOST:PORT] "
       "[--config=FILE] [--insecure_plaintext]",
       "fabricmon-agent --check_config --config=FILE [flags]",
   };
   info.exit_statuses = {
-      {"0", "normal exit (SIGTERM, --once done, --check_config: the config is valid)"},
-      {"1", "--check_config: the configuration is invalid (the errors are printed)"},
+      {"0", "normal exit (SIGTERM, --once done, --check_config: the config is valid, --doctor: "
+            "every enabled collector works)"},
+      {"1", "--check_config: the configuration is invalid (the errors are printed); "
+            "--doctor: an enabled collector cannot read what it needs"},
       {"2", "bad flags or configuration: an unknown flag, a bad value, an unreadable file"},
   };
   info.value_names = {{"aggregator", "HOST:PORT"}, {"config", "FILE"},
                       {"listen_metrics", "HOST:PORT"}, {"log_level", "LEVEL"},
-                      {"node_name", "NAME"}, {"procfs_root", "DIR"}, {"sysfs_root", "DIR"}};
+                      {"node_name", "NAME"}, {"procfs_root", "DIR"}, {"sysfs_root", "DIR"},
+                      {"enable_collectors", "A,B"}};
   info.flags_file = __FILE__;
   fabricmon::ParsedCommandLine parsed = fabricmon::ParseCommandLine(argc, argv, info);
   if (parsed.exit_status.has_value()) {
@@ -392,6 +406,15 @@ int main(int argc, char** argv) {
     }
   }
   fabricmon::ApplyOverrides(config);
+  if (absl::Status enabled = fabricmon::collectors::EnableCollectors(
+          absl::GetFlag(FLAGS_enable_collectors), *config.mutable_collectors());
+      !enabled.ok()) {
+    fabricmon::Err() << "--enable_collectors: " << enabled.message() << "; see --help\n";
+    return fabricmon::kExitUsage;
+  }
+  if (absl::GetFlag(FLAGS_doctor)) {
+    return fabricmon::agent::RunDoctor(config, std::cout);
+  }
 
   if (check) {
     return fabricmon::CheckConfig(config, absl::GetFlag(FLAGS_once));

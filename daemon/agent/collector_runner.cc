@@ -14,6 +14,8 @@ CollectorRunner::CollectorRunner(std::unique_ptr<collectors::Collector> collecto
   success_ = collectors::SeriesFromSpec(kCollectorSuccessFamily, name, labels);
   duration_ = collectors::SeriesFromSpec(kCollectorDurationFamily, name, labels);
   present_ = collectors::SeriesFromSpec(kCollectorPresentFamily, name, labels);
+  turned_off_ = collectors::SeriesFromSpec(kCollectorTurnedOffFamily, name,
+                                           {{"collector", name}, {"reason", "capture"}});
 }
 
 bool CollectorRunner::MaybeDiscover(v1::Inventory& inventory) {
@@ -31,7 +33,9 @@ absl::Status CollectorRunner::Discover(v1::Inventory& inventory) {
   discovery_status_ = collector_->Discover(inventory);
   last_discovery_ns_ = clock_.MonotonicNanos();
   discovered_once_ = true;
-  if (absl::IsNotFound(discovery_status_)) {
+  if (collectors::IsTurnedOff(discovery_status_)) {
+    FABRICMON_LOG(Debug) << collector_->name() << ": " << discovery_status_.message();
+  } else if (absl::IsNotFound(discovery_status_)) {
     FABRICMON_LOG(Debug) << collector_->name() << ": " << discovery_status_.message();
   } else if (!discovery_status_.ok()) {
     FABRICMON_LOG_EVERY_MINUTE(Warning)
@@ -41,6 +45,13 @@ absl::Status CollectorRunner::Discover(v1::Inventory& inventory) {
 }
 
 absl::Status CollectorRunner::Collect(collectors::SampleSink& sink) {
+  if (collectors::IsTurnedOff(discovery_status_)) {
+    // Not a failure and no hardware question: success/present would raise alerts for a
+    // collector that was never meant to run.
+    last_duration_ns_ = 0;
+    sink.Add(turned_off_, 1);
+    return discovery_status_;
+  }
   absl::Status status = discovery_status_;
   const int64_t start = clock_.MonotonicNanos();
   if (status.ok()) {

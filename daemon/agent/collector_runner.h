@@ -3,7 +3,8 @@
 // Runs one collector the way the agent does: discovery on its own interval (or early when the
 // collector asks), collection timed, and the outcome recorded as the collector health series
 // fabricmon_collector_success / _duration_seconds / _discovered (node_exporter's
-// scrape_collector_* meta-metrics).
+// scrape_collector_* meta-metrics). A collector the agent turned off by rule (IsTurnedOff) gets
+// fabricmon_collector_turned_off{reason} = 1 instead of those three.
 
 #include <cstdint>
 #include <memory>
@@ -43,6 +44,7 @@ class CollectorRunner {
   collectors::SeriesDesc success_;
   collectors::SeriesDesc duration_;
   collectors::SeriesDesc present_;
+  collectors::SeriesDesc turned_off_;
 };
 
 }  // namespace fabricmon::agent

@@ -213,7 +213,7 @@ int Run(const v1::AggregatorConfig& config, bool check) {
   store_options.series_retention_nanos =
       int64_t{config.has_series_retention_s() ? config.series_retention_s() : 900} * 1000000000;
   if (store_options.series_retention_nanos != 0 && store_options.series_retention_nanos < 60e9) {
-    std::cerr << "fabricmon-aggregator: series_retention_s must be 0 (keep forever) or at least "
+    Err() << "series_retention_s must be 0 (keep forever) or at least "
                  "60, not "
               << config.series_retention_s() << "\n";
     return bad_config;
@@ -240,7 +240,7 @@ int Run(const v1::AggregatorConfig& config, bool check) {
   store_options.node_retention_nanos =
       int64_t{config.has_node_retention_s() ? config.node_retention_s() : 86400} * 1000000000;
   if (store_options.node_retention_nanos != 0 && store_options.node_retention_nanos < 600e9) {
-    std::cerr << "fabricmon-aggregator: node_retention_s must be 0 (keep forever) or at least "
+    Err() << "node_retention_s must be 0 (keep forever) or at least "
                  "600, not "
               << config.node_retention_s() << "\n";
     return bad_config;
@@ -253,7 +253,7 @@ int Run(const v1::AggregatorConfig& config, bool check) {
   if (config.max_message_bytes() > 0) {
     if (config.max_message_bytes() < aggregator::kMinMessageBytes ||
         config.max_message_bytes() > aggregator::kMaxMessageBytes) {
-      std::cerr << "fabricmon-aggregator: max_message_bytes must lie in "
+      Err() << "max_message_bytes must lie in "
                 << aggregator::kMinMessageBytes << ".." << aggregator::kMaxMessageBytes
                 << " (64 KiB .. 1 GiB), not " << config.max_message_bytes() << "\n";
       return bad_config;
@@ -275,6 +275,10 @@ int Run(const v1::AggregatorConfig& config, bool check) {
   }
   aggregator::TelemetryService telemetry(store, stats, stream_options, clock);
   aggregator::DiagnosticsService diagnostics(store, clock, stale_after, *authorization, &stats);
+  if (absl::Status valid = detectors::ValidateThresholds(config.detectors()); !valid.ok()) {
+    Err() << valid.message() << "\n";
+    return bad_config;
+  }
   const int64_t tick = int64_t{config.detectors().tick_ms() > 0 ? config.detectors().tick_ms() : 1000} * 1000000;
   auto engine = std::make_shared<detectors::DetectionEngine>(store, clock, config.detectors(), tick);
   engine->SetAgentTopologyRetention(
@@ -285,14 +289,14 @@ int Run(const v1::AggregatorConfig& config, bool check) {
         ReadOperatorFile(config.link_list_file(), kMaxLinkListFileBytes, "link_list_file");
     absl::Status status = text.ok() ? engine->SetLinkList(*text) : text.status();
     if (!status.ok()) {
-      std::cerr << "fabricmon-aggregator: link_list_file: " << status << "\n";
+      Err() << "link_list_file: " << status << "\n";
       return bad_config;
     }
   }
   if (!config.topology_file().empty()) {
     absl::Status status = LoadTopologyFile(config.topology_file(), *engine);
     if (!status.ok()) {
-      std::cerr << "fabricmon-aggregator: topology_file " << config.topology_file() << ": "
+      Err() << "topology_file " << config.topology_file() << ": "
                 << status << "\n";
       return bad_config;
     }
@@ -333,7 +337,7 @@ int Run(const v1::AggregatorConfig& config, bool check) {
     diagnostics_builder.RegisterService(&diagnostics);
     diagnostics_server = diagnostics_builder.BuildAndStart();
     if (diagnostics_server == nullptr || diagnostics_port == 0) {
-      std::cerr << "fabricmon-aggregator: cannot listen on " << config.diagnostics_listen()
+      Err() << "cannot listen on " << config.diagnostics_listen()
                 << " (diagnostics_listen)\n";
       return 2;
     }
@@ -342,7 +346,7 @@ int Run(const v1::AggregatorConfig& config, bool check) {
   }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound_port == 0) {
-    std::cerr << "fabricmon-aggregator: cannot listen on " << grpc_listen << "\n";
+    Err() << "cannot listen on " << grpc_listen << "\n";
     if (diagnostics_server != nullptr) {
       diagnostics_server->Shutdown();
     }

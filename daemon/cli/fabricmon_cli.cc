@@ -17,16 +17,19 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "daemon/common/command_line.h"
 #include "daemon/common/tls.h"
 #include "fabricmon/v1/diagnostics.grpc.pb.h"
+#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 
@@ -99,17 +102,42 @@ int Fail(const grpc::Status& status) {
   return 1;
 }
 
+// Severity reads as in metrics and alerts ("critical"), not as the proto enum's value name
+// ("SEVERITY_CRITICAL"): one spelling wherever an operator meets it.
+void LowercaseSeverities(google::protobuf::Value& value) {
+  if (value.has_struct_value()) {
+    for (auto& [name, field] : *value.mutable_struct_value()->mutable_fields()) {
+      if (name == "severity" && field.has_string_value() &&
+          absl::StartsWith(field.string_value(), "SEVERITY_")) {
+        field.set_string_value(
+            absl::AsciiStrToLower(absl::StripPrefix(field.string_value(), "SEVERITY_")));
+      } else {
+        LowercaseSeverities(field);
+      }
+    }
+  } else if (value.has_list_value()) {
+    for (google::protobuf::Value& item : *value.mutable_list_value()->mutable_values()) {
+      LowercaseSeverities(item);
+    }
+  }
+}
+
 // With --json, prints `message` as JSON and returns true.
 bool PrintJson(const google::protobuf::Message& message) {
   if (!absl::GetFlag(FLAGS_json)) {
     return false;
   }
-  std::string json;
   google::protobuf::util::JsonPrintOptions options;
-  options.add_whitespace = true;
   options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(message, &json, options);  // cannot fail for
-                                                                             // our own messages
+  std::string compact;
+  google::protobuf::Value tree;
+  // Neither can fail for our own messages.
+  (void)google::protobuf::util::MessageToJsonString(message, &compact, options);
+  (void)google::protobuf::util::JsonStringToMessage(compact, &tree);
+  LowercaseSeverities(tree);
+  options.add_whitespace = true;
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(tree, &json, options);
   std::printf("%s\n", json.c_str());
   return true;
 }
@@ -146,6 +174,24 @@ int ListNodes(v1::Diagnostics::Stub& stub) {
   return 0;
 }
 
+// "node017 mlx5_0/1", "switch leaf03/17", "ca:storage01/1", "node017 gpu3 link5", "node017".
+std::string SubjectText(const v1::Subject& subject) {
+  if (subject.has_gpu()) {
+    return absl::StrCat(subject.node(), " gpu", subject.gpu(), " link", subject.link());
+  }
+  if (subject.is_switch()) {
+    return absl::StrCat("switch ", subject.device(), "/", subject.port());
+  }
+  std::string text = subject.node();
+  if (!subject.device().empty()) {
+    absl::StrAppend(&text, " ", subject.device());
+  }
+  if (subject.port() != 0) {
+    absl::StrAppend(&text, "/", subject.port());
+  }
+  return text;
+}
+
 void PrintFinding(const v1::Finding& finding) {
   static const char* kSeverity[] = {"?", "INFO", "WARNING", "CRITICAL"};
   const int severity = finding.severity() >= 0 && finding.severity() <= 3 ? finding.severity() : 0;
@@ -157,9 +203,7 @@ void PrintFinding(const v1::Finding& finding) {
   if (finding.victims_size() > 0) {
     std::vector<std::string> victims;
     for (const v1::Subject& victim : finding.victims()) {
-      victims.push_back(victim.port() != 0 ? absl::StrCat(victim.node(), " ", victim.device(), "/",
-                                                          victim.port())
-                                           : absl::StrCat(victim.node(), " ", victim.device()));
+      victims.push_back(SubjectText(victim));
     }
     std::printf("         victims (%d, depth %u hops): %s\n", finding.victims_size(),
                 finding.depth_hops(), absl::StrJoin(victims, ", ").c_str());
@@ -254,7 +298,9 @@ std::string FormatEnd(const v1::LinkEnd& end) {
     return absl::StrCat("switch:", end.node(), "/", end.port());
   }
   if (end.device().empty()) {
-    return absl::StrCat("ca:", end.node(), "/", end.port());
+    // The aggregator names such CAs "ca:..." already; older aggregators did not.
+    return absl::StrCat(absl::StartsWith(end.node(), "ca:") ? "" : "ca:", end.node(), "/",
+                        end.port());
   }
   return absl::StrCat(end.node(), "/", end.device(), "/", end.port());
 }

@@ -30,7 +30,13 @@ std::string Percent(double fraction) { return absl::StrFormat("%.0f%%", fraction
 }  // namespace
 
 void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& out) {
-  std::map<Endpoint, Congested> congested;
+  // Every port read this interval: how much it waited or was paused (0 included), and when.
+  struct Measured {
+    Congested port;
+    int64_t sampled = 0;
+    double threshold = 0;  // IB wait_fraction, RoCE pause_fraction
+  };
+  std::map<Endpoint, Measured> measured;
 
   // IB: join XmitWait with XmitData of the same port over the same interval. Both come from one
   // read of the port (a sysfs cycle, a sweep), so their newest two samples share timestamps; when
@@ -41,36 +47,41 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
     int64_t from;
     int64_t to;
   };
-  std::map<Endpoint, DataInterval> data_words;
+  // By reporting node and port: a host port is also swept from the fabric (a CA port), a switch
+  // port by every sweeper of its subnet, each on its own schedule.
+  std::map<std::pair<std::string, Endpoint>, DataInterval> data_words;
   view.ForEachSeries(families::kIbXmitData, [&](const std::string& node, const Series& series) {
     uint64_t increase;
     double seconds;
     if (LatestIncrease(series, &increase, &seconds)) {
-      data_words[view.topology().Canonical(EndpointOf(node, series.desc))] = {
+      data_words[{node, view.PortOf(node, series.desc)}] = {
           increase, series.Previous()->timestamp_unix_nanos, series.Latest()->timestamp_unix_nanos};
     }
   });
   view.ForEachSeries(families::kIbXmitWait, [&](const std::string& node, const Series& series) {
     uint64_t wait;
     double seconds;
-    if (!LatestIncrease(series, &wait, &seconds) || wait == 0) {
+    if (!LatestIncrease(series, &wait, &seconds)) {
       return;
     }
-    const Endpoint endpoint = view.topology().Canonical(EndpointOf(node, series.desc));
-    auto data = data_words.find(endpoint);
+    const Endpoint endpoint = view.PortOf(node, series.desc);
+    auto data = data_words.find({node, endpoint});
     if (data == data_words.end() ||
         data->second.from != series.Previous()->timestamp_unix_nanos ||
         data->second.to != series.Latest()->timestamp_unix_nanos) {
       return;
     }
     const uint64_t words = data->second.words;
-    const double fraction = static_cast<double>(wait) / static_cast<double>(wait + words);
-    if (fraction < options_.wait_fraction) {
+    const double fraction =
+        wait == 0 ? 0 : static_cast<double>(wait) / static_cast<double>(wait + words);
+    Measured& port = measured[endpoint];
+    port.sampled = std::max(port.sampled, series.Latest()->timestamp_unix_nanos);
+    port.threshold = options_.wait_fraction;
+    if (fraction < port.port.fraction || wait == 0) {
       return;
     }
-    Congested& port = congested[endpoint];
-    port.fraction = std::max(port.fraction, fraction);
-    port.evidence.push_back(MakeEvidence(
+    port.port.fraction = fraction;
+    port.port.evidence.push_back(MakeEvidence(
         series.desc, static_cast<double>(series.Latest()->raw), static_cast<double>(wait) / seconds,
         absl::StrCat("waiting for credits: XmitWait is ", Percent(fraction),
                      " of wait+data in the last ", absl::StrFormat("%.1f", seconds), " s")));
@@ -86,19 +97,57 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
     }
     const double fraction =
         std::min(1.0, static_cast<double>(increase) * series.desc.scale / seconds);
-    if (fraction < options_.pause_fraction) {
+    const bool tx = collectors::LabelValue(series.desc, "direction") == "tx";
+    const Endpoint endpoint = view.PortOf(node, series.desc);
+    Measured& port = measured[endpoint];
+    port.sampled = std::max(port.sampled, series.Latest()->timestamp_unix_nanos);
+    port.threshold = options_.pause_fraction;
+    if (fraction < options_.pause_fraction / 2) {
       return;
     }
-    const bool tx = collectors::LabelValue(series.desc, "direction") == "tx";
-    const Endpoint endpoint = view.topology().Canonical(EndpointOf(node, series.desc));
-    Congested& port = congested[endpoint];
-    port.fraction = std::max(port.fraction, fraction);
-    port.pauses_peer = port.pauses_peer || tx;
-    port.evidence.push_back(MakeEvidence(
+    port.port.fraction = std::max(port.port.fraction, fraction);
+    port.port.pauses_peer = port.port.pauses_peer || tx;
+    port.port.evidence.push_back(MakeEvidence(
         series.desc, static_cast<double>(series.Latest()->raw) * series.desc.scale, fraction,
         tx ? absl::StrCat("pausing its peer ", Percent(fraction), " of the time (slow receiver)")
            : absl::StrCat("paused by its peer ", Percent(fraction), " of the time")));
   });
+
+  // Hysteresis: a port becomes congested at the threshold and stays so until it has been below
+  // half of it for clear_samples of its samples in a row. Congestion hovering at the threshold
+  // (an incast's senders, a tree's root) would otherwise end and restart its findings, and the
+  // tree they form, every few seconds.
+  std::map<Endpoint, Congested> congested;
+  for (auto& [endpoint, reading] : measured) {
+    const double threshold = reading.threshold;
+    auto state = ports_.find(endpoint);
+    if (reading.port.fraction >= threshold) {
+      state = ports_.insert_or_assign(endpoint, PortState{}).first;
+      state->second.last = reading.port;
+    } else if (state == ports_.end()) {
+      continue;  // never congested
+    } else if (reading.port.fraction >= threshold / 2) {
+      state->second.below = 0;  // between half and the threshold: holds
+      state->second.last = reading.port;
+    } else if (reading.sampled != state->second.last_sample &&
+               ++state->second.below >= options_.clear_samples) {
+      ports_.erase(state);
+      continue;
+    }
+    state->second.last_sample = reading.sampled;
+    state->second.unread = 0;
+    congested.emplace(endpoint, state->second.last);
+  }
+  for (auto it = ports_.begin(); it != ports_.end();) {
+    if (measured.count(it->first) > 0) {
+      ++it;
+    } else if (++it->second.unread >= options_.clear_samples) {
+      it = ports_.erase(it);  // no longer read (its series gone): not congested
+    } else {
+      congested.emplace(it->first, it->second.last);
+      ++it;
+    }
+  }
 
   BuildFindings(congested, view.topology(), options_, out);
 }
@@ -180,8 +229,8 @@ void CongestionDetector::BuildFindings(const std::map<Endpoint, Congested>& cong
     finding.kind = "congestion_spreading";
     finding.severity = Severity::kCritical;
     finding.subject = endpoint;
-    finding.peer = peer;
-    finding.has_peer = false;  // the key is the root port; the peer is the sink, shown in text
+    finding.peer = peer;  // the sink
+    finding.has_peer = true;
     finding.depth_hops = max_depth;
     for (const auto& [victim, hops] : depth) {
       in_tree.insert(victim);
@@ -229,6 +278,7 @@ void CongestionDetector::BuildFindings(const std::map<Endpoint, Congested>& cong
     finding.severity = Severity::kCritical;
     finding.subject = source;
     finding.peer = *tor;
+    finding.has_peer = true;
     for (const auto& [endpoint, other] : congested) {
       if (other.pauses_peer || endpoint == source) {
         continue;
@@ -296,6 +346,7 @@ void CongestionDetector::BuildFindings(const std::map<Endpoint, Congested>& cong
     auto peer = peer_of.find(endpoint);
     if (peer != peer_of.end()) {
       finding.peer = peer->second;
+      finding.has_peer = true;
     }
     finding.evidence = port.evidence;
     finding.summary =

@@ -16,6 +16,39 @@ void FabricView::ForEachSeries(
   }
 }
 
+Endpoint FabricView::PortOf(const std::string& node, const collectors::SeriesDesc& desc) const {
+  return topology_.Canonical(EndpointOf(node, desc));
+}
+
+void ReporterChoice::Offer(const Endpoint& endpoint, const std::string& node) {
+  auto [it, inserted] = chosen_.emplace(endpoint, node);
+  if (inserted || it->second == endpoint.node) {
+    return;
+  }
+  if (node == endpoint.node || node < it->second) {
+    it->second = node;
+  }
+}
+
+bool ReporterChoice::Judges(const Endpoint& endpoint, const std::string& node) const {
+  auto it = chosen_.find(endpoint);
+  return it == chosen_.end() || it->second == node;
+}
+
+bool Debounce::Observe(bool holds, int64_t sample_time) {
+  if (sample_time == last_sample_) {
+    return raised_;
+  }
+  last_sample_ = sample_time;
+  if (holds == raised_) {
+    streak_ = 0;
+  } else if (++streak_ >= n_) {
+    raised_ = holds;
+    streak_ = 0;
+  }
+  return raised_;
+}
+
 void ForEachNewPair(const Series& series, int64_t* cursor,
                     const std::function<void(const StoredSample&, const StoredSample&)>& visit) {
   if (series.count < 2) {
@@ -62,6 +95,15 @@ Endpoint EndpointOf(const std::string& node, const collectors::SeriesDesc& desc)
     endpoint.node = std::string(switch_name);
     endpoint.is_switch = true;
     endpoint.guid = std::string(collectors::LabelValue(desc, "switch_guid"));
+    return endpoint;
+  }
+  const absl::string_view ca_guid = collectors::LabelValue(desc, "ca_guid");
+  if (!ca_guid.empty()) {
+    // A CA port the fabric collector swept: not the sweeping node's port. Topology::Canonical
+    // gives it to the node whose agent claims the GUID.
+    const absl::string_view ca = collectors::LabelValue(desc, "ca");
+    endpoint.node = absl::StrCat("ca:", ca.empty() ? ca_guid : ca);
+    endpoint.guid = std::string(ca_guid);
     return endpoint;
   }
   endpoint.node = node;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,9 @@ class FabricView {
       : nodes_(std::move(nodes)), topology_(topology), now_(now_unix_nanos) {}
 
   const Topology& topology() const { return topology_; }
+  // The canonical endpoint of a port series reported by `node`: a fabric-swept CA port belongs to
+  // the node claiming its HCA, a netdev to its RDMA port, a switch to its graph name.
+  Endpoint PortOf(const std::string& node, const collectors::SeriesDesc& desc) const;
   int64_t now_unix_nanos() const { return now_; }
   const std::vector<std::shared_ptr<aggregator::NodeState>>& nodes() const { return nodes_; }
 
@@ -40,6 +44,37 @@ class FabricView {
   std::vector<std::shared_ptr<aggregator::NodeState>> nodes_;
   const Topology& topology_;
   const int64_t now_;
+};
+
+// Several nodes may report one port: its own agent, and fabric sweepers (a CA port swept from the
+// fabric; a switch port by every sweeper of its subnet), each on its own schedule. A detector that
+// accumulates events from a port must judge one of them, or count every event twice: the port's
+// own node where it reports the port, else the smallest node name (stable whatever order the
+// store lists nodes in). Offer() every reporter of a family, then ask Judges().
+class ReporterChoice {
+ public:
+  void Offer(const Endpoint& endpoint, const std::string& node);
+  bool Judges(const Endpoint& endpoint, const std::string& node) const;
+
+ private:
+  std::map<Endpoint, std::string> chosen_;
+};
+
+// Debounces a condition judged once per sample: raised after `n` consecutive samples in which it
+// holds, cleared after `n` in which it does not. A sample counts once however many detector ticks
+// see it (detectors may tick faster than agents sample).
+class Debounce {
+ public:
+  explicit Debounce(uint32_t n = 1) : n_(n < 1 ? 1 : n) {}
+  // Judges the sample taken at `sample_time` and returns whether the condition is raised.
+  bool Observe(bool holds, int64_t sample_time);
+  bool raised() const { return raised_; }
+
+ private:
+  uint32_t n_;
+  int64_t last_sample_ = 0;
+  uint32_t streak_ = 0;  // consecutive samples disagreeing with raised_
+  bool raised_ = false;
 };
 
 class Detector {
@@ -62,8 +97,9 @@ void ForEachNewPair(const aggregator::Series& series, int64_t* cursor,
 uint64_t RawIncrease(const collectors::SeriesDesc& desc, const aggregator::StoredSample& previous,
                      const aggregator::StoredSample& current);
 
-// Endpoint of a host port series (labels device, port) on `node`, or of a switch port series
-// (labels switch, port, switch_guid) from the fabric collector.
+// Endpoint of a host port series (labels device, port) on `node`, of a switch port series
+// (labels switch, port, switch_guid) or of a CA port series (labels ca, ca_guid, port) from the
+// fabric collector. Not canonical: FabricView::PortOf is.
 Endpoint EndpointOf(const std::string& node, const collectors::SeriesDesc& desc);
 
 // Evidence line for a series.

@@ -1,6 +1,7 @@
 #include "daemon/detectors/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <set>
 
@@ -16,19 +17,21 @@
 #include "prometheus/client_metric.h"
 #include "prometheus/metric_family.h"
 #include "prometheus/metric_type.h"
+#include "re2/re2.h"
 
 namespace fabricmon::detectors {
 namespace {
 
 constexpr int64_t kSecond = 1000000000;
 
-// The one explicit list of detectors, configured from the thresholds (defaults where unset).
+// The one explicit list of detectors, configured from the thresholds (defaults where unset;
+// validated by ValidateThresholds).
 std::vector<std::unique_ptr<Detector>> BuildDetectors(const v1::DetectorThresholds& t) {
   std::vector<std::unique_ptr<Detector>> detectors;
   LinkFlapOptions flap;
   if (t.flap_transitions() > 0) flap.transitions = t.flap_transitions();
   if (t.flap_window_s() > 0) flap.window_nanos = t.flap_window_s() * kSecond;
-  if (t.flap_quiet_s() > 0) flap.quiet_nanos = t.flap_quiet_s() * kSecond;
+  if (t.has_flap_quiet_s()) flap.quiet_nanos = t.flap_quiet_s() * kSecond;
   detectors.push_back(std::make_unique<LinkFlapDetector>(flap));
 
   LinkDegradedOptions degraded;
@@ -41,14 +44,26 @@ std::vector<std::unique_ptr<Detector>> BuildDetectors(const v1::DetectorThreshol
     congestion.wait_fraction = t.congestion_fraction();
     congestion.pause_fraction = t.congestion_fraction();
   }
+  if (t.has_congestion_clear_samples()) {
+    congestion.clear_samples = t.congestion_clear_samples();
+  }
+  if (t.has_congestion_min_victims_without_topology()) {
+    congestion.min_victims_without_topology = t.congestion_min_victims_without_topology();
+  }
   detectors.push_back(std::make_unique<CongestionDetector>(congestion));
 
   PauseStormOptions storm;
   if (t.pause_storm_fraction() > 0) storm.fraction = t.pause_storm_fraction();
+  if (t.has_pause_storm_intervals()) storm.consecutive_intervals = t.pause_storm_intervals();
   detectors.push_back(std::make_unique<PauseStormDetector>(storm));
 
   EcnOptions ecn;
   if (t.congestion_fraction() > 0) ecn.pause_fraction = t.congestion_fraction();
+  if (t.has_ecn_pause_fraction()) ecn.pause_fraction = t.ecn_pause_fraction();
+  if (t.has_ecn_cnp_ignored_per_second()) {
+    ecn.cnp_ignored_per_second = t.ecn_cnp_ignored_per_second();
+  }
+  if (t.has_ecn_ticks()) ecn.ticks = t.ecn_ticks();
   detectors.push_back(std::make_unique<EcnMisconfigDetector>(ecn));
 
   TcpFallbackOptions fallback;
@@ -56,12 +71,42 @@ std::vector<std::unique_ptr<Detector>> BuildDetectors(const v1::DetectorThreshol
     fallback.min_kernel_bytes_per_second = t.tcp_fallback_min_bytes_per_second();
   }
   if (t.tcp_fallback_rdma_ratio() > 0) fallback.rdma_ratio = t.tcp_fallback_rdma_ratio();
+  if (t.has_tcp_fallback_gpu_busy()) fallback.gpu_busy = t.tcp_fallback_gpu_busy();
+  if (t.has_tcp_fallback_rdma_history_s()) {
+    fallback.rdma_history_nanos = t.tcp_fallback_rdma_history_s() * kSecond;
+  }
+  if (t.has_tcp_fallback_min_symmetry()) fallback.min_symmetry = t.tcp_fallback_min_symmetry();
+  if (t.has_tcp_fallback_ticks()) fallback.consecutive_ticks = t.tcp_fallback_ticks();
   detectors.push_back(std::make_unique<TcpFallbackDetector>(fallback));
 
   NvlinkOptions nvlink;
-  if (t.error_rate_per_second() > 0) nvlink.errors_per_second = t.error_rate_per_second();
+  if (t.has_error_rate_per_second()) nvlink.errors_per_second = t.error_rate_per_second();
   detectors.push_back(std::make_unique<NvlinkDetector>(nvlink));
   return detectors;
+}
+
+// node/device/port for a host port (device "gpuN" and port = link for NVLink), switch/switch_guid/
+// port for a switch port; the same label names for every subject, empty where they do not apply.
+void AppendSubjectLabels(const Endpoint& subject, std::vector<prometheus::ClientMetric::Label>& out) {
+  std::string node, device, port, switch_name, switch_guid;
+  if (subject.is_switch) {
+    switch_name = subject.node;
+    const std::string guid = CanonicalGuid(subject.guid);
+    switch_guid = guid.empty() ? "" : absl::StrCat("0x", guid);
+  } else {
+    node = subject.node;
+    device = subject.gpu >= 0 ? absl::StrCat("gpu", subject.gpu) : subject.device;
+  }
+  if (subject.gpu >= 0) {
+    port = absl::StrCat(subject.link);
+  } else if (subject.port != 0 || subject.is_switch || !subject.device.empty()) {
+    port = absl::StrCat(subject.port);
+  }
+  out.push_back({"node", std::move(node)});
+  out.push_back({"device", std::move(device)});
+  out.push_back({"port", std::move(port)});
+  out.push_back({"switch", std::move(switch_name)});
+  out.push_back({"switch_guid", std::move(switch_guid)});
 }
 
 int KindRank(const std::string& kind) {
@@ -78,12 +123,76 @@ int KindRank(const std::string& kind) {
 
 }  // namespace
 
+absl::Status ValidateThresholds(const v1::DetectorThresholds& t) {
+  auto fraction = [](const char* name, double value) -> absl::Status {
+    if (!(value >= 0 && value <= 1)) {  // also refuses NaN
+      return absl::InvalidArgumentError(
+          absl::StrCat("detectors.", name, " must lie in 0..1, not ", value));
+    }
+    return absl::OkStatus();
+  };
+  auto non_negative = [](const char* name, double value) -> absl::Status {
+    if (!(value >= 0) || std::isinf(value)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("detectors.", name, " must be a finite number >= 0, not ", value));
+    }
+    return absl::OkStatus();
+  };
+  auto at_least_one = [](const char* name, bool has, uint32_t value) -> absl::Status {
+    if (has && value < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("detectors.", name, " must be at least 1"));
+    }
+    return absl::OkStatus();
+  };
+  for (absl::Status status : {
+           fraction("congestion_fraction", t.congestion_fraction()),
+           fraction("pause_storm_fraction", t.pause_storm_fraction()),
+           fraction("tcp_fallback_rdma_ratio", t.tcp_fallback_rdma_ratio()),
+           fraction("tcp_fallback_gpu_busy", t.tcp_fallback_gpu_busy()),
+           fraction("tcp_fallback_min_symmetry", t.tcp_fallback_min_symmetry()),
+           fraction("ecn_pause_fraction", t.ecn_pause_fraction()),
+           non_negative("tcp_fallback_min_bytes_per_second",
+                        t.tcp_fallback_min_bytes_per_second()),
+           non_negative("error_rate_per_second", t.error_rate_per_second()),
+           non_negative("ecn_cnp_ignored_per_second", t.ecn_cnp_ignored_per_second()),
+           at_least_one("tcp_fallback_ticks", t.has_tcp_fallback_ticks(), t.tcp_fallback_ticks()),
+           at_least_one("ecn_ticks", t.has_ecn_ticks(), t.ecn_ticks()),
+           at_least_one("pause_storm_intervals", t.has_pause_storm_intervals(),
+                        t.pause_storm_intervals()),
+           at_least_one("congestion_clear_samples", t.has_congestion_clear_samples(),
+                        t.congestion_clear_samples()),
+           at_least_one("congestion_min_victims_without_topology",
+                        t.has_congestion_min_victims_without_topology(),
+                        t.congestion_min_victims_without_topology()),
+       }) {
+    if (!status.ok()) {
+      return status;
+    }
+  }
+  if (!t.unclaimed_ca_ignore().empty()) {
+    re2::RE2 pattern(t.unclaimed_ca_ignore(), re2::RE2::Quiet);
+    if (!pattern.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("detectors.unclaimed_ca_ignore: ",
+                                                     pattern.error()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 DetectionEngine::DetectionEngine(const aggregator::SeriesStore& store, const Clock& clock,
                                  const v1::DetectorThresholds& thresholds, int64_t tick_nanos)
     : store_(store),
       clock_(clock),
       tick_nanos_(tick_nanos > 0 ? tick_nanos : kSecond),
-      detectors_(BuildDetectors(thresholds)) {}
+      detectors_(BuildDetectors(thresholds)) {
+  if (!thresholds.unclaimed_ca_ignore().empty()) {
+    unclaimed_ca_ignore_ = std::make_unique<re2::RE2>(thresholds.unclaimed_ca_ignore(),
+                                                      re2::RE2::Quiet);
+    if (!unclaimed_ca_ignore_->ok()) {
+      unclaimed_ca_ignore_.reset();  // refused earlier by ValidateThresholds
+    }
+  }
+}
 
 DetectionEngine::~DetectionEngine() { Stop(); }
 
@@ -219,6 +328,13 @@ void DetectionEngine::PublishProblems(const Topology& topology) {
   }
   guid_conflicts_ = std::move(conflicts);
   disagreements_ = disagreements;
+  unclaimed_cas_.clear();
+  for (auto& [guid, description] : topology.UnclaimedCas()) {
+    if (unclaimed_ca_ignore_ == nullptr ||
+        !re2::RE2::FullMatch(description, *unclaimed_ca_ignore_)) {
+      unclaimed_cas_.emplace_back(std::move(guid), std::move(description));
+    }
+  }
 }
 
 void DetectionEngine::Start() {
@@ -447,7 +563,8 @@ std::vector<prometheus::MetricFamily> DetectionEngine::Collect() const {
       "fabricmon_finding_active",
       "1 per active finding. kind: link_flapping, link_degraded, congestion, "
       "congestion_spreading, pause_storm, ecn_misconfigured, tcp_fallback, nvlink_degraded, "
-      "nvlink_down; subject in node/device/port, the cable's other end in peer.",
+      "nvlink_down; a host subject in node/device/port, a switch port in switch/switch_guid/port, "
+      "the other end of its cable in peer. Labels stay the same while the incident lasts.",
       MetricType::Gauge);
   MetricFamily victims = family("fabricmon_finding_victims",
                                 "Victim ports of an active congestion_spreading finding.",
@@ -458,18 +575,13 @@ std::vector<prometheus::MetricFamily> DetectionEngine::Collect() const {
   for (const TrackedFinding& tracked : tracker_.Active()) {
     const Finding& f = tracked.finding;
     ClientMetric metric;
-    metric.label = {{"kind", f.kind},
-                    {"severity", std::string(SeverityName(f.severity))},
-                    {"node", f.subject.node},
-                    {"device", f.subject.gpu >= 0 ? absl::StrCat("gpu", f.subject.gpu)
-                                                  : f.subject.device},
-                    {"port", f.subject.gpu >= 0 ? absl::StrCat(f.subject.link)
-                                                : absl::StrCat(f.subject.port)},
-                    {"peer", f.peer.node.empty() ? "" : f.peer.ToString()}};
+    metric.label = {{"kind", f.kind}, {"severity", std::string(SeverityName(f.severity))}};
+    AppendSubjectLabels(f.subject, metric.label);
+    metric.label.push_back({"peer", f.has_peer ? f.peer.ToString() : ""});
     metric.gauge.value = 1;
     if (f.kind == "congestion_spreading") {
       ClientMetric v = metric;
-      v.label.erase(v.label.begin() + 1);  // no severity on the size series
+      v.label.erase(v.label.begin() + 1);  // no severity nor peer on the size series
       v.label.pop_back();
       ClientMetric d = v;
       v.gauge.value = static_cast<double>(f.victims.size());
@@ -480,7 +592,8 @@ std::vector<prometheus::MetricFamily> DetectionEngine::Collect() const {
     active.metric.push_back(std::move(metric));
   }
   MetricFamily totals = family("fabricmon_findings_total",
-                               "Findings raised (or escalated) since the aggregator started.",
+                               "Incidents raised since the aggregator started, by kind and the severity they were "
+                               "raised with (an escalation is not a new incident).",
                                MetricType::Counter);
   // Every kind at warning and critical from the start (0), so the first finding is an increase.
   std::map<std::pair<std::string, Severity>, uint64_t> raised = tracker_.RaisedTotals();
@@ -509,8 +622,20 @@ std::vector<prometheus::MetricFamily> DetectionEngine::Collect() const {
       "Cables the fabric collector reported that contradict the operator's topology file or link "
       "list (the operator's cable is kept).",
       MetricType::Gauge);
+  MetricFamily unclaimed = family(
+      "fabricmon_topology_unclaimed_ca",
+      "1 for each fabric CA (host HCA) the topology knows that no node known to the aggregator "
+      "claims in its inventory: a host whose agent is missing (detectors.unclaimed_ca_ignore "
+      "leaves out hosts that run none by design).",
+      MetricType::Gauge);
   {
     absl::MutexLock lock(&mu_);
+    for (const auto& [guid, description] : unclaimed_cas_) {
+      ClientMetric u;
+      u.label = {{"ca_guid", absl::StrCat("0x", guid)}, {"ca", description}};
+      u.gauge.value = 1;
+      unclaimed.metric.push_back(std::move(u));
+    }
     ClientMetric c;
     c.gauge.value = static_cast<double>(guid_conflicts_.size());
     conflicts.metric.push_back(c);
@@ -533,6 +658,7 @@ std::vector<prometheus::MetricFamily> DetectionEngine::Collect() const {
   out.push_back(std::move(links));
   out.push_back(std::move(conflicts));
   out.push_back(std::move(disagreements));
+  out.push_back(std::move(unclaimed));
   return out;
 }
 

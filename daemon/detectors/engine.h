@@ -28,7 +28,15 @@
 #include "fabricmon/v1/diagnostics.pb.h"
 #include "prometheus/collectable.h"
 
+namespace re2 {
+class RE2;
+}
+
 namespace fabricmon::detectors {
+
+// Whether every threshold lies in its documented range (config.proto); InvalidArgument naming
+// the field otherwise. The aggregator refuses to start on an error.
+absl::Status ValidateThresholds(const v1::DetectorThresholds& thresholds);
 
 class DetectionEngine final : public prometheus::Collectable,
                               public aggregator::FindingsProvider,
@@ -73,7 +81,8 @@ class DetectionEngine final : public prometheus::Collectable,
   v1::GetTopologyResponse GetTopology() const override ABSL_LOCKS_EXCLUDED(mu_);
 
   // prometheus::Collectable: fabricmon_finding_active, fabricmon_finding_victims,
-  // fabricmon_finding_depth_hops, fabricmon_findings_total, fabricmon_detector_tick_seconds.
+  // fabricmon_finding_depth_hops, fabricmon_findings_total, fabricmon_detector_tick_seconds,
+  // fabricmon_topology_* (links, GUID conflicts, disagreements, unclaimed CAs).
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
@@ -119,6 +128,9 @@ class DetectionEngine final : public prometheus::Collectable,
   std::vector<TopologyLink> links_ ABSL_GUARDED_BY(mu_);        // as of the last tick
   std::vector<GuidConflict> guid_conflicts_ ABSL_GUARDED_BY(mu_);  // as of the last build
   std::set<std::string> disagreements_ ABSL_GUARDED_BY(mu_);       // as of the last build
+  // Fabric CAs no node claims, less those unclaimed_ca_ignore matches: (GUID, description).
+  std::vector<std::pair<std::string, std::string>> unclaimed_cas_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<re2::RE2> unclaimed_ca_ignore_;  // null: ignore none
   int64_t agent_topology_retention_nanos_ ABSL_GUARDED_BY(mu_) = 600'000'000'000;
   int64_t links_resolved_unix_nanos_ ABSL_GUARDED_BY(mu_) = 0;  // 0: no tick yet
   int64_t last_tick_duration_ ABSL_GUARDED_BY(mu_) = 0;

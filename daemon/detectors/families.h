@@ -52,5 +52,6 @@ inline constexpr char kNvlinkRecoveryEvents[] = "fabricmon_nvlink_recovery_event
 // rdma_qp (labels pid, comm, device, type).
 inline constexpr char kRdmaProcessQps[] = "fabricmon_rdma_process_qps";
 inline constexpr char kRdmaQpProcessesDropped[] = "fabricmon_rdma_qp_processes_dropped";
+inline constexpr char kRdmaQpSeesAllProcesses[] = "fabricmon_rdma_qp_sees_all_processes";
 
 }  // namespace fabricmon::detectors::families

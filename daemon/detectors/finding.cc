@@ -1,8 +1,10 @@
 #include "daemon/detectors/finding.h"
 
 #include <tuple>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/detectors/topology.h"
 
 namespace fabricmon::detectors {
 
@@ -23,11 +25,12 @@ std::string Endpoint::ToString() const {
     return link >= 0 ? absl::StrCat(node, " gpu", gpu, " link", link)
                      : absl::StrCat(node, " gpu", gpu);
   }
-  if (device.empty() && port == 0) {
-    return is_switch ? absl::StrCat("switch ", node) : node;
-  }
   if (is_switch) {
-    return absl::StrCat("switch ", node, "/", port);
+    return port == 0 ? absl::StrCat("switch ", node) : absl::StrCat("switch ", node, "/", port);
+  }
+  if (device.empty()) {
+    // A node-level subject, or a fabric CA's port ("ca:storage01 mlx4_0/1").
+    return port == 0 ? node : absl::StrCat(node, "/", port);
   }
   return port == 0 ? absl::StrCat(node, " ", device) : absl::StrCat(node, " ", device, "/", port);
 }
@@ -43,8 +46,8 @@ bool Endpoint::operator<(const Endpoint& other) const {
 }
 
 std::string Finding::Key() const {
-  if (has_peer) {
-    // A link is one finding whichever end reported it.
+  if (identity == Identity::kCable && has_peer) {
+    // A cable is one finding whichever end reported it.
     const Endpoint& a = subject < peer ? subject : peer;
     const Endpoint& b = subject < peer ? peer : subject;
     return absl::StrCat(kind, ":", a.ToString(), "<->", b.ToString());
@@ -52,22 +55,60 @@ std::string Finding::Key() const {
   return absl::StrCat(kind, ":", subject.ToString());
 }
 
+bool Finding::SharesCableEndWith(const Finding& other) const {
+  if (identity != Identity::kCable || other.identity != Identity::kCable || kind != other.kind) {
+    return false;
+  }
+  auto is_end_of = [](const Endpoint& end, const Finding& finding) {
+    return end == finding.subject || (finding.has_peer && end == finding.peer);
+  };
+  return is_end_of(subject, other) || (has_peer && is_end_of(peer, other));
+}
+
+void Finding::OrientCable() {
+  if (!has_peer) {
+    return;
+  }
+  const bool peer_first = subject.is_switch != peer.is_switch ? subject.is_switch : peer < subject;
+  if (peer_first) {
+    std::swap(subject, peer);
+  }
+}
+
 namespace {
+// "0x" + 16 hex digits, whatever form the label or topology source gave.
+std::string GuidText(const std::string& guid) {
+  const std::string canonical = CanonicalGuid(guid);
+  return canonical.empty() ? "" : absl::StrCat("0x", canonical);
+}
+
 v1::Subject ToSubject(const Endpoint& endpoint, const Endpoint* peer) {
   v1::Subject subject;
-  subject.set_node(endpoint.node);
-  subject.set_device(endpoint.device);
+  // A switch port is named by its device (the switch), not a node: no agent runs on it.
+  if (endpoint.is_switch) {
+    subject.set_device(endpoint.node);
+    subject.set_is_switch(true);
+  } else {
+    subject.set_node(endpoint.node);
+    subject.set_device(endpoint.device);
+  }
   subject.set_port(endpoint.port);
-  subject.set_guid(endpoint.guid);
+  subject.set_guid(GuidText(endpoint.guid));
   if (endpoint.gpu >= 0) {
     subject.set_has_gpu(true);
     subject.set_gpu(static_cast<uint32_t>(endpoint.gpu));
     subject.set_link(endpoint.link >= 0 ? static_cast<uint32_t>(endpoint.link) : 0);
   }
   if (peer != nullptr) {
-    subject.set_peer_node(peer->node);
-    subject.set_peer_device(peer->device);
+    if (peer->is_switch) {
+      subject.set_peer_device(peer->node);
+      subject.set_peer_is_switch(true);
+    } else {
+      subject.set_peer_node(peer->node);
+      subject.set_peer_device(peer->device);
+    }
     subject.set_peer_port(peer->port);
+    subject.set_peer_guid(GuidText(peer->guid));
   }
   return subject;
 }

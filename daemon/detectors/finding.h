@@ -15,17 +15,21 @@ namespace fabricmon::detectors {
 enum class Severity : uint8_t { kInfo = 1, kWarning = 2, kCritical = 3 };
 absl::string_view SeverityName(Severity severity);  // "info", "warning", "critical"
 
-// Where: a port of a node's device, a switch port, a node, or a GPU's NVLink.
+// Where: a port of a node's device, a switch port, a node, a GPU's NVLink, or a port of a fabric
+// CA (host HCA) that no agent claims.
 struct Endpoint {
-  std::string node;    // node name, or switch name for switch ports
-  std::string device;  // RDMA device, netdev, or "" for node-level subjects
+  // Node name; the switch's name for switch ports; "ca:" + description (or "ca:0x" + GUID) for a
+  // fabric CA no agent claims.
+  std::string node;
+  std::string device;  // RDMA device, netdev, or "" for node-level, switch and fabric-CA subjects
   uint32_t port = 0;
   std::string guid;    // node GUID (switches, HCAs) when known
   bool is_switch = false;
   int32_t gpu = -1;    // NVLink subjects
   int32_t link = -1;
 
-  // "node017 mlx5_0/1", "switch leaf03/17", "node017 gpu3 link5", "node017".
+  // "node017 mlx5_0/1", "switch leaf03/17", "ca:storage01 mlx4_0/1", "node017 gpu3 link5",
+  // "node017".
   std::string ToString() const;
   bool operator==(const Endpoint& other) const;
   bool operator<(const Endpoint& other) const;
@@ -46,19 +50,30 @@ inline constexpr const char* kFindingKinds[] = {
     "ecn_misconfigured", "tcp_fallback", "nvlink_degraded", "nvlink_down",
 };
 
+// What makes two findings one incident. A port, node or tree root is its subject; a cable is both
+// of its ends, whichever end (or topology source) reported it.
+enum class Identity : uint8_t { kSubject, kCable };
+
 struct Finding {
   std::string kind;  // link_flapping, link_degraded, congestion, congestion_spreading, pause_storm,
                      // ecn_misconfigured, tcp_fallback, nvlink_degraded, nvlink_down
   Severity severity = Severity::kWarning;
   Endpoint subject;
-  Endpoint peer;     // other end of the cable when known (node empty otherwise)
+  Endpoint peer;     // other end of the subject's cable when known
   bool has_peer = false;
+  Identity identity = Identity::kSubject;
   std::string summary;
   std::vector<Evidence> evidence;
   std::vector<Endpoint> victims;  // congestion spreading
   uint32_t depth_hops = 0;
-  // Stable identity while the condition lasts: kind + subject (+ peer for links).
+  // Stable identity while the condition lasts: kind + subject, or kind + both cable ends in a
+  // canonical order (Identity::kCable with a peer).
   std::string Key() const;
+  // Whether `other` (same kind) is about the same cable: an end of one is an end of the other.
+  // The tracker uses it to keep one incident when a cable's peer comes and goes.
+  bool SharesCableEndWith(const Finding& other) const;
+  // Makes the host end (else the smaller end) the subject of a cable finding.
+  void OrientCable();
 };
 
 // A finding with its life cycle, as kept by the tracker and served to the CLI.

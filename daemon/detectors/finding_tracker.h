@@ -2,7 +2,9 @@
 
 // Gives findings a life cycle. Each tick the detectors report what holds now; a finding seen for
 // the first time gets an onset, one seen again is updated, one no longer reported is cleared and
-// kept in a bounded history ("recent"). Detectors own their hysteresis (a flapping link stays
+// kept in a bounded history ("recent"). A finding is an incident: it keeps its id and the labels
+// it was raised with (subject, peer) until it clears, and a cable is one incident whichever end
+// reports it, with or without its peer. Detectors own their hysteresis (a flapping link stays
 // reported through its quiet period), so the tracker clears as soon as a finding is absent.
 //
 // Thread-safe: the detector thread updates, scrapes and RPCs read.
@@ -28,7 +30,9 @@ class FindingTracker {
   std::vector<TrackedFinding> Active() const ABSL_LOCKS_EXCLUDED(mu_);
   // Cleared findings, newest first.
   std::vector<TrackedFinding> Recent() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Findings raised since start, by kind and severity (for fabricmon_findings_total).
+  // Incidents raised since start, by kind and the severity they were raised with (for
+  // fabricmon_findings_total): an incident that escalates or changes its evidence is not counted
+  // again.
   std::map<std::pair<std::string, Severity>, uint64_t> RaisedTotals() const
       ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -18,11 +18,18 @@ void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>
   cursors_.StartTick();
   const int64_t now = view.now_unix_nanos();
   for (const char* family : kErrorCounters) {
+    ReporterChoice reporters;
     view.ForEachSeries(family, [&](const std::string& node, const aggregator::Series& series) {
-      const Endpoint endpoint = view.topology().Canonical(EndpointOf(node, series.desc));
+      reporters.Offer(view.PortOf(node, series.desc), node);
+    });
+    view.ForEachSeries(family, [&](const std::string& node, const aggregator::Series& series) {
+      const Endpoint endpoint = view.PortOf(node, series.desc);
       ForEachNewPair(series, &cursors_[{node, series.desc.fingerprint}],
                      [&](const aggregator::StoredSample& previous,
                          const aggregator::StoredSample& current) {
+                       if (!reporters.Judges(endpoint, node)) {
+                         return;  // another node's copy of the same errors
+                       }
                        const uint64_t increase = RawIncrease(series.desc, previous, current);
                        if (increase == 0) {
                          return;

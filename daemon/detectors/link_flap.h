@@ -3,12 +3,24 @@
 // Link flapping: N link-down events within a window. Events are counted edge-exact from counters
 // (IB LinkDowned, RoCE link_down_events_phy, netdev carrier_down_count, NVLink5 failed
 // recoveries), so a flap shorter than the sampling interval is still seen; observed state
-// transitions (IB port state leaving ACTIVE) add events where no counter saw them (a saturated
-// 8-bit LinkDowned at 255 sees nothing). A flapping link stays reported until it has been quiet
-// for the quiet period; both cable ends make one finding when topology is known.
+// transitions (IB port state leaving ACTIVE) are counted too, for where no counter saw them (a
+// saturated 8-bit LinkDowned at 255 sees nothing).
+//
+// Several series see the same flaps of one port: its counters, its port state, and the same port
+// as other nodes report it (a CA port swept from the fabric; a switch port by every sweeper). Each
+// series is an independent witness: the port's count in the window is the largest any witness
+// saw, never their sum, so no flap counts twice and a counter that never moves (a RoCE port's IB
+// LinkDowned) hides nothing.
+//
+// A flapping link stays reported until it has been quiet for the quiet period; it is one finding
+// per cable (host end first) whichever end saw it, with the peer the topology named while the
+// cable was up (a down cable drops out of rediscovery).
 
+#include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "daemon/detectors/detector.h"
@@ -29,15 +41,20 @@ class LinkFlapDetector final : public Detector {
   void Evaluate(const FabricView& view, std::vector<Finding>& out) override;
 
  private:
-  struct LinkEvents {
-    std::deque<int64_t> events;       // timestamps of link-down events in the window
-    int64_t last_event = 0;
+  struct Witness {
+    std::deque<int64_t> events;  // timestamps of link-down events within the window
     uint64_t total = 0;
+  };
+  struct LinkEvents {
+    absl::flat_hash_map<SeriesKey, Witness> witnesses;
+    int64_t last_event = 0;
     bool flapping = false;
     bool counter_saturated = false;
-    std::vector<Evidence> evidence;   // latest counters that moved
+    std::vector<Evidence> evidence;   // latest series that saw an event
+    std::optional<Endpoint> peer;     // the cable's other end, as last resolved
   };
-  void Record(const Endpoint& endpoint, int64_t timestamp, uint64_t count, Evidence evidence);
+  void Record(const Endpoint& endpoint, const SeriesKey& witness, int64_t timestamp,
+              uint64_t count, Evidence evidence);
 
   const LinkFlapOptions options_;
   SeriesStates<int64_t> cursors_;

@@ -37,8 +37,7 @@ void PauseStormDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
       }
     });
     if (streak.intervals >= options_.consecutive_intervals) {
-      storming[view.topology().Canonical(EndpointOf(node, series.desc))] = {streak.fraction,
-                                                                            streak.evidence};
+      storming[view.PortOf(node, series.desc)] = {streak.fraction, streak.evidence};
     }
   });
   for (const char* family : {families::kRocePauseStormWarning, families::kRocePauseStormError}) {
@@ -47,7 +46,7 @@ void PauseStormDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
       ForEachNewPair(series, &cursors_[key], [&](const StoredSample& previous,
                                                  const StoredSample& current) {
         if (RawIncrease(series.desc, previous, current) > 0) {
-          const Endpoint endpoint = view.topology().Canonical(EndpointOf(node, series.desc));
+          const Endpoint endpoint = view.PortOf(node, series.desc);
           storm_events_[endpoint] = current.timestamp_unix_nanos;
           storm_evidence_[endpoint] = MakeEvidence(series.desc, static_cast<double>(current.raw),
                                                    0, "the NIC's pause-storm watchdog fired");
@@ -70,6 +69,7 @@ void PauseStormDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
     finding.subject = endpoint;
     if (std::optional<Endpoint> peer = view.topology().PeerOf(endpoint)) {
       finding.peer = *peer;
+      finding.has_peer = true;
     }
     finding.evidence.push_back(entry.second);
     finding.summary = absl::StrCat(
@@ -93,10 +93,19 @@ void EcnMisconfigDetector::Evaluate(const FabricView& view, std::vector<Finding>
     std::vector<Evidence> evidence;
   };
   std::map<std::string, NodeRates> nodes;
+  // The newest sample behind each node's rates: the debounce counts samples, not ticks.
+  std::map<std::string, int64_t> sampled;
+  auto note_sample = [&](const std::string& node, const Series& series) {
+    if (const StoredSample* latest = series.Latest()) {
+      int64_t& newest = sampled[node];
+      newest = std::max(newest, latest->timestamp_unix_nanos);
+    }
+  };
   auto sum_rate = [&](const char* family, double NodeRates::*field, bool cc) {
     view.ForEachSeries(family, [&](const std::string& node, const Series& series) {
       NodeRates& rates = nodes[node];
       rates.has_cc_counters = rates.has_cc_counters || cc;
+      note_sample(node, series);
       const aggregator::Rate rate = series.CurrentRate();
       if (rate.kind == aggregator::Rate::Kind::kOk) {
         rates.*field += rate.per_second;
@@ -116,6 +125,7 @@ void EcnMisconfigDetector::Evaluate(const FabricView& view, std::vector<Finding>
   sum_rate(families::kRoceEcnMarked, &NodeRates::ecn_marks, true);
   view.ForEachSeries(families::kRocePauseDuration, [&](const std::string& node,
                                                        const Series& series) {
+    note_sample(node, series);
     const aggregator::Rate rate = series.CurrentRate();
     if (rate.kind == aggregator::Rate::Kind::kOk && rate.per_second > nodes[node].max_pause) {
       nodes[node].max_pause = rate.per_second;
@@ -127,25 +137,39 @@ void EcnMisconfigDetector::Evaluate(const FabricView& view, std::vector<Finding>
     }
   });
   for (auto& [node, rates] : nodes) {
-    Finding finding;
-    finding.kind = "ecn_misconfigured";
-    finding.severity = Severity::kWarning;
-    finding.subject.node = node;
-    if (rates.cnp_ignored > 0) {
-      finding.summary = absl::StrFormat(
+    std::string summary;
+    const bool ignoring = options_.cnp_ignored_per_second > 0
+                              ? rates.cnp_ignored >= options_.cnp_ignored_per_second
+                              : rates.cnp_ignored > 0;
+    if (ignoring) {
+      summary = absl::StrFormat(
           "%s ignores %.1f CNPs/s (rp_cnp_ignored rising): congestion control is disabled on the "
           "sender side while the network asks it to slow down — configuration drift",
           node, rates.cnp_ignored);
     } else if (rates.has_cc_counters && rates.max_pause >= options_.pause_fraction &&
                rates.ecn_marks == 0 && rates.cnp_sent == 0 && rates.cnp_handled == 0) {
-      finding.summary = absl::StrFormat(
+      summary = absl::StrFormat(
           "%s is paused %.0f%% of the time by PFC but sees no ECN marks and no CNPs: ECN "
           "thresholds are not engaging, PFC does all the congestion control",
           node, rates.max_pause * 100);
-    } else {
+    }
+    NodeState& state = nodes_.try_emplace(node, NodeState{Debounce(options_.ticks), "", {}})
+                           .first->second;
+    const bool holds = !summary.empty();
+    if (holds) {
+      state.summary = std::move(summary);
+      state.evidence = std::move(rates.evidence);
+    }
+    // While clearing, the finding keeps the words of the last sample it held.
+    if (!state.debounce.Observe(holds, sampled[node]) || state.summary.empty()) {
       continue;
     }
-    finding.evidence = std::move(rates.evidence);
+    Finding finding;
+    finding.kind = "ecn_misconfigured";
+    finding.severity = Severity::kWarning;
+    finding.subject.node = node;
+    finding.summary = state.summary;
+    finding.evidence = state.evidence;
     out.push_back(std::move(finding));
   }
 }

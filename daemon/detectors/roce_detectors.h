@@ -5,9 +5,10 @@
 //    the NIC's own pause-storm events (tx_pause_storm_warning/error: past the minor/critical
 //    watermark; at critical the NIC stops sending pause and drops; collectors/ethtool/README.md,
 //    "Pause storms").
-//  - ecn_misconfigured: rp_cnp_ignored rising (CNPs arrive but the reaction point is disabled),
-//    or heavy PFC while no packet is ECN-marked and no CNP is sent or handled (ECN thresholds not
-//    engaging: PFC does all the work; collectors/ib_sysfs/README.md, "ECN and CNP counters").
+//  - ecn_misconfigured: rp_cnp_ignored rising past a rate (CNPs arrive but the reaction point is
+//    disabled), or heavy PFC while no packet is ECN-marked and no CNP is sent or handled (ECN
+//    thresholds not engaging: PFC does all the work; collectors/ib_sysfs/README.md, "ECN and CNP
+//    counters"), for several consecutive samples; cleared after as many without.
 
 #include <map>
 
@@ -42,7 +43,9 @@ class PauseStormDetector final : public Detector {
 };
 
 struct EcnOptions {
-  double pause_fraction = 0.05;  // "heavy PFC"
+  double pause_fraction = 0.05;         // "heavy PFC"
+  double cnp_ignored_per_second = 1.0;  // CNPs ignored per second on a node (0: any)
+  uint32_t ticks = 3;                   // samples the condition holds (or not) to raise (clear)
 };
 
 class EcnMisconfigDetector final : public Detector {
@@ -52,7 +55,13 @@ class EcnMisconfigDetector final : public Detector {
   void Evaluate(const FabricView& view, std::vector<Finding>& out) override;
 
  private:
+  struct NodeState {
+    Debounce debounce;
+    std::string summary;            // as of the last sample the condition held
+    std::vector<Evidence> evidence;
+  };
   const EcnOptions options_;
+  std::map<std::string, NodeState> nodes_;
 };
 
 }  // namespace fabricmon::detectors

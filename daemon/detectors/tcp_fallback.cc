@@ -21,7 +21,11 @@ double RateOf(const Series& series) {
 }
 
 struct NodeTraffic {
-  double kernel = 0;       // netdev bytes/s on inter-node netdevs
+  double kernel = 0;       // netdev bytes/s on inter-node netdevs (rx + tx)
+  double kernel_rx = 0;
+  double kernel_tx = 0;
+  int64_t sampled = 0;     // newest netdev sample behind the rates
+  bool has_rdma = false;   // the node reports RDMA hardware of its own (HCA ports, RoCE vport)
   double ipoib = 0;        // of which IPoIB
   double hca = 0;          // HCA port data bytes/s (includes IPoIB on IB)
   double roce_rdma = 0;    // ethtool vport RDMA bytes/s
@@ -52,14 +56,20 @@ GpuProcessQps InspectGpuProcessQps(const aggregator::NodeState& node) {
   if (gpu_pids.empty()) {
     return result;
   }
-  // The rdma_qp collector's last cycle is complete when it left no process out; its series are
-  // absent when it stopped reporting (no RDMA netlink, collector disabled).
+  // The rdma_qp collector's last cycle is complete when it left no process out and could see
+  // every process (the agent runs in the host's PID namespace: the kernel hides other namespaces'
+  // QPs); its series are absent when it stopped reporting (no RDMA netlink, collector disabled).
   bool complete = false;
   node.VisitFamily(families::kRdmaQpProcessesDropped, [&](const Series& series) {
     const aggregator::StoredSample* latest = series.Latest();
     complete = !series.absent && latest != nullptr && latest->raw == 0;
   });
-  if (!complete) {
+  bool sees_all = false;
+  node.VisitFamily(families::kRdmaQpSeesAllProcesses, [&](const Series& series) {
+    const aggregator::StoredSample* latest = series.Latest();
+    sees_all = !series.absent && latest != nullptr && latest->raw == 1;
+  });
+  if (!complete || !sees_all) {
     return result;
   }
   std::set<uint32_t> qp_owners;
@@ -87,6 +97,7 @@ void TcpFallbackDetector::Evaluate(const FabricView& view, std::vector<Finding>&
         std::string(collectors::LabelValue(series.desc, "kind"));
   });
   for (const char* family : {families::kNetdevRxBytes, families::kNetdevTxBytes}) {
+    const bool rx = family == families::kNetdevRxBytes;
     view.ForEachSeries(family, [&](const std::string& node, const Series& series) {
       const std::string netdev(collectors::LabelValue(series.desc, "netdev"));
       const std::string& kind = kinds[{node, netdev}];
@@ -96,6 +107,10 @@ void TcpFallbackDetector::Evaluate(const FabricView& view, std::vector<Finding>&
       const double rate = RateOf(series);
       NodeTraffic& traffic = nodes[node];
       traffic.kernel += rate;
+      (rx ? traffic.kernel_rx : traffic.kernel_tx) += rate;
+      if (const aggregator::StoredSample* latest = series.Latest()) {
+        traffic.sampled = std::max(traffic.sampled, latest->timestamp_unix_nanos);
+      }
       if (kind == "ipoib") {
         traffic.ipoib += rate;
       }
@@ -107,15 +122,19 @@ void TcpFallbackDetector::Evaluate(const FabricView& view, std::vector<Finding>&
   }
   for (const char* family : {families::kIbXmitData, families::kIbRcvData}) {
     view.ForEachSeries(family, [&](const std::string& node, const Series& series) {
-      if (!collectors::LabelValue(series.desc, "switch").empty()) {
-        return;  // switch ports seen by the fabric collector are not this node's traffic
+      if (!collectors::LabelValue(series.desc, "switch").empty() ||
+          !collectors::LabelValue(series.desc, "ca_guid").empty()) {
+        return;  // ports the fabric collector swept are not this node's own traffic
       }
-      nodes[node].hca += RateOf(series);
+      NodeTraffic& traffic = nodes[node];
+      traffic.has_rdma = true;
+      traffic.hca += RateOf(series);
     });
   }
   view.ForEachSeries(families::kRoceRdmaBytes, [&](const std::string& node, const Series& series) {
     NodeTraffic& traffic = nodes[node];
     traffic.has_roce_rdma = true;
+    traffic.has_rdma = true;
     traffic.roce_rdma += RateOf(series);
   });
   view.ForEachSeries(families::kGpuUtilization, [&](const std::string& node, const Series& series) {
@@ -125,39 +144,65 @@ void TcpFallbackDetector::Evaluate(const FabricView& view, std::vector<Finding>&
     }
   });
 
-  // What "normal" looks like: the median RDMA rate of the nodes that have RDMA devices.
+  // What "normal" looks like: the median RDMA rate of the nodes that have RDMA devices (context
+  // for the summary; the peers alone never qualify a node).
   std::vector<double> rdma_rates;
   for (const auto& [node, traffic] : nodes) {
-    if (traffic.hca > 0 || traffic.has_roce_rdma) {
+    if (traffic.has_rdma) {
       rdma_rates.push_back(traffic.Rdma());
     }
   }
   std::sort(rdma_rates.begin(), rdma_rates.end());
   const double median_rdma = rdma_rates.empty() ? 0 : rdma_rates[rdma_rates.size() / 2];
+  const int64_t now = view.now_unix_nanos();
 
   for (auto& [node, traffic] : nodes) {
+    NodeState& state = state_.try_emplace(node, NodeState{Debounce(options_.consecutive_ticks)})
+                           .first->second;
     const double rdma = traffic.Rdma();
+    if (rdma >= options_.min_kernel_bytes_per_second) {
+      state.last_rdma_busy = now;
+    }
+    // Preconditions (README "Findings"): RDMA hardware of its own — a node without it cannot fall
+    // back from what it never had — and either GPU work or RDMA traffic of its own lately; a
+    // storage, login or CPU node qualifies neither way.
+    const bool gpus_busy = traffic.gpu >= 0 && traffic.gpu >= options_.gpu_busy;
+    const bool recent_rdma = options_.rdma_history_nanos > 0 && state.last_rdma_busy != 0 &&
+                             now - state.last_rdma_busy <= options_.rdma_history_nanos;
+    // The traffic shape: heavy, two-way kernel traffic (a collective's ring or tree exchanges in
+    // both directions; a checkpoint write or a dataset read goes one way) and next to no RDMA.
     const bool kernel_heavy = traffic.kernel >= options_.min_kernel_bytes_per_second;
     const bool rdma_idle = rdma <= options_.rdma_ratio * traffic.kernel;
-    const bool gpus_busy = traffic.gpu >= options_.gpu_busy;
-    const bool peers_use_rdma = median_rdma >= options_.min_kernel_bytes_per_second;
-    if (!(kernel_heavy && rdma_idle)) {
-      streak_[node] = 0;
-      continue;
-    }
-    // Only nodes whose traffic already looks like a fallback pay for the QP inventory.
+    const double larger = std::max(traffic.kernel_rx, traffic.kernel_tx);
+    const double symmetry =
+        larger > 0 ? std::min(traffic.kernel_rx, traffic.kernel_tx) / larger : 0;
+    const bool two_way = symmetry >= options_.min_symmetry;
+    bool holds = traffic.has_rdma && kernel_heavy && rdma_idle && two_way;
     GpuProcessQps qps;
-    if (const aggregator::NodeState* state = FindNode(view, node)) {
-      qps = InspectGpuProcessQps(*state);
+    if (holds) {
+      // Only nodes whose traffic already looks like a fallback pay for the QP inventory.
+      if (const aggregator::NodeState* found = FindNode(view, node)) {
+        qps = InspectGpuProcessQps(*found);
+      }
     }
     const bool gpu_processes_without_qps = qps.known && !qps.without_qps.empty();
-    if (!(gpus_busy || peers_use_rdma || gpu_processes_without_qps)) {
-      streak_[node] = 0;
+    holds = holds && (gpus_busy || recent_rdma || gpu_processes_without_qps);
+    if (holds) {
+      state.qps = qps;
+      state.summary.clear();
+    }
+    if (!state.debounce.Observe(holds, traffic.sampled)) {
       continue;
     }
-    if (++streak_[node] < options_.consecutive_ticks) {
+    if (!holds && !state.summary.empty()) {
+      // Clearing (the debounce holds the finding for a few samples): keep its last words.
+      out.push_back(state.last);
       continue;
     }
+    if (!holds) {
+      continue;
+    }
+    qps = state.qps;
     // Every GPU process owns QPs: the job's RDMA transport is up, the kernel bytes are most
     // likely other traffic. Still worth a look, not a page.
     const bool transport_up = qps.known && qps.without_qps.empty();
@@ -179,12 +224,21 @@ void TcpFallbackDetector::Evaluate(const FabricView& view, std::vector<Finding>&
                              " RDMA queue pairs, so the kernel traffic may be something else "
                              "(storage, data loading)");
     }
+    const bool peers_use_rdma = median_rdma >= options_.min_kernel_bytes_per_second;
+    std::string why;
+    if (gpus_busy) {
+      why = absl::StrFormat(" while its GPUs are %.0f%% busy", traffic.gpu * 100);
+    } else if (recent_rdma) {
+      why = absl::StrFormat(" although it moved RDMA traffic %llds ago",
+                            static_cast<long long>((now - state.last_rdma_busy) / 1000000000));
+    }
     finding.summary = absl::StrFormat(
-        "%s moves %.0f MB/s through kernel networking%s but only %.1f MB/s over RDMA%s%s%s: %s",
-        node, traffic.kernel / 1e6, traffic.ipoib > 0 ? " (incl. IPoIB)" : "", rdma / 1e6,
-        gpus_busy ? absl::StrFormat(" while its GPUs are %.0f%% busy", traffic.gpu * 100) : "",
-        peers_use_rdma ? absl::StrFormat("%s its peers move %.0f MB/s each over RDMA",
-                                         gpus_busy ? " and" : " while", median_rdma / 1e6)
+        "%s moves %.0f MB/s through kernel networking%s (%.0f MB/s in, %.0f MB/s out) but only "
+        "%.1f MB/s over RDMA%s%s%s: %s",
+        node, traffic.kernel / 1e6, traffic.ipoib > 0 ? " (incl. IPoIB)" : "",
+        traffic.kernel_rx / 1e6, traffic.kernel_tx / 1e6, rdma / 1e6, why,
+        peers_use_rdma ? absl::StrFormat("; its peers move %.0f MB/s each over RDMA",
+                                         median_rdma / 1e6)
                        : "",
         qp_note,
         transport_up ? "check what else this node sends"
@@ -198,6 +252,8 @@ void TcpFallbackDetector::Evaluate(const FabricView& view, std::vector<Finding>&
       evidence.note = "GPU compute process (NVML) owning no RDMA queue pair";
       finding.evidence.push_back(std::move(evidence));
     }
+    state.last = finding;
+    state.summary = finding.summary;
     out.push_back(std::move(finding));
   }
 }

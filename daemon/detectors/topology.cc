@@ -256,8 +256,12 @@ void Topology::Resolve() {
     } else {
       endpoint.node = guid.empty() ? raw_key : absl::StrCat("0x", guid);
     }
-    if (endpoint.is_switch && !guid.empty()) {
-      switch_name_by_guid_[guid] = endpoint.node;
+    if (!endpoint.is_switch) {
+      // A CA (or router) no agent claims: not a node of ours, so never a node's name.
+      endpoint.node = absl::StrCat("ca:", endpoint.node);
+    }
+    if (!guid.empty()) {
+      (endpoint.is_switch ? switch_name_by_guid_ : ca_name_by_guid_)[guid] = endpoint.node;
     }
     return endpoint;
   };
@@ -304,6 +308,19 @@ std::vector<GuidConflict> Topology::guid_conflicts() const {
   return conflicts;
 }
 
+std::vector<std::pair<std::string, std::string>> Topology::UnclaimedCas() const {
+  std::vector<std::pair<std::string, std::string>> unclaimed;
+  for (const auto& [key, node] : fabric_nodes_) {
+    if (node.type != v1::FabricNode::TYPE_CA || CanonicalGuid(key) != key) {
+      continue;  // switches, routers, and files without GUIDs (nothing to claim them by)
+    }
+    if (guid_claims_.count(key) == 0) {
+      unclaimed.emplace_back(key, node.description);
+    }
+  }
+  return unclaimed;
+}
+
 Endpoint Topology::Canonical(const Endpoint& endpoint) const {
   if (endpoint.is_switch) {
     // A switch port series names its switch by description; the graph names a switch whose
@@ -320,7 +337,22 @@ Endpoint Topology::Canonical(const Endpoint& endpoint) const {
     return canonical;
   }
   if (endpoint.device.empty()) {
-    return endpoint;
+    if (endpoint.guid.empty() || endpoint.gpu >= 0) {
+      return endpoint;  // a node-level subject
+    }
+    // A CA port seen from the fabric: the port of the node whose agent claims the HCA, else the
+    // name the graph gives the CA.
+    const std::string guid = CanonicalGuid(endpoint.guid);
+    Endpoint canonical = endpoint;
+    if (auto host = host_by_guid_.find(guid);
+        host != host_by_guid_.end() && !host->second.first.empty()) {
+      canonical.node = host->second.first;
+      canonical.device = host->second.second;
+      canonical.guid = guid;
+    } else if (auto ca = ca_name_by_guid_.find(guid); ca != ca_name_by_guid_.end()) {
+      canonical.node = ca->second;
+    }
+    return canonical;
   }
   auto it = netdev_map_.find({endpoint.node, endpoint.device});
   if (it == netdev_map_.end()) {

@@ -81,15 +81,17 @@ class Topology {
                     LinkSource fabric_source = LinkSource::kFabricCollector);
   // Turns GUID-addressed fabric links into endpoints: hosts known by GUID get their node name;
   // other fabric nodes their description when no other fabric node shares it, else "0x" + GUID
-  // (many fabrics leave descriptions at the vendor default, which would merge the nodes).
+  // (many fabrics leave descriptions at the vendor default, which would merge the nodes); CAs
+  // and routers no agent claims are prefixed "ca:" (never taken for a node of ours).
   void Resolve();
 
   std::optional<Endpoint> PeerOf(const Endpoint& endpoint) const;
   // Every cabled port of a switch or host (by node name and is_switch).
   std::vector<Endpoint> PortsOf(const std::string& node, bool is_switch) const;
   // Replaces a host netdev endpoint by its RDMA device/port where the node's inventory maps it,
-  // and a switch endpoint carrying a known GUID by the name the graph gives that switch (its
-  // description, or "0x" + GUID when the description is shared).
+  // a switch endpoint carrying a known GUID by the name the graph gives that switch (its
+  // description, or "0x" + GUID when the description is shared), and a fabric CA port (no
+  // device, a GUID) by the port of the node claiming that HCA, else the CA's graph name.
   Endpoint Canonical(const Endpoint& endpoint) const;
   size_t link_count() const { return peers_.size() / 2; }
   bool empty() const { return peers_.empty(); }
@@ -97,6 +99,9 @@ class Topology {
   std::vector<TopologyLink> Links() const;
   // GUIDs claimed by more than one node, by GUID.
   std::vector<GuidConflict> guid_conflicts() const;
+  // Fabric CAs (host HCAs seen by a sweep or named in a topology file) that no node's inventory
+  // claims: hosts whose agent is missing, or that run none. (canonical GUID, description), by GUID.
+  std::vector<std::pair<std::string, std::string>> UnclaimedCas() const;
   // Cables the fabric collector reported that contradict the operator's (kept) cables, one line
   // each, sorted.
   const std::set<std::string>& disagreements() const { return disagreements_; }
@@ -115,6 +120,9 @@ class Topology {
   std::set<std::string> disagreements_;
   // Canonical GUID → graph name of each switch Resolve() placed (fabric collector, topology file).
   std::map<std::string, std::string> switch_name_by_guid_;
+  // Canonical GUID → graph name ("ca:" + description or "ca:0x" + GUID) of each fabric CA that no
+  // agent claims.
+  std::map<std::string, std::string> ca_name_by_guid_;
   // (node, netdev) → (device, port) from agents' inventory.
   std::map<std::pair<std::string, std::string>, std::pair<std::string, uint32_t>> netdev_map_;
   struct PendingNode {

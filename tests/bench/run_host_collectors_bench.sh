@@ -10,7 +10,8 @@
 # (ninja -C BUILD_DIR fabricmon_host_collectors_bench); this script builds nothing. JSON_OUT,
 # if given, keeps Google Benchmark's JSON. The veth (real SIOCETHTOOL) rows need root; without
 # it they read "skipped". MIN_TIME (seconds per benchmark, default 0.3) and REPETITIONS
-# (default 3) can be set in the environment.
+# (default 3) can be set in the environment; BENCH_SMOKE=1 makes them 0.01 and 1 (a few seconds,
+# to prove the script still works: its figures are then not measurements).
 set -euo pipefail
 
 if [[ $# -lt 1 ]]; then
@@ -28,6 +29,10 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/fabricmon-host-bench-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 json=${2:-$work/host_collectors.json}
 
+if [[ "${BENCH_SMOKE:-0}" == 1 ]]; then
+  MIN_TIME=${MIN_TIME:-0.01}
+  REPETITIONS=${REPETITIONS:-1}
+fi
 echo "### machine: $(nproc) CPUs, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 timeout 110 "$bench" --benchmark_min_time="${MIN_TIME:-0.3}" \
   --benchmark_repetitions="${REPETITIONS:-3}" --benchmark_report_aggregates_only=true \

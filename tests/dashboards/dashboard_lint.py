@@ -23,6 +23,12 @@ BUILTIN_VALUES = {"__rate_interval": "1m", "__interval": "15s", "__interval_ms":
 # only ($1 in label_replace's replacement) are not variables: Grafana leaves them alone.
 VARIABLE_RE = re.compile(r"\$\{(\w+)(?:[.:][^}]*)?\}|\$(\w+)|\[\[(\w+)(?::\w+)?\]\]")
 RANGE_RE = re.compile(r"\[([^\]\[]*)\]")
+# Every metric selector filters on the cluster variable (an external label; All = ".*" also
+# matches series without it), and no metric is queried without a selector.
+CLUSTER_MATCHER = 'cluster=~"$cluster"'
+SELECTOR_RE = re.compile(r"\b([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^{}]*)\}")
+BARE_METRIC_RE = re.compile(r"\b((?:fabricmon|scrape)_[a-z0-9_]+|up)\b(?!\s*\{)")
+RUNBOOK_URL_RE = re.compile(r"\$\{runbook_base\}/deploy/runbooks/README\.md#[a-z0-9]+")
 LABEL_VALUES_RE = re.compile(r"^\s*label_values\(\s*(?:(.*),\s*)?([a-zA-Z_][a-zA-Z0-9_]*)\s*\)\s*$",
                              re.S)
 
@@ -126,6 +132,12 @@ def lint(name, dashboard):
         elif v.get("type") not in ("custom", "textbox", "constant", "interval"):
             bad("variable %r has unsupported type %r" % (vname, v.get("type")))
         defined.append(vname)
+    cluster = next((v for v in variables if v.get("name") == "cluster"), None)
+    if cluster is None or cluster.get("type") != "query" or \
+            parse_label_values(variable_query(cluster)) != ("fabricmon_node_up", "cluster") or \
+            not cluster.get("includeAll") or cluster.get("allValue") != ".*":
+        bad("no `cluster` variable label_values(fabricmon_node_up, cluster) with All = .* "
+            "(which also matches series without the label)")
     if "datasource" not in defined or next(
             v for v in variables if v["name"] == "datasource").get("type") != "datasource":
         bad("no `datasource` variable of type datasource")
@@ -183,11 +195,25 @@ def lint(name, dashboard):
                 bad("%s: target %s datasource %r" % (where, t.get("refId"), t.get("datasource")))
             if expr.count("(") != expr.count(")") or expr.count("{") != expr.count("}"):
                 bad("%s: target %s has unbalanced brackets" % (where, t.get("refId")))
+            for m in SELECTOR_RE.finditer(expr):
+                if CLUSTER_MATCHER not in m.group(2):
+                    bad("%s: target %s: selector %s does not filter on %s" %
+                        (where, t.get("refId"), m.group(0), CLUSTER_MATCHER))
+            # Label names in by()/without() and strings are not metrics: strip them first.
+            bare = re.sub(r'"[^"]*"|\b(?:by|without|on|ignoring|group_left|group_right)\s*'
+                          r'\([^)]*\)', "", expr)
+            for m in BARE_METRIC_RE.finditer(bare):
+                bad("%s: target %s: metric %s without a selector (no cluster filter)" %
+                    (where, t.get("refId"), m.group(1)))
             # Range selectors and subqueries follow Grafana's interval, never a fixed window.
             for window in RANGE_RE.findall(expr):
                 if window not in ("$__rate_interval", "$__range", "$__interval"):
                     bad("%s: target %s uses the fixed window [%s]; use $__rate_interval or "
                         "$__range" % (where, t.get("refId"), window))
+        for link in panel.get("links", []):
+            if not RUNBOOK_URL_RE.fullmatch(link.get("url", "")):
+                bad("%s: link %r is not ${runbook_base}/deploy/runbooks/README.md#<alert>" %
+                    (where, link.get("url")))
         # Transformations may rename "Value #X" columns: they must name existing refIds.
         for transformation in panel.get("transformations", []):
             options = transformation.get("options", {})

@@ -51,7 +51,8 @@ def run(argv, env=None, stderr_fd=None, timeout=20):
 
 OWN_FLAGS = {
     "fabricmon-agent": ["once", "config", "sysfs_root", "procfs_root", "aggregator", "node_name",
-                        "listen_metrics", "log_level", "insecure_plaintext", "check_config"],
+                        "listen_metrics", "log_level", "insecure_plaintext", "check_config",
+                        "enable_collectors", "doctor"],
     "fabricmon-aggregator": ["config", "grpc_listen", "metrics_listen", "log_level", "link_list",
                              "topology_file", "port_file", "insecure_plaintext", "check_config"],
     "fabricmon": ["aggregator", "nodes", "timeout_s", "json", "all", "tls_ca", "tls_cert",
@@ -276,7 +277,7 @@ def check_journal(aggregator, tmp):
 
 def check_man_pages(build, tmp):
     for component, pages in (("agent", ["fabricmon-agent.1"]),
-                             ("aggregator", ["fabricmon-aggregator.1", "fabricmon.1"])):
+                             ("aggregator", ["fabricmon-aggregator.1"]), ("cli", ["fabricmon.1"])):
         prefix = os.path.join(tmp, f"install-{component}")
         result = subprocess.run(["cmake", "--install", build, "--prefix", prefix,
                                  "--component", component], capture_output=True, text=True)

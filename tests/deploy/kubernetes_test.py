@@ -345,6 +345,9 @@ def main():
             where = "DaemonSet fabricmon-agent"
             spec, volumes, containers = check_pod(where, get(ds, "spec.template"),
                                                   get(ds, "spec.selector.matchLabels"))
+            if spec.get("hostPID") is not True:
+                fail(f"{where}: hostPID must be true (the kernel hides other PID namespaces' "
+                     "RDMA QPs: tcp_fallback needs the job's QPs)")
             if spec.get("hostNetwork") is not True:
                 fail(f"{where}: hostNetwork must be true (RoCE/netdev counters are per netns)")
             if spec.get("dnsPolicy") != "ClusterFirstWithHostNet":

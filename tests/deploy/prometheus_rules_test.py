@@ -11,6 +11,10 @@
     one of the names the exporters and the coming detectors promise (CONTRACT below).
   * Every alert has severity critical|warning|info, a summary and a description, and at least one
     firing and one non-firing test case.
+  * Every alert has a runbook_url whose base is overridable (the external label
+    fabricmon_runbook_base) and whose anchor is a `## <AlertName>` section of
+    deploy/runbooks/README.md; the runbook has no section for an alert that does not exist, and
+    README.md's "Alerts" section names every alert.
 Prints the alert table (name, severity, for).
 
 Exit 77 (skip) without promtool; the contract checks need python3-yaml.
@@ -41,11 +45,18 @@ CONTRACT = {
     "fabricmon_ib_port_phys_state",
     "fabricmon_ib_symbol_error_total",
     "fabricmon_ib_link_error_recovery_total",
+    "fabricmon_ib_device_info",
+    "fabricmon_ib_fabric_link_info",
     "fabricmon_finding_active",
     "fabricmon_finding_victims",
     "fabricmon_finding_depth_hops",
     "fabricmon_findings_total",
+    "fabricmon_topology_unclaimed_ca",
+    "ALERTS",  # Prometheus' own: FabricTcpFallback hands over from warning to critical
 }
+RUNBOOK_BASE = ("{{ with $externalLabels.fabricmon_runbook_base }}{{ . }}{{ else }}"
+                "https://github.com/fabricmon/fabricmon/blob/main{{ end }}")
+RUNBOOK_PATH = "/deploy/runbooks/README.md#"
 PROMQL_WORDS = {
     "and", "or", "unless", "by", "without", "on", "ignoring", "group_left", "group_right",
     "offset", "bool", "inf", "nan",
@@ -85,11 +96,46 @@ def metric_names(expr):
     return names
 
 
+def markdown_anchor(heading):
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to dashes."""
+    return re.sub(r"[^a-z0-9 _-]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def check_runbooks(alerts, runbook_path, readme_path):
+    if not os.path.exists(runbook_path):
+        fail(f"no runbook: {runbook_path}")
+        return
+    with open(runbook_path, encoding="utf-8") as f:
+        sections = re.findall(r"^## (.+?)\s*$", f.read(), re.MULTILINE)
+    anchors = {markdown_anchor(s): s for s in sections}
+    for name, url in alerts.items():
+        if not url:
+            fail(f"{name}: no runbook_url annotation")
+            continue
+        if url != RUNBOOK_BASE + RUNBOOK_PATH + name.lower():
+            fail(f"{name}: runbook_url {url!r} is not {RUNBOOK_BASE + RUNBOOK_PATH + name.lower()!r}")
+        if name.lower() not in anchors or anchors[name.lower()] != name:
+            fail(f"{name}: no '## {name}' section in deploy/runbooks/README.md")
+    for section in sections:
+        if section not in alerts:
+            fail(f"deploy/runbooks/README.md: section '{section}' names no alert")
+    with open(readme_path, encoding="utf-8") as f:
+        readme = f.read()
+    match = re.search(r"^### Alerts\n(.*?)(?=^##? )", readme, re.MULTILINE | re.DOTALL)
+    if not match:
+        fail("README.md: no '### Alerts' section")
+        return
+    for name in alerts:
+        if not re.search(r"\b" + name + r"\b", match.group(1)):
+            fail(f"README.md's Alerts section does not name {name}")
+
+
 def check_contract(rules_path, tests):
     import yaml
     with open(rules_path, encoding="utf-8") as f:
         rules = yaml.safe_load(f)
     alerts = {}
+    runbook_urls = {}
     print(f"{'alert':32} {'severity':9} for")
     for group in rules["groups"]:
         for rule in group["rules"]:
@@ -110,6 +156,9 @@ def check_contract(rules_path, tests):
                 if not rule.get("annotations", {}).get(key):
                     fail(f"{name}: no {key} annotation")
             alerts.setdefault(name, []).append(severity)
+            url = rule.get("annotations", {}).get("runbook_url")
+            if runbook_urls.setdefault(name, url) != url:
+                fail(f"{name}: its rules point at different runbooks")
             print(f"{name:32} {severity:9} {rule.get('for', '0s')}")
     firing, quiet = set(), set()
     for path in tests:
@@ -125,6 +174,7 @@ def check_contract(rules_path, tests):
     for name in (firing | quiet) - set(alerts):
         fail(f"tests name an alert that does not exist: {name}")
     print(f"{len(alerts)} alerts, {sum(len(v) for v in alerts.values())} rules")
+    return runbook_urls
 
 
 def main():
@@ -154,7 +204,9 @@ def main():
         fail("promtool test rules")
     try:
         import yaml  # noqa: F401
-        check_contract(rules, tests)
+        runbook_urls = check_contract(rules, tests)
+        check_runbooks(runbook_urls, os.path.join(args.source, "deploy", "runbooks", "README.md"),
+                       os.path.join(args.source, "README.md"))
     except ImportError:
         print("note: python3-yaml not installed: metric contract and coverage not checked")
     if failures:

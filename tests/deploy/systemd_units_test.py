@@ -7,7 +7,9 @@
     /usr/bin/fabricmon-* replaced by the built binaries.
   * The directives the deployment depends on (Type=notify, WatchdogSec=30, NotifyAccess=main,
     User=fabricmon matching the sysusers entry, the sandbox, no capabilities, the device policy,
-    LimitNOFILE, the config paths) are present with the expected values.
+    LimitNOFILE, the config paths, AssertPathExists= on the config and no ConditionPathExists=)
+    are present with the expected values. (The units as `cmake --install` writes them for other
+    prefixes are checked by packages_test.py.)
   * Every flag used on an ExecStart= line exists in the binary (`--helpfull`).
   * `systemd-analyze security --offline=yes`: prints each unit's exposure score and fails above a
     ceiling (a regression guard; `--offline` needs systemd >= 250, skipped before).
@@ -177,8 +179,12 @@ def check_directives(source_dir, binaries):
         exec_start = values(sections, "Service", "ExecStart")
         if exec_start != [f"/usr/bin/{daemon} --config={config}"]:
             fail(f"{unit}: ExecStart= is {exec_start}")
-        if values(sections, "Unit", "ConditionPathExists") != [config]:
-            fail(f"{unit}: expected ConditionPathExists={config}")
+        # A missing configuration must fail the start loudly (`systemctl status` names the
+        # file), not skip it silently as a ConditionPathExists= would.
+        if values(sections, "Unit", "AssertPathExists") != [config]:
+            fail(f"{unit}: expected AssertPathExists={config}")
+        if values(sections, "Unit", "ConditionPathExists"):
+            fail(f"{unit}: ConditionPathExists= skips the unit silently; use AssertPathExists=")
         if values(sections, "Install", "WantedBy") != ["multi-user.target"]:
             fail(f"{unit}: expected WantedBy=multi-user.target")
         # Every flag on ExecStart exists in the binary.

@@ -227,12 +227,17 @@ class Processes:
 # Prometheus.
 
 
-def prometheus_config(job, target_port, interval_s=1):
-    """prometheus.yml: one job scraping 127.0.0.1:<target_port> every `interval_s`."""
-    return ("global:\n  scrape_interval: {i}s\n  scrape_timeout: {t}ms\n"
+def prometheus_config(job, target_port, interval_s=1, labels=None):
+    """prometheus.yml: one job scraping 127.0.0.1:<target_port> every `interval_s`, its series
+    given the target `labels` (dict) if any."""
+    text = ("global:\n  scrape_interval: {i}s\n  scrape_timeout: {t}ms\n"
             "  evaluation_interval: {i}s\nscrape_configs:\n  - job_name: {job}\n"
             "    static_configs:\n      - targets: ['127.0.0.1:{port}']\n").format(
                 i=interval_s, t=interval_s * 900, job=job, port=target_port)
+    if labels:
+        text += "        labels:\n" + "".join(
+            "          %s: %s\n" % (k, json.dumps(v)) for k, v in sorted(labels.items()))
+    return text
 
 
 def prometheus_argv(binary, directory, port):
@@ -252,17 +257,17 @@ def prometheus_ready(port):
 
 class Prometheus:
     """A Prometheus server (child of `procs`, named "prometheus") scraping
-    127.0.0.1:<target_port> as `job` every second, data in `directory`. launch() starts it and
+    127.0.0.1:<target_port> as `job` every second (with target `labels`), data in `directory`. launch() starts it and
     returns at once (it is the slowest to start); wait_ready() waits for it, on another port if
     its port was taken meanwhile. `url` is its base URL once ready."""
 
-    def __init__(self, procs, binary, directory, job, target_port):
+    def __init__(self, procs, binary, directory, job, target_port, labels=None):
         self.procs = procs
         self.binary = binary
         self.directory = directory
         os.makedirs(directory, exist_ok=True)
         with open(os.path.join(directory, "prometheus.yml"), "w") as f:
-            f.write(prometheus_config(job, target_port))
+            f.write(prometheus_config(job, target_port, labels=labels))
         self.proc = None
         self.port = None
 

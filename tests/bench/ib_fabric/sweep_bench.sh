@@ -3,8 +3,13 @@
 # the same ibsim fabric, in the same run, interleaved: absolute times drift on shared machines,
 # the ratio counts (target: at least 3× faster per sweep in steady state).
 #
-#   tests/bench/ib_fabric/sweep_bench.sh [--build DIR] [--spines N] [--leaves N] [--hcas N]
-#                                        [--rounds N]
+#   tests/bench/ib_fabric/sweep_bench.sh [--build DIR] [--probe PATH] [--spines N] [--leaves N]
+#                                        [--hcas N] [--rounds N]
+#
+# --probe defaults to DIR/tests/sim/ibsim/fabricmon_ib_fabric_probe (ninja -C DIR
+# fabricmon_ib_fabric_probe). BENCH_SMOKE=1 in the environment shrinks the run to a few seconds
+# (2 spines x 2 leaves x 2 HCAs, 1 round) to prove the script still works: its figures are not
+# measurements.
 #
 # Default fabric: the 2-tier fat tree, 20 spines x 64 leaves x 20 HCAs per leaf (84
 # switches, 1,280 HCAs, 3,840 cabled switch ports), within ibsim's limits (256 switches, 2,048
@@ -36,20 +41,26 @@ spines=20
 leaves=64
 hcas=20
 rounds=5
+probe=""
+if [[ "${BENCH_SMOKE:-0}" == 1 ]]; then
+  spines=2 leaves=2 hcas=2 rounds=1
+fi
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) build="$2"; shift 2 ;;
+    --probe) probe="$2"; shift 2 ;;
     --spines) spines="$2"; shift 2 ;;
     --leaves) leaves="$2"; shift 2 ;;
     --hcas) hcas="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
-    -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
 
 umad2sim=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
-probe="$build/tests/unit/collectors/ib_fabric/ibsim/fabricmon_ib_fabric_probe"
+probe="${probe:-$build/tests/sim/ibsim/fabricmon_ib_fabric_probe}"
+[[ "$probe" == /* ]] || probe="$PWD/$probe"  # the rounds run in a temporary directory
 export PATH="$PATH:/usr/sbin:/sbin"
 for need in ibsim opensm ibqueryerrors ibnetdiscover cc python3; do
   command -v "$need" >/dev/null || { echo "sweep_bench: $need not found" >&2; exit 77; }

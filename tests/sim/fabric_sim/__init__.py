@@ -2,7 +2,8 @@
 
 Modules: cluster (topology and generated files), files (how files are written while agents read
 them), traffic (the counter model advanced every tick), scenarios (faults and what must be found),
-ibsim (the InfiniBand fabric simulator and opensm), runner (processes, playback, checks). Run
+ibsim (the InfiniBand fabric simulator and opensm), runner (processes, playback, checks),
+campaign (random clusters, background traffic and hundreds of scored faults). Run
 `python3 -m fabric_sim --help` from tests/sim. Python 3 standard library only (and
 tests/testing/fabricmon_testing.py, the helpers fabricmon's Python tests share).
 """

@@ -8,6 +8,11 @@
   demo --build-dir B [--nodes N] [--interactive|--no-interactive] [--no-ibsim]
                                             the README's demo (deploy/run-demo.sh calls this)
   selftest [--scenario-list "a b c"]        checks of the generated files (no daemons)
+  campaign --build-dir B [--seed N] [--faults N] [--flavour ib|roce|both] [--slice]
+           [--kinds k1,k2] [--concurrency K] [--json F] [--keep]
+                                            random clusters, background traffic and N injected
+                                            faults against the real daemons, scored per kind
+                                            (campaign.py; --slice: each fault kind once)
 
 Exit status of run: 0 all passed, 1 a scenario failed, 77 (ctest skip) when a single scenario
 was asked for in ibsim mode and ibsim or the ib_fabric collector is not available.
@@ -75,6 +80,17 @@ def main(argv=None):
                    "cleanup (deploy/run-demo.sh)")
     t = sub.add_parser("selftest")
     t.add_argument("--scenario-list", help="scenario names registered in CMake (checked)")
+    k = sub.add_parser("campaign")
+    k.add_argument("--build-dir", required=True)
+    k.add_argument("--seed", type=int, default=1)
+    k.add_argument("--faults", type=int, default=20)
+    k.add_argument("--flavour", choices=["ib", "roce", "both"], default="both")
+    k.add_argument("--slice", action="store_true",
+                   help="each fault kind of the flavour once (overrides --faults)")
+    k.add_argument("--kinds", help="comma-separated fault kinds (campaign.IB_KINDS/ROCE_KINDS)")
+    k.add_argument("--concurrency", type=int, default=3)
+    k.add_argument("--json", help="write the results (rows, failures, faults) as JSON")
+    k.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = parser.parse_args(argv)
     if args.command == "list":
         return cmd_list(args)
@@ -85,6 +101,9 @@ def main(argv=None):
     if args.command == "selftest":
         from . import selftest
         return selftest.main(args)
+    if args.command == "campaign":
+        from . import campaign
+        return campaign.main(args)
     if args.command == "demo":
         from . import demo
         return demo.main(args)

@@ -76,10 +76,19 @@ class HostPort:
 
 
 class Node:
-    def __init__(self, name, index):
+    """role: "gpu" (8 GPUs behind NVML), "storage" or "login" (no GPU, no NVML; maybe no RDMA
+    device at all: then `ports` is empty and the node is not cabled into the fabric)."""
+
+    def __init__(self, name, index, role="gpu", mgmt_netdev="eth0"):
         self.name = name
         self.index = index  # 1-based
         self.ports = []
+        self.role = role
+        self.mgmt_netdev = mgmt_netdev
+
+    @property
+    def has_gpu(self):
+        return self.role == "gpu"
 
     def dir(self, root):
         return os.path.join(root, "nodes", self.name)
@@ -173,11 +182,20 @@ class Cluster:
         cluster.leaves = leaves
         return cluster
 
-    def port(self, node, device="mlx5_0"):
+    def port(self, node, device=None):
+        """The node's HCA port `device` (default: its first HCA)."""
         for hp in self.by_name[node].ports:
-            if hp.device == device:
+            if device is None or hp.device == device:
                 return hp
         raise KeyError("%s/%s" % (node, device))
+
+    def fabric_nodes(self):
+        """Nodes with at least one HCA cabled into the fabric (the first one sweeps in ibsim
+        mode and is ibsim's default attach point)."""
+        return [n for n in self.nodes if n.ports]
+
+    def leaf_names(self):
+        return sorted(n for n, s in self.switches.items() if s.tier == "leaf")
 
     def uplink(self, leaf, spine):
         """The leaf port cabled to `spine`, and the spine port it lands on."""
@@ -192,7 +210,7 @@ class Cluster:
     def describe(self):
         return ("%d nodes, %s %s, %d leaves x %d spines, %d HCA(s)/node"
                 % (len(self.nodes), self.fabric.upper(), self.topology, self.leaves, self.spines,
-                   len(self.nodes[0].ports)))
+                   len(self.fabric_nodes()[0].ports)))
 
     # -------------------------------------------------------------------------------------
     # Fabric-wide files.
@@ -226,7 +244,7 @@ class Cluster:
                     'Hca\t1 "%s" # "%s %s"' % (hp.ibsim_id, hp.node, hp.device),
                     '[1]\t"%s"[%d]' % (hp.leaf, hp.leaf_port), ""]
 
-        first = self.nodes[0].ports[0]
+        first = self.fabric_nodes()[0].ports[0]
         out += hca_record(first)
         for name in sorted(self.switches, key=lambda n: (self.switches[n].tier != "leaf", n)):
             sw = self.switches[name]
@@ -290,9 +308,9 @@ class Cluster:
                                                        gst._pci_dir(out, device), "net",
                                                        hp.netdev)}
             # Management Ethernet: a PCI function of its own, no RDMA device.
-            gst._write_netdev(out, {"bdf": MGMT_BDF}, "eth0", 0, "Ethernet", rng)
-            files.write_new(os.path.join(out, "devices", "pci0000:00", MGMT_BDF, "net", "eth0",
-                                         "speed"), "100000\n")
+            gst._write_netdev(out, {"bdf": MGMT_BDF}, node.mgmt_netdev, 0, "Ethernet", rng)
+            files.write_new(os.path.join(out, "devices", "pci0000:00", MGMT_BDF, "net",
+                                         node.mgmt_netdev, "speed"), "100000\n")
             files.write_new(os.path.join(out, "devices", "pci0000:00", MGMT_BDF, "vendor"),
                             "0x8086\n")
             # procfs (written by the traffic model), ethtool dir and NVML state come next.
@@ -314,7 +332,7 @@ class Cluster:
         return {
             "fabric": self.fabric,
             "topology": self.topology,
-            "nodes": [{"name": n.name,
+            "nodes": [{"name": n.name, "role": n.role,
                        "ports": [{"device": p.device, "guid": "0x%016x" % p.guid,
                                   "netdev": p.netdev, "leaf": p.leaf, "leaf_port": p.leaf_port}
                                  for p in n.ports]}

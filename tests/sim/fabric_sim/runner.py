@@ -102,7 +102,7 @@ def install_signal_handlers():
 class Harness:
     def __init__(self, bins, fabric="ib", nodes=16, topology="fat-tree", interval_ms=500,
                  tick_ms=500, detectors="flap_window_s: 60", want_ibsim=False, keep=False, log=print,
-                 seed=0, prometheus=False, state_file=None):
+                 seed=0, prometheus=False, state_file=None, cluster=None):
         self.bins = bins
         self.interval_ms = interval_ms
         self.tick_ms = tick_ms
@@ -117,7 +117,9 @@ class Harness:
         self.state_file = state_file
         self._note_state("dir", self.root)
         try:
-            self.cluster = cluster_mod.Cluster.build(nodes, fabric=fabric, topology=topology)
+            # A prebuilt cluster (campaign.py's random fat trees) or the standard one.
+            self.cluster = cluster or cluster_mod.Cluster.build(nodes, fabric=fabric,
+                                                                topology=topology)
             initial = self.cluster.generate(self.root, seed=seed)
             self.sim = traffic.Simulation(self.cluster, self.root, initial, seed=seed)
         except Exception:
@@ -126,6 +128,7 @@ class Harness:
         self.ibsim = None
         self.mode = "sysfs"
         self.mode_note = "host counters only (sysfs, procfs, ethtool stats_dir, NVML stand-in)"
+        self.ibsim_missing = False
         self.grpc = None
         self.metrics_port = None
         self.want_prometheus = prometheus
@@ -164,6 +167,7 @@ class Harness:
         ok, why = ibsim_mod.available()
         if not ok:
             self.mode_note = "ibsim unavailable (%s)" % why
+            self.ibsim_missing = True  # a dependency is absent: the only reason to skip
             return
         if self.cluster.fabric != "ib":
             self.mode_note = "host counters only (ibsim simulates InfiniBand, not RoCE)"
@@ -189,12 +193,16 @@ class Harness:
         self.mode = "ibsim"
         self.mode_note = ("%d switches in ibsim (opensm + probe %.1f s), their ports swept by "
                           "%s's ib_fabric collector over umad2sim" %
-                          (len(self.cluster.switches), time.time() - t, self.cluster.nodes[0].name))
+                          (len(self.cluster.switches), time.time() - t, self.sweeper_node().name))
         ib.healthy_traffic(self.cluster)
         ib.start_stepping()  # its own thread: see ibsim.py on why not the playback loop
 
+    def sweeper_node(self):
+        """The node whose agent sweeps the fabric in ibsim mode: the first one with an HCA."""
+        return self.cluster.fabric_nodes()[0]
+
     def _sweeper_host(self):
-        return self.cluster.nodes[0].ports[0].ibsim_id
+        return self.sweeper_node().ports[0].ibsim_id
 
     def _probe_ib_fabric(self, ib):
         """Runs the agent once with only ib_fabric enabled: "ok" when it returns switch ports."""
@@ -212,7 +220,7 @@ class Harness:
         if result.returncode != 0:
             return "agent --once exited %d: %s" % (result.returncode,
                                                    result.stderr.decode(errors="replace")[-300:])
-        if 'switch="leaf01"' not in text:
+        if 'switch="%s"' % self.cluster.leaf_names()[0] not in text:
             return "no switch-port series in its output (collector not built or not working)"
         return "ok"
 
@@ -230,7 +238,7 @@ class Harness:
                         # fabric sweeper's switch topology is used.
                         'authorization { fabric_sweepers: "%s" }\n'
                         'detectors { tick_ms: %d %s }\n'
-                        % (self.metrics_port, self.cluster.nodes[0].name,
+                        % (self.metrics_port, self.sweeper_node().name,
                            self.tick_ms, self.detectors))
             proc = self._spawn("aggregator", [
                 self.bins.aggregator, "--config=" + config, "--port_file=" + port_file,
@@ -276,7 +284,8 @@ class Harness:
             '  ib_sysfs { interval_ms: %d sysfs_root: "%s" }' % (iv, node.sysfs(root)),
             '  netdev { interval_ms: %d sysfs_root: "%s" procfs_root: "%s" }'
             % (iv, node.sysfs(root), node.procfs(root)),
-            '  nvml { interval_ms: %d library: "%s" }' % (iv, self.bins.nvml),
+            ('  nvml { interval_ms: %d library: "%s" }' % (iv, self.bins.nvml))
+            if getattr(node, "has_gpu", True) else "  nvml { enabled: false }",
             ('  ethtool { interval_ms: %d sysfs_root: "%s" stats_dir: "%s" }'
              % (max(iv, 100), node.sysfs(root), node.ethtool_dir(root))) if roce else
             "  ethtool { enabled: false }",
@@ -287,7 +296,7 @@ class Harness:
         return "\n".join(lines) + "\n"
 
     def _start_agent(self, node):
-        sweeper = self.ibsim is not None and node is self.cluster.nodes[0]
+        sweeper = self.ibsim is not None and node is self.sweeper_node()
         config = os.path.join(node.dir(self.root), "agent.textproto")
         with open(config, "w") as f:
             f.write(self._agent_config(node, sweeper))
@@ -657,8 +666,13 @@ def run_scenario(build_dir, name, mode="auto", keep=False, out=print, report=Non
         scenario.baseline(Context(harness))
         harness.start()
         if mode == "ibsim" and harness.mode != "ibsim":
-            out("== scenario %s: SKIPPED: ibsim mode required but %s" % (name, harness.mode_note))
-            return SKIP
+            if harness.ibsim_missing:
+                out("== scenario %s: SKIPPED: ibsim mode required but %s" %
+                    (name, harness.mode_note))
+                return SKIP
+            # ibsim is installed: not sweeping it is the product failing, not a missing tool.
+            out("== scenario %s: FAILED: ibsim mode required but %s" % (name, harness.mode_note))
+            return 1
         harness.wait_ready()
         result = play(harness, scenario, out=out)
         result["elapsed_s"] = time.time() - t0

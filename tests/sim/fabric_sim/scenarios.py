@@ -104,10 +104,14 @@ def _endpoint_text(e):
 
 
 def _subject(s):
+    if s.get("is_switch"):  # a switch port: the switch is the subject's device, no node
+        return (s.get("device", ""), "", int(s.get("port", 0)))
     return (s.get("node", ""), s.get("device", ""), int(s.get("port", 0)))
 
 
 def _peer(s):
+    if s.get("peer_is_switch"):
+        return (s.get("peer_device", ""), "", int(s.get("peer_port", 0)))
     return (s.get("peer_node", ""), s.get("peer_device", ""), int(s.get("peer_port", 0)))
 
 

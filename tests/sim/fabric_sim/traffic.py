@@ -278,9 +278,11 @@ class NodeModel:
                 self.ethtool[hp.netdev] = EthtoolModel(
                     hp.netdev, os.path.join(node.ethtool_dir(root), hp.netdev, "statistics"),
                     port, netdev, rng)
-        self.netdevs["eth0"] = NetdevModel(
-            "eth0", os.path.realpath(os.path.join(node.sysfs(root), "class", "net", "eth0")),
+        mgmt = getattr(node, "mgmt_netdev", "eth0")
+        self.mgmt = self.netdevs[mgmt] = NetdevModel(
+            mgmt, os.path.realpath(os.path.join(node.sysfs(root), "class", "net", mgmt)),
             "mgmt", rng)
+        self.has_gpu = getattr(node, "has_gpu", True)
         self.procfs = node.procfs(root)
         self.tcp = {"InSegs": rng.randrange(10**8, 10**9), "OutSegs": rng.randrange(10**8, 10**9),
                     "RetransSegs": rng.randrange(10**3, 10**5), "ActiveOpens": 4211,
@@ -334,7 +336,7 @@ class NodeModel:
         writer.inplace(os.path.join(self.procfs, "net", "snmp"), snmp_template.render(
             {"Tcp": self.tcp}))
         writer.inplace(os.path.join(self.procfs, "net", "netstat"), netstat_template.render({}))
-        if self.nvml_dirty:
+        if self.nvml_dirty and self.has_gpu:
             writer.atomic(self.nvml_path, self.nvml_text())
             self.nvml_dirty = False
 
@@ -405,8 +407,9 @@ class Simulation:
     def node(self, name):
         return self.nodes[name]
 
-    def port(self, node, device="mlx5_0"):
-        return self.nodes[node].ports[device]
+    def port(self, node, device=None):
+        ports = self.nodes[node].ports
+        return ports[device] if device is not None else next(iter(ports.values()))
 
     def tick(self, now):
         dt = 0.0 if self.last is None else max(0.0, now - self.last)
@@ -426,11 +429,11 @@ class Simulation:
     # -------------------------------------------------------------------------------------
     # Changes scenarios make.
 
-    def link_down(self, node, device="mlx5_0"):
+    def link_down(self, node, device=None):
         """The link goes down: port DOWN/Polling, LinkDowned +1 (IB) or link_down_events_phy +1
         (RoCE), the port's netdev loses carrier (carrier_down_count +1). Traffic stops."""
         model = self.nodes[node]
-        port = model.ports[device]
+        port = self.port(node, device)
         if not port.up:
             return
         port.up = False
@@ -442,9 +445,9 @@ class Simulation:
         netdev.carrier = 0
         netdev.carrier_down += 1
 
-    def link_up(self, node, device="mlx5_0"):
+    def link_up(self, node, device=None):
         model = self.nodes[node]
-        port = model.ports[device]
+        port = self.port(node, device)
         if port.up:
             return
         port.up = True
@@ -452,7 +455,7 @@ class Simulation:
         netdev.carrier = 1
         netdev.carrier_up += 1
 
-    def blip(self, node, device="mlx5_0"):
+    def blip(self, node, device=None):
         """A flap shorter than a sampling interval: down and up again between two reads, so
         only the counters show it (the state files never leave ACTIVE)."""
         self.link_down(node, device)

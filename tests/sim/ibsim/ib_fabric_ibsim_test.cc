@@ -655,6 +655,37 @@ TEST(IbsimAgentTest, OnceFlagsSaturatedSwitchCounters) {
                               "speed=\"SDR\"} 1"));
 }
 
+// ---------------------------------------------------------------------------------------------
+// fabricmon-agent --doctor over the simulated subnet: the collector explains itself.
+
+TEST(IbsimAgentTest, DoctorSaysWhatTheSweepReadsAndWhyItCannot) {
+  SKIP_WITHOUT_IBSIM();
+  std::unique_ptr<IbsimEnv> env = StartEnv(Example("net.2sw2path4hca"));
+  ASSERT_NE(env, nullptr);
+  auto doctor = [&](const std::string& ib_fabric) {
+    const std::string config_path = env->dir() + "/doctor.textproto";
+    std::ofstream(config_path) << "collectors {\n  ib_fabric { " << ib_fabric
+                               << " }\n"
+                                  "  ib_sysfs { enabled: false }\n"
+                                  "  ethtool { enabled: false }\n"
+                                  "  netdev { enabled: false }\n"
+                                  "  rdma_qp { enabled: false }\n"
+                                  "  nvml { enabled: false }\n"
+                                  "}\n";
+    return env->RunClient(
+        {FABRICMON_AGENT_PATH, "--doctor", absl::StrCat("--config=", config_path)});
+  };
+  CommandResult works = doctor("enabled: true");
+  EXPECT_EQ(works.exit_code, 0) << works.out << works.err;
+  EXPECT_THAT(works.out, HasSubstr("ib_fabric: ok: 6 fabric node(s), "));
+  EXPECT_THAT(works.out, HasSubstr("doctor: 1 of 1 enabled collector(s) work"));
+
+  CommandResult fails = doctor("enabled: true ca: \"mlx5_9\"");
+  EXPECT_EQ(fails.exit_code, 1) << fails.out << fails.err;
+  EXPECT_THAT(fails.out, HasSubstr("ib_fabric: FAIL: RDMA device mlx5_9 not found"));
+  EXPECT_THAT(fails.out, HasSubstr("fix: "));
+}
+
 #else  // FABRICMON_IBSIM_SLOW
 
 // ---------------------------------------------------------------------------------------------

@@ -200,10 +200,12 @@ TEST(CaptureDirCollectorTest, FactoryUsesStatsDirAndSeesChanges) {
 }
 
 TEST(CaptureDirCollectorTest, WithoutStatsDirTheFactoryStillBuilds) {
-  // The ioctl api: no RoCE netdev in an empty tree, so discovery reports hardware absent.
+  // The ioctl api: no RoCE netdev in an empty tree, so discovery reports hardware absent. The
+  // tree is a capture, so the ioctl collector must be enabled explicitly (the capture rule).
   TempTree tree;
   v1::CollectorsConfig config;
   config.mutable_ethtool()->set_sysfs_root(tree.root());
+  config.mutable_ethtool()->set_enabled(true);
   testing::FakeClock clock;
   CollectorRegistry registry;
   RegisterEthtoolCollector(registry);

@@ -1006,6 +1006,20 @@ TEST(EthtoolRegistrationTest, RegisteredEnabledByDefault) {
   FABRICMON_ASSERT_OK(created);
   ASSERT_THAT(*created, SizeIs(1));
   v1::Inventory inventory;
+  // A tree that is not /sys is a capture: the ioctl would read this host, so the collector is
+  // off unless enabled explicitly or given captured statistics (the capture rule).
+  EXPECT_TRUE(IsTurnedOff((*created)[0]->Discover(inventory)));
+  config.mutable_ethtool()->set_stats_dir(tree.root());
+  created = registry.CreateEnabled({config, clock});
+  FABRICMON_ASSERT_OK(created);
+  ASSERT_THAT(*created, SizeIs(1));
+  EXPECT_THAT((*created)[0]->Discover(inventory), StatusIs(absl::StatusCode::kNotFound));
+  config.clear_ethtool();
+  config.mutable_ethtool()->set_sysfs_root(tree.root());
+  config.mutable_ethtool()->set_enabled(true);
+  created = registry.CreateEnabled({config, clock});
+  FABRICMON_ASSERT_OK(created);
+  ASSERT_THAT(*created, SizeIs(1));
   EXPECT_THAT((*created)[0]->Discover(inventory), StatusIs(absl::StatusCode::kNotFound));
 
   config.mutable_ethtool()->set_enabled(false);

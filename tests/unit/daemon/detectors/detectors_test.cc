@@ -300,24 +300,106 @@ collectors::SeriesDesc NetdevInfo(const std::string& netdev, const std::string& 
 // RDMA; otherwise 1 MB/s of kernel bytes and 2 GB/s of RDMA (XmitData in 4-byte words).
 void NodeTraffic(FabricFixture& fabric, const std::string& node, int step, bool on_tcp) {
   fabric.Set(node, NetdevInfo("eth0", "ethernet"), 1);
+  // A collective on sockets sends and receives alike: 400 MB/s each way.
   fabric.Set(node, NetdevBytes(families::kNetdevTxBytes, "eth0"),
-             step * (on_tcp ? 800000000ull : 1000000ull));
+             step * (on_tcp ? 400000000ull : 1000000ull));
+  fabric.Set(node, NetdevBytes(families::kNetdevRxBytes, "eth0"),
+             step * (on_tcp ? 400000000ull : 1000000ull));
   fabric.Set(node, HostCounter(families::kIbXmitData, "mlx5_0", 1, 64,
                                collectors::Overflow::kSaturates, 4.0),
              step * (on_tcp ? 0ull : 500000000ull));
 }
 
-TEST_F(DetectorsTest, OneNodeOnTcpWhileItsPeersUseRdmaIsAFallback) {
+collectors::SeriesDesc GpuUtilization() {
+  return collectors::GaugeSeries("nvml", families::kGpuUtilization, "", collectors::Unit::kRatio,
+                                 0.01, {{"gpu", "0"}});
+}
+
+// A job restarted on sockets: the node moved RDMA traffic itself a minute ago, and now moves as
+// much through the kernel, both ways. Its peers' RDMA alone would not have qualified it.
+TEST_F(DetectorsTest, ANodeThatMovedRdmaAndNowUsesKernelTcpIsAFallback) {
   for (int step = 0; step < 4; ++step) {
     for (const char* node : {"n1", "n2", "n3", "n4"}) {
-      NodeTraffic(fabric_, node, step, /*on_tcp=*/std::string(node) == "n3");
+      NodeTraffic(fabric_, node, step, /*on_tcp=*/false);
     }
     fabric_.Step();
-    engine_->Tick();  // the detector wants it on consecutive evaluations
+    engine_->Tick();
+  }
+  EXPECT_TRUE(Active().empty());
+  uint64_t rdma_words = 3 * 500000000ull;
+  for (int step = 4; step < 8; ++step) {
+    for (const char* node : {"n1", "n2", "n4"}) {
+      NodeTraffic(fabric_, node, step, /*on_tcp=*/false);
+    }
+    fabric_.Set("n3", NetdevInfo("eth0", "ethernet"), 1);
+    fabric_.Set("n3", NetdevBytes(families::kNetdevTxBytes, "eth0"), (step - 3) * 400000000ull);
+    fabric_.Set("n3", NetdevBytes(families::kNetdevRxBytes, "eth0"), (step - 3) * 400000000ull);
+    fabric_.Set("n3", HostCounter(families::kIbXmitData, "mlx5_0", 1, 64,
+                                  collectors::Overflow::kSaturates, 4.0),
+                rdma_words);
+    fabric_.Step();
+    engine_->Tick();
   }
   auto active = Active();
   ASSERT_EQ(Kinds(active), std::vector<std::string>{"tcp_fallback"});
   EXPECT_EQ(active[0].finding.subject.node, "n3");
+  EXPECT_THAT(active[0].finding.summary, ::testing::HasSubstr("although it moved RDMA traffic"));
+}
+
+// No finding without its preconditions, while busy GPU nodes move RDMA beside them: a storage
+// node without RDMA hardware moving 800 MB/s two-way; a GPU node writing a checkpoint (one way)
+// with busy GPUs; an idle GPU node (no GPU work, no RDMA lately) receiving a dataset both ways.
+// And the positive control: a GPU node with busy GPUs exchanging over kernel TCP.
+TEST_F(DetectorsTest, TcpFallbackNeedsRdmaHardwareAndGpuWorkOrRdmaHistoryAndTwoWayTraffic) {
+  for (int step = 0; step < 5; ++step) {
+    for (const char* node : {"gpu1", "gpu2", "gpu3"}) {
+      NodeTraffic(fabric_, node, step, /*on_tcp=*/false);
+      fabric_.Set(node, GpuUtilization(), 95);
+    }
+    // Storage: kernel bytes only, both ways, no HCA.
+    fabric_.Set("stor1", NetdevInfo("eth0", "ethernet"), 1);
+    fabric_.Set("stor1", NetdevBytes(families::kNetdevTxBytes, "eth0"), step * 400000000ull);
+    fabric_.Set("stor1", NetdevBytes(families::kNetdevRxBytes, "eth0"), step * 400000000ull);
+    // Checkpoint: 1 GB/s out, 5 MB/s in, GPUs busy, RDMA idle meanwhile.
+    fabric_.Set("ckpt1", NetdevInfo("eth0", "ethernet"), 1);
+    fabric_.Set("ckpt1", NetdevBytes(families::kNetdevTxBytes, "eth0"), step * 1000000000ull);
+    fabric_.Set("ckpt1", NetdevBytes(families::kNetdevRxBytes, "eth0"), step * 5000000ull);
+    fabric_.Set("ckpt1", HostCounter(families::kIbXmitData, "mlx5_0", 1, 64,
+                                     collectors::Overflow::kSaturates, 4.0),
+                0);
+    fabric_.Set("ckpt1", GpuUtilization(), 90);
+    // Idle GPU node: GPUs at 0, no RDMA ever, kernel traffic both ways.
+    NodeTraffic(fabric_, "idle1", step, /*on_tcp=*/true);
+    fabric_.Set("idle1", GpuUtilization(), 0);
+    // The real thing.
+    NodeTraffic(fabric_, "gpu4", step, /*on_tcp=*/true);
+    fabric_.Set("gpu4", GpuUtilization(), 97);
+    fabric_.Step();
+    engine_->Tick();
+  }
+  auto active = Active();
+  ASSERT_EQ(Kinds(active), std::vector<std::string>{"tcp_fallback"});
+  EXPECT_EQ(active[0].finding.subject.node, "gpu4");
+  EXPECT_EQ(active[0].finding.severity, Severity::kCritical);
+}
+
+// Thresholds are configurable, 0 included where it means something: with
+// tcp_fallback_min_symmetry 0 the checkpoint-shaped traffic of a GPU node counts.
+TEST_F(DetectorsTest, TcpFallbackSymmetryCanBeTurnedOff) {
+  v1::DetectorThresholds thresholds;
+  thresholds.set_tcp_fallback_min_symmetry(0);
+  Reset(thresholds);
+  for (int step = 0; step < 5; ++step) {
+    fabric_.Set("ckpt1", NetdevInfo("eth0", "ethernet"), 1);
+    fabric_.Set("ckpt1", NetdevBytes(families::kNetdevTxBytes, "eth0"), step * 1000000000ull);
+    fabric_.Set("ckpt1", HostCounter(families::kIbXmitData, "mlx5_0", 1, 64,
+                                     collectors::Overflow::kSaturates, 4.0),
+                0);
+    fabric_.Set("ckpt1", GpuUtilization(), 90);
+    fabric_.Step();
+    engine_->Tick();
+  }
+  EXPECT_EQ(Kinds(Active()), std::vector<std::string>{"tcp_fallback"});
 }
 
 v1::Inventory GpuProcesses(std::vector<uint32_t> pids) {
@@ -340,21 +422,33 @@ collectors::SeriesDesc QpProcessesDropped() {
                                  collectors::Unit::kNone, 1.0, {});
 }
 
+collectors::SeriesDesc QpSeesAllProcesses() {
+  return collectors::GaugeSeries("rdma_qp", families::kRdmaQpSeesAllProcesses, "",
+                                 collectors::Unit::kNone, 1.0, {});
+}
+
 TEST_F(DetectorsTest, GpuProcessesOwningNoQueuePairsAreEnoughToCallAFallback) {
   // n1: its GPU process 4242 owns no QP (another process does): a fallback on this alone.
   // n2: the same traffic without a QP inventory: nothing to corroborate it.
   // n3: the QP listing left a process out (max_processes): absence proves nothing.
-  fabric_.Node("n1", GpuProcesses({4242}));
-  fabric_.Node("n2", GpuProcesses({4242}));
-  fabric_.Node("n3", GpuProcesses({4242}));
+  // n4: the agent runs without the host's PID namespace (a DaemonSet without hostPID): the kernel
+  // hides the GPU process's QPs from it, so absence proves nothing either.
+  for (const char* node : {"n1", "n2", "n3", "n4"}) {
+    fabric_.Node(node, GpuProcesses({4242}));
+  }
   for (int step = 0; step < 4; ++step) {
-    for (const char* node : {"n1", "n2", "n3"}) {  // no peers, no GPU utilization series
+    for (const char* node : {"n1", "n2", "n3", "n4"}) {  // no peers, no GPU utilization series
       NodeTraffic(fabric_, node, step, /*on_tcp=*/true);
     }
     fabric_.Set("n1", ProcessQps(999), 3);
     fabric_.Set("n1", QpProcessesDropped(), 0);
+    fabric_.Set("n1", QpSeesAllProcesses(), 1);
     fabric_.Set("n3", ProcessQps(999), 3);
     fabric_.Set("n3", QpProcessesDropped(), 1);
+    fabric_.Set("n3", QpSeesAllProcesses(), 1);
+    fabric_.Set("n4", ProcessQps(999), 3);
+    fabric_.Set("n4", QpProcessesDropped(), 0);
+    fabric_.Set("n4", QpSeesAllProcesses(), 0);
     fabric_.Step();
     engine_->Tick();
   }
@@ -375,9 +469,11 @@ TEST_F(DetectorsTest, GpuProcessesOwningQueuePairsMakeTheFallbackOnlyAWarning) {
     for (const char* node : {"n1", "n2", "n3", "n4"}) {
       NodeTraffic(fabric_, node, step, /*on_tcp=*/std::string(node) == "n3");
     }
+    fabric_.Set("n3", GpuUtilization(), 80);
     fabric_.Set("n3", ProcessQps(77), 8);
     fabric_.Set("n3", ProcessQps(78), 8);
     fabric_.Set("n3", QpProcessesDropped(), 0);
+    fabric_.Set("n3", QpSeesAllProcesses(), 1);
     fabric_.Step();
     engine_->Tick();
   }

@@ -98,7 +98,7 @@ TEST_F(EngineTopologyFileTest, ServesEveryCableOfTheFileWithHostsNamedByTheirAge
 
   // A CA no agent claims, whose description ("MT25408 ConnectX Mellanox Technologies") 88 others
   // share, and its switch, whose "Voltaire 4036 - 36 QDR ports switch" 3 others share: by GUID.
-  const v1::TopologyLink* ca = LinkFrom(topology, "0x003048c749cd0000", 1);
+  const v1::TopologyLink* ca = LinkFrom(topology, "ca:0x003048c749cd0000", 1);
   ASSERT_NE(ca, nullptr);
   EXPECT_EQ(ca->a().device(), "");
   EXPECT_FALSE(ca->a().is_switch());
@@ -127,7 +127,7 @@ TEST_F(EngineTopologyFileTest, TheTopologyIsBuiltAgainWhenAnInputChangesAndOnlyT
   engine_.Tick();
   EXPECT_EQ(engine_.topology_builds(), 3u);
   EXPECT_EQ(LinkFrom(engine_.GetTopology(), "r510gluster1", 1), nullptr);
-  EXPECT_NE(LinkFrom(engine_.GetTopology(), "0x0002c90300080e84", 1), nullptr);
+  EXPECT_NE(LinkFrom(engine_.GetTopology(), "ca:0x0002c90300080e84", 1), nullptr);
 
   ASSERT_TRUE(engine_.SetLinkList("r510gluster1/mlx4_0/1 switch:0x0008f10500108bba/27\n").ok());
   engine_.Tick();
@@ -158,7 +158,9 @@ TEST_F(EngineTopologyFileTest, AFlappingHostPortReportsThePeerSwitchPortFromTheF
   EXPECT_EQ(subject.node(), "r510gluster1");
   EXPECT_EQ(subject.device(), "mlx4_0");
   EXPECT_EQ(subject.port(), 1u);
-  EXPECT_EQ(subject.peer_node(), "Voltaire 4036 # 4036-8BBA");
+  EXPECT_EQ(subject.peer_node(), "");
+  EXPECT_EQ(subject.peer_device(), "Voltaire 4036 # 4036-8BBA");
+  EXPECT_TRUE(subject.peer_is_switch());
   EXPECT_EQ(subject.peer_port(), 27u);
   EXPECT_THAT(findings[0].summary(), ::testing::HasSubstr("switch Voltaire 4036 # 4036-8BBA/27"));
 
@@ -183,7 +185,7 @@ TEST_F(EngineTopologyFileTest, IbsimNetFileNodesKeepTheirIds) {
   EXPECT_EQ(topology.links_size(), 6);  // 4 HCA cables, 2 between the switches
   EXPECT_EQ(topology.switches(), 2u);
   EXPECT_EQ(topology.hosts(), 4u);
-  const v1::TopologyLink* hca1 = LinkFrom(topology, "Hca1", 1);
+  const v1::TopologyLink* hca1 = LinkFrom(topology, "ca:Hca1", 1);
   ASSERT_NE(hca1, nullptr);
   EXPECT_EQ(hca1->a().guid(), "");
   EXPECT_EQ(hca1->b().node(), "Switch1");

@@ -94,7 +94,7 @@ TEST_F(EngineTopologyTrustTest, AGuidConflictIsServedAndCounted) {
   EXPECT_EQ(topology.guid_conflicts(0).nodes(0), "node1");
   EXPECT_EQ(topology.guid_conflicts(0).nodes(1), "node2");
   ASSERT_EQ(topology.links_size(), 1);
-  EXPECT_EQ(topology.links(0).a().node(), "0x0002c90300000001");  // neither node's
+  EXPECT_EQ(topology.links(0).a().node(), "ca:0x0002c90300000001");  // neither node's
   EXPECT_EQ(Gauge(engine_, "fabricmon_topology_guid_conflicts"), 1);
 }
 

@@ -233,7 +233,7 @@ TEST(TopologyTest, AGuidTwoNodesClaimNamesNeitherAndIsReported) {
     EXPECT_FALSE(topology.PeerOf(Host("node0-impostor", "mlx5_9", 1)).has_value());
     auto peer = topology.PeerOf(Switch("leaf01", 7));
     ASSERT_TRUE(peer.has_value());
-    EXPECT_EQ(peer->node, "0x0002c90300000001");
+    EXPECT_EQ(peer->node, "ca:0x0002c90300000001");  // a CA of no node
     const std::vector<GuidConflict> conflicts = topology.guid_conflicts();
     ASSERT_EQ(conflicts.size(), 1u);
     EXPECT_EQ(conflicts[0].guid, "0002c90300000001");

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Full fault campaign: random fat trees, random background traffic and >= 200 injected faults
+# (both flavours: IB with ibsim, RoCE with sysfs + ethtool) against the real daemons, scored
+# per finding kind: precision, recall, localisation, time to detect (median, p95, in sampling
+# intervals after the rule could first fire) and churn (finding ids, and fabricmon_findings_total
+# increments, per incident; target 1). See README "Fault campaign" and
+# tests/sim/fabric_sim/campaign.py.
+#
+#   tests/bench/campaign/run_campaign_bench.sh [BUILD_DIR] [FAULTS_PER_FLAVOUR] [SEED]
+#
+# Defaults: build, 100 faults per flavour (200 in all), seed 1. Bounded: every campaign stops at
+# its schedule's end plus 60 s; this script stops after 40 minutes whatever happens.
+# Exit status: the campaign's (0 only when every target was met).
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/../../.." && pwd)"
+build="$(cd "${1:-$repo/build}" && pwd)"
+faults="${2:-100}"
+seed="${3:-1}"
+out="${CAMPAIGN_JSON:-$build/campaign-results.json}"
+cd "$repo/tests/sim"
+echo "campaign: $faults faults per flavour, seed $seed, build $build (results: $out)"
+rc=0
+PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 timeout 2400 \
+  python3 -m fabric_sim campaign --build-dir "$build" --seed "$seed" --faults "$faults" \
+  --flavour both --json "$out" || rc=$?
+exit "$rc"
