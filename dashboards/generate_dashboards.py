@@ -51,16 +51,19 @@ FINDING_ALERTS = ["FabricLinkFlapping", "FabricLinkDegraded", "FabricCongestionS
 RUNBOOK_PANELS = {
     ("fabricmon-overview", "Nodes down"): ["FabricmonAgentDown"],
     ("fabricmon-overview", "Saturated counters"): ["FabricmonCounterSaturated"],
-    ("fabricmon-overview", "Aggregator targets up"): ["FabricmonAggregatorDown"],
+    ("fabricmon-overview", "Aggregator targets up"): ["FabricmonAggregatorDown",
+                                                      "FabricmonAggregatorAbsent"],
     ("fabricmon-overview", "Active findings"): FINDING_ALERTS,
     ("fabricmon-overview", "Node up / down"): ["FabricmonAgentDown"],
     ("fabricmon-overview", "Nodes"): ["FabricmonAgentDown", "FabricmonAgentStale"],
     ("fabricmon-overview", "Top XmitWait ports"): ["FabricCongestionSpreading"],
     ("fabricmon-overview", "Top paused ports (RoCE PFC)"): ["FabricPauseStorm",
                                                             "FabricCongestionSpreading"],
-    ("fabricmon-overview", "Link down events"): ["FabricLinkFlapping", "FabricPortDown"],
+    ("fabricmon-overview", "Link down events"): ["FabricLinkFlapping", "FabricPortDown",
+                                                 "FabricSwitchPortDown"],
     ("fabricmon-overview", "Links that went down in the time range"): ["FabricLinkFlapping",
-                                                                       "FabricPortDown"],
+                                                                       "FabricPortDown",
+                                                                       "FabricSwitchPortDown"],
     ("fabricmon-overview", "Physical / link errors, top $topk ports"): ["FabricPortErrors",
                                                                         "FabricLinkDegraded"],
     ("fabricmon-node", "Agent"): ["FabricmonAgentDown"],
@@ -80,7 +83,8 @@ RUNBOOK_PANELS = {
     ("fabricmon-congestion", "Congestion trees"): ["FabricCongestionSpreading"],
     ("fabricmon-congestion", "Congestion, pause storm and ECN findings"): [
         "FabricCongestionSpreading", "FabricPauseStorm", "FabricEcnMisconfigured"],
-    ("fabricmon-self", "Aggregators up"): ["FabricmonAggregatorDown"],
+    ("fabricmon-self", "Aggregators up"): ["FabricmonAggregatorDown", "FabricmonAggregatorAbsent"],
+    ("fabricmon-self", "HCAs no agent claims"): ["FabricmonAgentMissing"],
     ("fabricmon-self", "Nodes down"): ["FabricmonAgentDown"],
     ("fabricmon-self", "Rejected messages by reason"): ["FabricmonAggregatorRejecting"],
     ("fabricmon-self", "Dropped from replay buffers"): ["FabricmonAgentDroppingData"],
@@ -1122,6 +1126,10 @@ def self_dashboard():
     d.add(stat("Nodes down", "fabricmon_aggregator_nodes{state=\"down\"}.",
                'sum(fabricmon_aggregator_nodes{%s, state="down"})' % JI,
                thresholds_=thresholds("green", (1, "red"))), 4, 4)
+    d.add(stat("HCAs no agent claims", "Host HCAs the fabric topology knows that no node known "
+               "to the aggregator claims (fabricmon_topology_unclaimed_ca): agents missing.",
+               "count(fabricmon_topology_unclaimed_ca{%s}) or vector(0)" % JI,
+               thresholds_=thresholds("green", (1, "orange"))), 4, 4)
     d.add(stat("/metrics build time", "Time the aggregator took to build its previous /metrics "
                "answer.", "max(fabricmon_aggregator_scrape_duration_seconds{%s})" % JI,
                unit="s", thresholds_=thresholds("green", (1, "orange"), (5, "red"))), 4, 4)

@@ -164,6 +164,15 @@ class RdmaQpCollectorTest : public ::testing::Test {
   TempTree proc_;
 };
 
+// Whether this machine runs us in the host's PID namespace, read independently of the collector.
+TEST(PidNamespaceTest, MatchesTheInitNamespaceInode) {
+  char target[64] = {};
+  const ssize_t n = readlink("/proc/self/ns/pid", target, sizeof(target) - 1);
+  ASSERT_GT(n, 0);
+  // /proc/1 is init of our namespace; the initial namespace's inode is fixed at 0xEFFFFFFC.
+  EXPECT_EQ(InInitialPidNamespace(), std::string(target, n) == "pid:[" + std::to_string(0xEFFFFFFCu) + "]");
+}
+
 TEST_F(RdmaQpCollectorTest, CollectsPerDeviceAndPerProcess) {
   std::unique_ptr<RdmaQpCollector> collector = Make();
   ASSERT_NE(collector, nullptr);
@@ -188,6 +197,8 @@ TEST_F(RdmaQpCollectorTest, CollectsPerDeviceAndPerProcess) {
           Pair("fabricmon_rdma_process_qps{pid=\"300\",comm=\"\",device=\"mlx5_1\",type=\"rc\"}",
                1),
           Pair("fabricmon_rdma_qp_processes_dropped{}", 0),
+          // This process's own PID namespace decides (the test may run in a container).
+          Pair("fabricmon_rdma_qp_sees_all_processes{}", InInitialPidNamespace() ? 1 : 0),
           Pair("fabricmon_rdma_qps{device=\"mlx5_0\",type=\"gsi\",state=\"rts\"}", 1),
           Pair("fabricmon_rdma_qps{device=\"mlx5_0\",type=\"rc\",state=\"init\"}", 1),
           Pair("fabricmon_rdma_qps{device=\"mlx5_0\",type=\"rc\",state=\"rts\"}", 2),
