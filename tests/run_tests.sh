@@ -10,4 +10,6 @@ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$BUILD_DIR" --parallel "$(nproc)"
 cd "$BUILD_DIR"
 # No rerun: a test that fails once fails the run, so an intermittent bug is seen.
-ctest --output-on-failure --timeout 300 -j "$(nproc)" "$@"
+# Label quarantine: a test that fails for a known, documented cause (README "Tests and
+# benchmarks"); run it with `ctest -L quarantine`.
+ctest --output-on-failure --timeout 300 -j "$(nproc)" -LE quarantine "$@"

@@ -434,7 +434,9 @@ def make_fault(fid, kind, c, rng, free, state):
         def build(node, hp):
             f = Fault(fid, kind, "%s ignores CNPs" % hp.node, 4.0, 4.0, {"node:" + hp.node},
                       {("node", hp.node)} | _cable_related(hp),
-                      [Expected("ecn_misconfigured", subject=("node", hp.node))])
+                      # The rule holds for detectors.ecn_ticks (3) samples before it raises.
+                      [Expected("ecn_misconfigured", subject=("node", hp.node),
+                                fire_delay_s=2 * INTERVAL_MS / 1000.0)])
 
             def drift(ctx, hp=hp):
                 port = ctx.sim.port(hp.node, hp.device)
