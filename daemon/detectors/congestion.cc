@@ -118,10 +118,12 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
   // (an incast's senders, a tree's root) would otherwise end and restart its findings, and the
   // tree they form, every few seconds.
   std::map<Endpoint, Congested> congested;
+  std::set<Endpoint> at_threshold;  // congested by this interval's reading, not only held
   for (auto& [endpoint, reading] : measured) {
     const double threshold = reading.threshold;
     auto state = ports_.find(endpoint);
     if (reading.port.fraction >= threshold) {
+      at_threshold.insert(endpoint);
       state = ports_.insert_or_assign(endpoint, PortState{}).first;
       state->second.last = reading.port;
     } else if (state == ports_.end()) {
@@ -149,7 +151,34 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
     }
   }
 
-  BuildFindings(congested, view.topology(), options_, out);
+  std::vector<Finding> found;
+  BuildFindings(congested, view.topology(), options_, found);
+
+  // What may start an incident: a port held congested by the hysteresis keeps its finding going
+  // but starts none (the senders of an incast that just ended are not new congestion). A plain
+  // congestion finding also waits for raise_samples samples of the port in a row: an incast's
+  // senders are paused one sample before the receiver's pausing shows, and would be reported
+  // alone for that sample before the tree forms.
+  std::map<std::pair<std::string, Endpoint>, Reported> reported;
+  for (Finding& finding : found) {
+    const std::pair<std::string, Endpoint> key{finding.kind, finding.subject};
+    auto previous = reported_.find(key);
+    Reported state = previous != reported_.end() ? previous->second : Reported{};
+    auto port = ports_.find(finding.subject);
+    const int64_t sample = port != ports_.end() ? port->second.last_sample : 0;
+    if (sample != state.last_sample) {
+      state.last_sample = sample;
+      ++state.samples;
+    }
+    const bool starts = at_threshold.count(finding.subject) > 0 &&
+                        (finding.kind != "congestion" || state.samples >= options_.raise_samples);
+    if (state.active || starts) {
+      state.active = true;
+      out.push_back(std::move(finding));
+    }
+    reported.emplace(key, state);
+  }
+  reported_ = std::move(reported);
 }
 
 void CongestionDetector::BuildFindings(const std::map<Endpoint, Congested>& congested,

@@ -34,6 +34,8 @@ struct CongestionOptions {
   uint32_t min_victims_without_topology = 2;
   // A congested port clears after this many of its samples in a row below half the threshold.
   uint32_t clear_samples = 3;
+  // A plain congestion finding starts after this many samples of its port in a row.
+  uint32_t raise_samples = 2;
 };
 
 class CongestionDetector final : public Detector {
@@ -61,8 +63,15 @@ class CongestionDetector final : public Detector {
     uint32_t unread = 0;      // evaluations without a reading (counts towards clearing)
     int64_t last_sample = 0;
   };
+  // A finding BuildFindings produced: reported yet (an incident), and for how many samples.
+  struct Reported {
+    bool active = false;
+    uint32_t samples = 0;
+    int64_t last_sample = 0;
+  };
   const CongestionOptions options_;
   std::map<Endpoint, PortState> ports_;
+  std::map<std::pair<std::string, Endpoint>, Reported> reported_;  // by (kind, subject)
 };
 
 }  // namespace fabricmon::detectors

@@ -44,6 +44,9 @@ std::vector<std::unique_ptr<Detector>> BuildDetectors(const v1::DetectorThreshol
     congestion.wait_fraction = t.congestion_fraction();
     congestion.pause_fraction = t.congestion_fraction();
   }
+  if (t.has_congestion_raise_samples()) {
+    congestion.raise_samples = t.congestion_raise_samples();
+  }
   if (t.has_congestion_clear_samples()) {
     congestion.clear_samples = t.congestion_clear_samples();
   }
@@ -159,6 +162,8 @@ absl::Status ValidateThresholds(const v1::DetectorThresholds& t) {
            at_least_one("ecn_ticks", t.has_ecn_ticks(), t.ecn_ticks()),
            at_least_one("pause_storm_intervals", t.has_pause_storm_intervals(),
                         t.pause_storm_intervals()),
+           at_least_one("congestion_raise_samples", t.has_congestion_raise_samples(),
+                        t.congestion_raise_samples()),
            at_least_one("congestion_clear_samples", t.has_congestion_clear_samples(),
                         t.congestion_clear_samples()),
            at_least_one("congestion_min_victims_without_topology",

@@ -406,7 +406,9 @@ def make_fault(fid, kind, c, rng, free, state):
                       4.0, PAUSE_STORM_HOLD_S + 5, {"node:" + hp.node, "congestion"},
                       _cable_related(hp),
                       [Expected("pause_storm", subject=host_ep(hp), fire_mark="watchdog"),
-                       Expected("congestion", subject=host_ep(hp))], congestion=True)
+                       # A plain congestion finding wants 2 samples (congestion_raise_samples).
+                       Expected("congestion", subject=host_ep(hp),
+                                fire_delay_s=INTERVAL_MS / 1000.0)], congestion=True)
 
             def stall(ctx, hp=hp):
                 ctx.sim.node(hp.node).ethtool[hp.netdev].pause_fraction["tx"] = 1.0

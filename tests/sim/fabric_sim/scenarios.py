@@ -317,8 +317,9 @@ class IncastCongestion(Scenario):
         out = []
         for node in self.senders:
             leaf, port = _leaf_of(ctx, node)
-            out.append(Expect("congestion", node, "mlx5_0", 1,
-                              note="peer %s/%d" % (leaf, port)))
+            out.append(Expect("congestion", node, "mlx5_0", 1, extra_budget=1.0,
+                              note="peer %s/%d; +1: 2 samples (congestion_raise_samples)" %
+                              (leaf, port)))
         return out
 
     def transients(self, ctx):
@@ -364,8 +365,8 @@ class PauseStorm(Scenario):
         leaf, port = _leaf_of(ctx, "node04")
         return [Expect("pause_storm", "node04", "mlx5_0", 1, extra_budget=1.0,
                        note="+1: the watchdog trips 0.5 s into the stall"),
-                Expect("congestion", "node04", "mlx5_0", 1,
-                       note="same port: pauses its peer (%s/%d)" % (leaf, port))]
+                Expect("congestion", "node04", "mlx5_0", 1, extra_budget=1.0,
+                       note="same port: pauses its peer (%s/%d); +1: 2 samples" % (leaf, port))]
 
 
 class EcnMisconfigured(Scenario):
@@ -383,7 +384,8 @@ class EcnMisconfigured(Scenario):
         return [Step(0.0, drift, visible=True, label="node06 ignores CNPs")]
 
     def expect(self, ctx):
-        return [Expect("ecn_misconfigured", "node06")]
+        return [Expect("ecn_misconfigured", "node06", extra_budget=2.0,
+                       note="+2: the rule holds for 3 samples (detectors.ecn_ticks)")]
 
 
 class TcpFallback(Scenario):

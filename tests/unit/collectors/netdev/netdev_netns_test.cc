@@ -94,6 +94,14 @@ class NetdevNetnsTest : public ::testing::Test {
     Dump probe = RunDump(ns_a_);
     ASSERT_EQ(probe.exit_code, 0) << probe.log;
     if (!probe.Has(NetdevKey("fabricmon_netdev_mtu_bytes", veth_a_))) {
+      // Skip only when the environment is why: the namespace's /sys does not show the veth
+      // (`ip netns exec` could not remount it). If it does, the collector missed it: a failure.
+      ProcessResult listing =
+          RunProcess(InNs(ns_a_, {"cat", "/sys/class/net/" + veth_a_ + "/mtu"}), absl::Seconds(20));
+      ASSERT_NE(listing.exit_code, 0)
+          << "the namespace's /sys shows " << veth_a_ << " (mtu " << listing.out
+          << ") but netdev_dump did not report it:\n"
+          << probe.text << probe.log;
       GTEST_SKIP() << "`ip netns exec` did not give the namespace its own /sys here; netdev_dump "
                       "saw:\n"
                    << probe.log;

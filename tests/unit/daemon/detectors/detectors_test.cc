@@ -252,6 +252,10 @@ TEST_F(DetectorsTest, WaitIsJudgedOnlyAgainstDataOfTheSameInterval) {
   fabric_.Set("n1", wait, 300u + 18000000u);
   fabric_.Set("n1", data, 20000000u + 2000000u);
   fabric_.Step();
+  EXPECT_TRUE(Active().empty()) << "one judged sample: congestion_raise_samples is 2";
+  fabric_.Set("n1", wait, 300u + 27000000u);
+  fabric_.Set("n1", data, 20000000u + 3000000u);
+  fabric_.Step();
   EXPECT_EQ(Kinds(Active()), std::vector<std::string>{"congestion"});
 }
 

@@ -186,6 +186,28 @@ TEST_F(RoceAndLinkErrorsTest, ACounterThatNeverMovesHidesNoFlapAndWitnessesAreNo
   EXPECT_THAT(Active(), ::testing::ElementsAre("link_flapping r5-gpu2 mlx5_bond_0/1"));
 }
 
+// Congestion hovering at the threshold is one incident: raised after 2 samples at 10 % paused,
+// held at 3 % (above half of 5 %), cleared only after 3 samples below 2.5 %.
+TEST_F(RoceAndLinkErrorsTest, CongestionHasHysteresisAndIsRaisedAfterTwoSamples) {
+  uint64_t paused_us = 0;
+  std::string id;
+  auto step = [&](uint64_t per_second_us) {
+    paused_us += per_second_us;
+    fabric_.Set("r6-gpu1", Pause("rx"), paused_us);
+    fabric_.Step();
+    return Active();
+  };
+  step(0);
+  EXPECT_THAT(step(100000), ::testing::IsEmpty()) << "one sample at 10 %";
+  EXPECT_THAT(step(100000), ::testing::ElementsAre("congestion r6-gpu1 ens1f1/1"));
+  id = engine_->tracker().Active()[0].id;
+  for (uint64_t fraction : {30000u, 40000u, 100000u, 30000u, 0u, 0u}) {
+    EXPECT_THAT(step(fraction), ::testing::ElementsAre("congestion r6-gpu1 ens1f1/1"));
+    EXPECT_EQ(engine_->tracker().Active()[0].id, id) << "the same incident";
+  }
+  EXPECT_THAT(step(0), ::testing::IsEmpty()) << "third sample below half the threshold";
+}
+
 TEST(ThresholdsTest, OutOfRangeThresholdsAreRefusedNamingTheField) {
   EXPECT_TRUE(ValidateThresholds(v1::DetectorThresholds()).ok());
   v1::DetectorThresholds t;
