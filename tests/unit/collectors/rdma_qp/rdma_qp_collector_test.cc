@@ -164,15 +164,6 @@ class RdmaQpCollectorTest : public ::testing::Test {
   TempTree proc_;
 };
 
-// Whether this machine runs us in the host's PID namespace, read independently of the collector.
-TEST(PidNamespaceTest, MatchesTheInitNamespaceInode) {
-  char target[64] = {};
-  const ssize_t n = readlink("/proc/self/ns/pid", target, sizeof(target) - 1);
-  ASSERT_GT(n, 0);
-  // /proc/1 is init of our namespace; the initial namespace's inode is fixed at 0xEFFFFFFC.
-  EXPECT_EQ(InInitialPidNamespace(), std::string(target, n) == "pid:[" + std::to_string(0xEFFFFFFCu) + "]");
-}
-
 TEST_F(RdmaQpCollectorTest, CollectsPerDeviceAndPerProcess) {
   std::unique_ptr<RdmaQpCollector> collector = Make();
   ASSERT_NE(collector, nullptr);

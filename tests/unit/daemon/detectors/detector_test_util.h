@@ -12,6 +12,7 @@
 #include "daemon/aggregator/series_store.h"
 #include "daemon/detectors/engine.h"
 #include "fabricmon/v1/telemetry.pb.h"
+#include "prometheus/metric_family.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/status_matchers.h"
 
@@ -86,6 +87,30 @@ class FabricFixture {
   std::map<std::string, NodeEntry> nodes_;
   std::map<std::string, std::vector<std::pair<collectors::SeriesDesc, uint64_t>>> pending_;
 };
+
+// One host inventory: an HCA `device` with node GUID `guid` and port 1.
+inline v1::Inventory Hca(const std::string& device, const std::string& guid) {
+  v1::Inventory host;
+  v1::RdmaDevice* hca = host.add_rdma_devices();
+  hca->set_name(device);
+  hca->set_node_guid(guid);
+  hca->add_ports()->set_number(1);
+  return host;
+}
+
+// fabricmon_findings_total{kind, severity} as the engine exports it; -1 when absent.
+inline double RaisedIncidents(const DetectionEngine& engine, const std::string& kind,
+                              const std::string& severity) {
+  for (const auto& family : engine.Collect()) {
+    if (family.name != "fabricmon_findings_total") continue;
+    for (const auto& metric : family.metric) {
+      if (metric.label[0].value == kind && metric.label[1].value == severity) {
+        return metric.counter.value;
+      }
+    }
+  }
+  return -1;
+}
 
 inline collectors::SeriesDesc HostCounter(const std::string& name, const std::string& device,
                                           int port, uint8_t width = 64,

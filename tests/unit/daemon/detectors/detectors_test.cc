@@ -533,16 +533,8 @@ TEST(SeriesStatesTest, ForgetsSeriesNotLookedUpBetweenTwoSweeps) {
 
 TEST_F(DetectorsTest, FindingsAreExportedAsMetrics) {
   // Before any finding every kind's counter is there at 0 (increase() sees the first one).
-  auto raised = [&](const std::string& kind, const std::string& severity) -> double {
-    for (const auto& family : engine_->Collect()) {
-      if (family.name != "fabricmon_findings_total") continue;
-      for (const auto& metric : family.metric) {
-        if (metric.label[0].value == kind && metric.label[1].value == severity) {
-          return metric.counter.value;
-        }
-      }
-    }
-    return -1;
+  auto raised = [&](const std::string& kind, const std::string& severity) {
+    return testing::RaisedIncidents(*engine_, kind, severity);
   };
   for (const char* kind : kFindingKinds) {
     EXPECT_EQ(raised(kind, "warning"), 0) << kind;

@@ -20,6 +20,7 @@ namespace fabricmon::detectors {
 namespace {
 
 using testing::FabricFixture;
+using testing::Hca;
 using testing::HostCounter;
 
 constexpr char kTorGuid[] = "0x0008f10500aa0002";
@@ -27,14 +28,6 @@ constexpr char kSpineGuid[] = "0x0008f10500bb0001";
 
 std::string HcaGuid(int host) { return absl::StrCat("0x0002c90300cc", absl::Hex(host, absl::kZeroPad4)); }
 
-v1::Inventory Hca(const std::string& device, const std::string& guid) {
-  v1::Inventory host;
-  v1::RdmaDevice* hca = host.add_rdma_devices();
-  hca->set_name(device);
-  hca->set_node_guid(guid);
-  hca->add_ports()->set_number(1);
-  return host;
-}
 
 // What a fabric sweeper's inventory says: r3-tor2's ports 1..n cabled to HCA guids (or none when
 // the cable is down: rediscovery does not see a down cable).
@@ -102,15 +95,7 @@ class IncidentTest : public ::testing::Test {
   }
 
   double Raised(const std::string& kind, const std::string& severity) const {
-    for (const auto& family : engine_->Collect()) {
-      if (family.name != "fabricmon_findings_total") continue;
-      for (const auto& metric : family.metric) {
-        if (metric.label[0].value == kind && metric.label[1].value == severity) {
-          return metric.counter.value;
-        }
-      }
-    }
-    return -1;
+    return testing::RaisedIncidents(*engine_, kind, severity);
   }
 
   FabricFixture fabric_;

@@ -1,6 +1,7 @@
 #include "daemon/detectors/topology.h"
 
 #include "gtest/gtest.h"
+#include "tests/unit/daemon/detectors/detector_test_util.h"
 #include "tests/testing/status_matchers.h"
 
 namespace fabricmon::detectors {
@@ -189,15 +190,7 @@ TEST(TopologyTest, LinksListEachCableOnceHostFirstWithItsMostDirectSource) {
   EXPECT_EQ(recabled[1].source, LinkSource::kLinkList);
 }
 
-// One host inventory: an HCA `device` with node GUID `guid`.
-v1::Inventory Hca(const std::string& device, const std::string& guid) {
-  v1::Inventory host;
-  v1::RdmaDevice* hca = host.add_rdma_devices();
-  hca->set_name(device);
-  hca->set_node_guid(guid);
-  hca->add_ports()->set_number(1);
-  return host;
-}
+using testing::Hca;
 
 // A sweep that saw leaf01 port 7 cabled to the HCA with node GUID `hca_guid`, port 1.
 v1::Inventory SweepLeafTo(const std::string& hca_guid, uint32_t leaf_port = 7) {
