@@ -19,6 +19,8 @@ BUILD_PACKAGES=(
   libabsl-dev libprotobuf-dev protobuf-compiler libgrpc++-dev protobuf-compiler-grpc
   prometheus-cpp-dev libcivetweb-dev zlib1g-dev libsystemd-dev libssl-dev
   libibverbs-dev libibumad-dev libibmad-dev libibnetdisc-dev libre2-dev
+  # remote_write: snappy block compression of WriteRequests; curl posts them; zstd compresses recordings
+  libsnappy-dev libcurl4-openssl-dev libzstd-dev
 )
 # What the daemons need on a node at run time (the shared libraries come with the -dev packages
 # above on a build machine; the .debs name their own runtime dependencies).
@@ -37,9 +39,12 @@ TEST_PACKAGES=(
   lintian
   # sanitizers and fuzzing; openssl makes the test CA and certificates (tests/security)
   clang libclang-rt-14-dev openssl
+  # remote_write receivers (VictoriaMetrics; Prometheus above) and a real Slurm for job lookup/gates
+  victoria-metrics slurmctld slurmd slurm-client munge
 )
 # Services that test packages enable at boot in their postinst; tests start their own instances.
-TEST_DAEMON_UNITS=(opensm.service prometheus.service prometheus-node-exporter.service iperf3.service)
+TEST_DAEMON_UNITS=(opensm.service prometheus.service prometheus-node-exporter.service iperf3.service
+  victoria-metrics.service slurmctld.service slurmd.service munge.service)
 
 case "${1:-all}" in
   build) PACKAGES=("${BUILD_PACKAGES[@]}") ;;
