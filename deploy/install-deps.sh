@@ -43,8 +43,7 @@ TEST_PACKAGES=(
   victoria-metrics slurmctld slurmd slurm-client munge
 )
 # Services that test packages enable at boot in their postinst; tests start their own instances.
-TEST_DAEMON_UNITS=(opensm.service prometheus.service prometheus-node-exporter.service iperf3.service
-  victoria-metrics.service slurmctld.service slurmd.service munge.service)
+TEST_DAEMON_UNITS=(opensm.service prometheus.service prometheus-node-exporter.service iperf3.service victoria-metrics.service slurmctld.service slurmd.service munge.service)
 
 case "${1:-all}" in
   build) PACKAGES=("${BUILD_PACKAGES[@]}") ;;
