@@ -82,7 +82,7 @@ absl::string_view RejectReasonName(RejectReason reason) {
   return "protocol";
 }
 
-AgentStream::AgentStream(grpc::CallbackServerContext* context, SeriesStore& store,
+AgentStream::AgentStream(grpc::CallbackServerContext* context, store::SeriesStore& store,
                          IngestStats& stats, const StreamOptions& options, Clock& clock)
     : cancel_(std::make_shared<CancelHandle>()),
       store_(store),
@@ -221,7 +221,7 @@ std::optional<AgentStream::Error> AgentStream::HandleHello(const v1::Hello& hell
   }
   std::shared_ptr<CancelHandle> cancel = cancel_;
   const int64_t now = clock_.NowUnixNanos();  // read once per hello (tests gate the clock)
-  absl::StatusOr<SeriesStore::Attachment> attached = store_.Attach(
+  absl::StatusOr<store::SeriesStore::Attachment> attached = store_.Attach(
       filtered.has_value() ? *filtered : hello, token_,
       [cancel] {
         absl::MutexLock lock(&cancel->mu);
@@ -278,11 +278,11 @@ std::optional<AgentStream::Error> AgentStream::HandleDeclarations(
       return Error{RejectReason::kInvalidDeclaration, v1::Reject::REASON_MALFORMED,
                    grpc::StatusCode::INVALID_ARGUMENT, std::string(declared.message())};
     }
-    absl::StatusOr<SlotRef> slot = node_->DeclareSlot(*desc, now, peer_budget_.get());
+    absl::StatusOr<store::SlotRef> slot = node_->DeclareSlot(*desc, now, peer_budget_.get());
     if (!slot.ok()) {
       const RejectReason reason = absl::IsUnavailable(slot.status())
                                       ? RejectReason::kSeriesRateLimit
-                                  : IsSeriesTotalLimit(slot.status())
+                                  : store::IsSeriesTotalLimit(slot.status())
                                       ? RejectReason::kSeriesTotalLimit
                                       : RejectReason::kSeriesLimit;
       return Error{reason, v1::Reject::REASON_LIMIT, grpc::StatusCode::RESOURCE_EXHAUSTED,
@@ -291,7 +291,7 @@ std::optional<AgentStream::Error> AgentStream::HandleDeclarations(
     if (declaration.id() >= stream_to_node_.size()) {
       stream_to_node_.resize(declaration.id() + 1);
     }
-    SlotRef& mapped = stream_to_node_[declaration.id()];
+    store::SlotRef& mapped = stream_to_node_[declaration.id()];
     if (mapped.index != slot->index || mapped.generation != slot->generation) {
       ++mapping_version_;  // layouts holding the old slot resolve again
     }
@@ -338,7 +338,7 @@ std::optional<AgentStream::Error> AgentStream::HandleBatch(const v1::SampleBatch
     Resolve(*decoded_.series_ids, resolved);
   }
   const int64_t now = clock_.NowUnixNanos();  // read once per batch (tests gate the clock)
-  const NodeState::AppendResult result = node_->AppendBatchToSlots(
+  const store::NodeState::AppendResult result = node_->AppendBatchToSlots(
       batch.sequence(), batch.dropped_before(), batch.timestamp_unix_nanos(), resolved.slots,
       decoded_.values, decoded_.present, now);
   // Whatever is refused here is not acknowledged: the agent keeps the batch.

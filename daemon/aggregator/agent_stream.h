@@ -25,7 +25,7 @@
 #include "daemon/aggregator/authorization.h"
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/peer_identity.h"
-#include "daemon/aggregator/series_store.h"
+#include "daemon/store/series_store.h"
 #include "daemon/common/clock.h"
 #include "daemon/wire/batch_codec.h"
 #include "fabricmon/v1/telemetry.grpc.pb.h"
@@ -55,7 +55,7 @@ struct StreamOptions {
 class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   // References must outlive every stream (they belong to the server).
-  AgentStream(grpc::CallbackServerContext* context, SeriesStore& store, IngestStats& stats,
+  AgentStream(grpc::CallbackServerContext* context, store::SeriesStore& store, IngestStats& stats,
               const StreamOptions& options, Clock& clock);
 
   void OnReadDone(bool ok) override;
@@ -97,7 +97,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   };
 
   const std::shared_ptr<CancelHandle> cancel_;
-  SeriesStore& store_;
+  store::SeriesStore& store_;
   IngestStats& stats_;
   const StreamOptions options_;
   Clock& clock_;
@@ -108,15 +108,15 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   // Read side: touched only from OnReadDone (one read outstanding at a time).
   grpc::ByteBuffer incoming_bytes_;
   v1::AgentMessage incoming_;
-  std::shared_ptr<PeerBudget> peer_budget_;  // the per-peer new-series bucket, if any
-  std::shared_ptr<NodeState> node_;
+  std::shared_ptr<store::PeerBudget> peer_budget_;  // the per-peer new-series bucket, if any
+  std::shared_ptr<store::NodeState> node_;
   wire::StreamDecoder decoder_;
   wire::DecodedBatch decoded_;
-  std::vector<SlotRef> stream_to_node_;  // stream series id → node series slot
+  std::vector<store::SlotRef> stream_to_node_;  // stream series id → node series slot
   // A layout's slots, resolved when mapping_version_ was `version`. A re-declaration that moves
   // an id to another slot bumps mapping_version_, and layouts are resolved again when next used.
   struct LayoutSlots {
-    std::vector<SlotRef> slots;
+    std::vector<store::SlotRef> slots;
     uint64_t version = 0;
   };
   absl::flat_hash_map<uint32_t, LayoutSlots> layout_slots_;
@@ -144,7 +144,7 @@ class TelemetryService final
     : public v1::Telemetry::WithRawCallbackMethod_Stream<v1::Telemetry::Service> {
  public:
   // References must outlive the service.
-  TelemetryService(SeriesStore& store, IngestStats& stats, StreamOptions options, Clock& clock)
+  TelemetryService(store::SeriesStore& store, IngestStats& stats, StreamOptions options, Clock& clock)
       : store_(store), stats_(stats), options_(options), clock_(clock) {}
 
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Stream(
@@ -153,7 +153,7 @@ class TelemetryService final
   }
 
  private:
-  SeriesStore& store_;
+  store::SeriesStore& store_;
   IngestStats& stats_;
   const StreamOptions options_;
   Clock& clock_;

@@ -19,10 +19,12 @@
 #include "absl/strings/str_format.h"
 #include "daemon/aggregator/agent_stream.h"
 #include "daemon/aggregator/authorization.h"
+#include "daemon/aggregator/detector_ticker.h"
 #include "daemon/aggregator/diagnostics_service.h"
+#include "daemon/aggregator/findings_exporter.h"
 #include "daemon/aggregator/metrics_exporter.h"
 #include "daemon/aggregator/metrics_server.h"
-#include "daemon/aggregator/series_store.h"
+#include "daemon/store/series_store.h"
 #include "daemon/aggregator/serving_probe.h"
 #include "daemon/common/clock.h"
 #include "daemon/common/command_line.h"
@@ -197,7 +199,7 @@ int Run(const v1::AggregatorConfig& config, bool check) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   Clock& clock = RealClock::Get();
-  aggregator::StoreOptions store_options;
+  store::StoreOptions store_options;
   if (config.samples_per_series() > 0) {
     store_options.samples_per_series = config.samples_per_series();
   }
@@ -247,7 +249,7 @@ int Run(const v1::AggregatorConfig& config, bool check) {
   }
   // A peer (certificate, or plaintext host) gets the budget of one node over all its names.
   store_options.new_series_per_peer = store_options.new_series;
-  aggregator::SeriesStore store(store_options);
+  store::SeriesStore store(store_options);
   aggregator::IngestStats stats;
   aggregator::StreamOptions stream_options;
   if (config.max_message_bytes() > 0) {
@@ -378,8 +380,9 @@ int Run(const v1::AggregatorConfig& config, bool check) {
   }
   auto exporter = std::make_shared<aggregator::MetricsExporter>(
       store, stats, clock, aggregator::ExporterOptions{stale_after});
-  (*metrics)->Serve(exporter, {engine});
-  engine->Start();
+  (*metrics)->Serve(exporter, {std::make_shared<aggregator::FindingsExporter>(*engine)});
+  aggregator::DetectorTicker detector_ticker(*engine);
+  detector_ticker.Start();
   FABRICMON_LOG(Info) << "/metrics on " << metrics_listen << " (port " << (*metrics)->port() << ")";
 
   // systemd Type=notify (deploy/systemd/fabricmon-aggregator.service): both listeners are bound.
@@ -393,7 +396,7 @@ int Run(const v1::AggregatorConfig& config, bool check) {
   NotifyStopping();
   FABRICMON_LOG(Info) << "stopping";
   (*metrics)->Clear();
-  engine->Stop();
+  detector_ticker.Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (diagnostics_server != nullptr) {
     diagnostics_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

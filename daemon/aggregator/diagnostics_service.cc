@@ -22,7 +22,7 @@ grpc::ServerUnaryReactor* DiagnosticsService::Refuse(grpc::CallbackServerContext
   return reactor;
 }
 
-void DiagnosticsService::FillSummary(const NodeState::Summary& summary,
+void DiagnosticsService::FillSummary(const store::NodeState::Summary& summary,
                                      v1::NodeSummary* out) const {
   out->set_name(summary.name);
   out->set_up(summary.connected &&
@@ -57,12 +57,12 @@ grpc::ServerUnaryReactor* DiagnosticsService::GetNode(grpc::CallbackServerContex
     return refused;
   }
   auto* reactor = context->DefaultReactor();
-  std::shared_ptr<NodeState> node = store_.Find(request->name());
+  std::shared_ptr<store::NodeState> node = store_.Find(request->name());
   if (node == nullptr) {
     reactor->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND, "unknown node " + request->name()));
     return reactor;
   }
-  NodeState::Summary summary = node->GetSummary(true);
+  store::NodeState::Summary summary = node->GetSummary(true);
   FillSummary(summary, response->mutable_summary());
   *response->mutable_inventory() = std::move(summary.inventory);
   if (findings_ != nullptr) {

@@ -2,45 +2,26 @@
 
 // Diagnostics gRPC service for the `fabricmon` CLI: nodes, their inventory and findings,
 // Diagnose, and the fabric topology. Findings come from a FindingsProvider and the topology from a
-// TopologyProvider (both the detection engine); without one, its RPCs answer UNIMPLEMENTED rather
-// than an empty (and misleading) "nothing found".
+// TopologyProvider (both the detection engine, daemon/detectors/providers.h); without one, its
+// RPCs answer UNIMPLEMENTED rather than an empty (and misleading) "nothing found".
 //
 // Only operators may call it (authorization.h): every method starts with Refuse(), which answers
 // PERMISSION_DENIED naming the refused identity and the config field that grants the role.
 
 #include "daemon/aggregator/authorization.h"
 #include "daemon/aggregator/ingest_stats.h"
-#include "daemon/aggregator/series_store.h"
 #include "daemon/common/clock.h"
+#include "daemon/detectors/providers.h"
+#include "daemon/store/series_store.h"
 #include "fabricmon/v1/diagnostics.grpc.pb.h"
 
 namespace fabricmon::aggregator {
-
-// Implemented by the detection engine (daemon/detectors), which depends on this library, not
-// the other way round. Thread-safe.
-class FindingsProvider {
- public:
-  virtual ~FindingsProvider() = default;
-  // Active findings, plus recently cleared ones if `include_cleared`; filtered by kind if set.
-  virtual std::vector<v1::Finding> Findings(bool include_cleared,
-                                            const std::string& kind) const = 0;
-  virtual v1::DiagnoseResponse Diagnose(const std::vector<std::string>& nodes) const = 0;
-  // Active findings whose subject is on `node`.
-  virtual std::vector<v1::Finding> FindingsOfNode(const std::string& node) const = 0;
-};
-
-// The cables the detectors work with. Implemented by the detection engine. Thread-safe.
-class TopologyProvider {
- public:
-  virtual ~TopologyProvider() = default;
-  virtual v1::GetTopologyResponse GetTopology() const = 0;
-};
 
 class DiagnosticsService final : public v1::Diagnostics::CallbackService {
  public:
   // Keeps references; `store`, `clock` and `stats` (refusals are counted there; may be null)
   // must outlive the service. `authorization` decides who is an operator.
-  DiagnosticsService(const SeriesStore& store, const Clock& clock, int64_t stale_after_nanos,
+  DiagnosticsService(const store::SeriesStore& store, const Clock& clock, int64_t stale_after_nanos,
                      std::shared_ptr<const Authorization> authorization,
                      IngestStats* stats = nullptr)
       : store_(store),
@@ -49,9 +30,9 @@ class DiagnosticsService final : public v1::Diagnostics::CallbackService {
         authorization_(std::move(authorization)),
         stats_(stats) {}
   // Borrowed; must outlive the service. Null: no detectors.
-  void SetFindingsProvider(const FindingsProvider* findings) { findings_ = findings; }
+  void SetFindingsProvider(const detectors::FindingsProvider* findings) { findings_ = findings; }
   // Borrowed; must outlive the service. Null: no topology.
-  void SetTopologyProvider(const TopologyProvider* topology) { topology_ = topology; }
+  void SetTopologyProvider(const detectors::TopologyProvider* topology) { topology_ = topology; }
 
   grpc::ServerUnaryReactor* ListNodes(grpc::CallbackServerContext* context,
                                       const v1::ListNodesRequest* request,
@@ -74,12 +55,12 @@ class DiagnosticsService final : public v1::Diagnostics::CallbackService {
   // operator (or the transport is plaintext), else a reactor already finished with
   // PERMISSION_DENIED, which the method returns.
   grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* context) const;
-  void FillSummary(const NodeState::Summary& summary, v1::NodeSummary* out) const;
-  const SeriesStore& store_;
+  void FillSummary(const store::NodeState::Summary& summary, v1::NodeSummary* out) const;
+  const store::SeriesStore& store_;
   const Clock& clock_;
   const int64_t stale_after_nanos_;
-  const FindingsProvider* findings_ = nullptr;
-  const TopologyProvider* topology_ = nullptr;
+  const detectors::FindingsProvider* findings_ = nullptr;
+  const detectors::TopologyProvider* topology_ = nullptr;
   const std::shared_ptr<const Authorization> authorization_;
   IngestStats* const stats_;
 };

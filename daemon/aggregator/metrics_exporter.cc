@@ -34,7 +34,7 @@ void AddValue(prometheus::MetricFamily& family, std::vector<prometheus::ClientMe
 }  // namespace
 
 std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
-    std::vector<std::shared_ptr<NodeState>>* up_nodes) const {
+    std::vector<std::shared_ptr<store::NodeState>>* up_nodes) const {
   const int64_t now = clock_.NowUnixNanos();
   using prometheus::MetricType;
 
@@ -70,8 +70,8 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
   size_t nodes_up = 0;
   size_t nodes_total = 0;
 
-  for (const std::shared_ptr<NodeState>& node : store_.Nodes()) {
-    const NodeState::Summary summary = node->GetSummary(false);
+  for (const std::shared_ptr<store::NodeState>& node : store_.Nodes()) {
+    const store::NodeState::Summary summary = node->GetSummary(false);
     const bool is_up = summary.connected && now - summary.last_seen_unix_nanos <= options_.stale_after_nanos;
     const std::vector<prometheus::ClientMetric::Label> labels = {{"node", summary.name}};
     AddValue(up, labels, is_up ? 1 : 0);
@@ -190,18 +190,18 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
 
 std::vector<prometheus::MetricFamily> MetricsExporter::Collect() const {
   const int64_t start = clock_.MonotonicNanos();
-  std::vector<std::shared_ptr<NodeState>> up_nodes;
+  std::vector<std::shared_ptr<store::NodeState>> up_nodes;
   std::vector<prometheus::MetricFamily> own = OwnFamilies(&up_nodes);
   std::vector<prometheus::MetricFamily> families;
-  for (const std::shared_ptr<NodeState>& node : up_nodes) {
-    node->WithSeries([&](const std::vector<Series>& all) {
+  for (const std::shared_ptr<store::NodeState>& node : up_nodes) {
+    node->WithSeries([&](const std::vector<store::Series>& all) {
       std::vector<exposition::SampleRef> samples;
       samples.reserve(all.size());
-      for (const Series& series : all) {
+      for (const store::Series& series : all) {
         if (series.absent) {
           continue;  // gone from its collector's last cycle
         }
-        if (const StoredSample* latest = series.Latest()) {
+        if (const store::StoredSample* latest = series.Latest()) {
           samples.push_back({&series.desc, latest->raw});
         }
       }
@@ -229,7 +229,7 @@ void MetricsExporter::AppendText(std::string* out) const {
 
 std::vector<std::string> MetricsExporter::TextPieces() const {
   const int64_t start = clock_.MonotonicNanos();
-  std::vector<std::shared_ptr<NodeState>> up_nodes;
+  std::vector<std::shared_ptr<store::NodeState>> up_nodes;
   std::vector<prometheus::MetricFamily> own = OwnFamilies(&up_nodes);
 
   // One text body per family, filled node by node: the order of Collect() + MergeFamilies
@@ -258,12 +258,12 @@ std::vector<std::string> MetricsExporter::TextPieces() const {
     body_for(family.name, family.help, family.type);
   }
   std::string saturated;  // one node's fabricmon_series_saturated lines
-  for (const std::shared_ptr<NodeState>& node : up_nodes) {
+  for (const std::shared_ptr<store::NodeState>& node : up_nodes) {
     const collectors::Labels node_label = {{"node", node->name()}};
     saturated.clear();
-    node->WithSeries([&](const std::vector<Series>& all) {
-      for (const Series& series : all) {
-        const StoredSample* latest = series.Latest();
+    node->WithSeries([&](const std::vector<store::Series>& all) {
+      for (const store::Series& series : all) {
+        const store::StoredSample* latest = series.Latest();
         if (latest == nullptr || series.absent) {
           continue;
         }

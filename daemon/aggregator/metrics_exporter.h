@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "daemon/aggregator/ingest_stats.h"
-#include "daemon/aggregator/series_store.h"
+#include "daemon/store/series_store.h"
 #include "daemon/common/clock.h"
 #include "prometheus/collectable.h"
 
@@ -27,7 +27,7 @@ struct ExporterOptions {
 class MetricsExporter final : public prometheus::Collectable {
  public:
   // Keeps references; all must outlive the exporter.
-  MetricsExporter(const SeriesStore& store, const IngestStats& stats, const Clock& clock,
+  MetricsExporter(const store::SeriesStore& store, const IngestStats& stats, const Clock& clock,
                   ExporterOptions options)
       : store_(store), stats_(stats), clock_(clock), options_(options) {}
 
@@ -45,9 +45,9 @@ class MetricsExporter final : public prometheus::Collectable {
   // The node health and aggregator families (sorted by name), and in `up_nodes` the nodes whose
   // series are exported.
   std::vector<prometheus::MetricFamily> OwnFamilies(
-      std::vector<std::shared_ptr<NodeState>>* up_nodes) const;
+      std::vector<std::shared_ptr<store::NodeState>>* up_nodes) const;
 
-  const SeriesStore& store_;
+  const store::SeriesStore& store_;
   const IngestStats& stats_;
   const Clock& clock_;
   const ExporterOptions options_;

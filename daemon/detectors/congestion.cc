@@ -10,8 +10,8 @@
 namespace fabricmon::detectors {
 namespace {
 
-using aggregator::Series;
-using aggregator::StoredSample;
+using store::Series;
+using store::StoredSample;
 
 // Increase over the two newest samples, and their time span.
 bool LatestIncrease(const Series& series, uint64_t* increase, double* seconds) {

@@ -5,8 +5,8 @@
 
 namespace fabricmon::detectors {
 
-using aggregator::Series;
-using aggregator::StoredSample;
+using store::Series;
+using store::StoredSample;
 
 void FabricView::ForEachSeries(
     absl::string_view family,

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "daemon/aggregator/series_store.h"
+#include "daemon/store/series_store.h"
 #include "daemon/detectors/finding.h"
 #include "daemon/detectors/topology.h"
 #include "fabricmon/v1/config.pb.h"
@@ -23,7 +23,7 @@ namespace fabricmon::detectors {
 // Read access for one tick. Cheap to build; valid for the tick only.
 class FabricView {
  public:
-  FabricView(std::vector<std::shared_ptr<aggregator::NodeState>> nodes, const Topology& topology,
+  FabricView(std::vector<std::shared_ptr<store::NodeState>> nodes, const Topology& topology,
              int64_t now_unix_nanos)
       : nodes_(std::move(nodes)), topology_(topology), now_(now_unix_nanos) {}
 
@@ -32,16 +32,16 @@ class FabricView {
   // the node claiming its HCA, a netdev to its RDMA port, a switch to its graph name.
   Endpoint PortOf(const std::string& node, const collectors::SeriesDesc& desc) const;
   int64_t now_unix_nanos() const { return now_; }
-  const std::vector<std::shared_ptr<aggregator::NodeState>>& nodes() const { return nodes_; }
+  const std::vector<std::shared_ptr<store::NodeState>>& nodes() const { return nodes_; }
 
   // Calls `visit(node_name, series)` for every series of `family` on every node, under that
   // node's lock (do not call back into the store from the visitor).
   void ForEachSeries(absl::string_view family,
-                     const std::function<void(const std::string&, const aggregator::Series&)>&
+                     const std::function<void(const std::string&, const store::Series&)>&
                          visit) const;
 
  private:
-  std::vector<std::shared_ptr<aggregator::NodeState>> nodes_;
+  std::vector<std::shared_ptr<store::NodeState>> nodes_;
   const Topology& topology_;
   const int64_t now_;
 };
@@ -88,14 +88,14 @@ class Detector {
 // Walks the samples of `series` newer than `*cursor` (a timestamp), oldest first, calling
 // `visit(previous, current)` for each consecutive pair, and advances the cursor. Pairs across a
 // reset are skipped (the ring restarts at a reset), so deltas are always within one baseline.
-void ForEachNewPair(const aggregator::Series& series, int64_t* cursor,
-                    const std::function<void(const aggregator::StoredSample& previous,
-                                             const aggregator::StoredSample& current)>& visit);
+void ForEachNewPair(const store::Series& series, int64_t* cursor,
+                    const std::function<void(const store::StoredSample& previous,
+                                             const store::StoredSample& current)>& visit);
 
 // Counter increase between two samples in raw units, unwinding a wrap of a wrapping counter; 0
 // when the counter went down otherwise (reset).
-uint64_t RawIncrease(const collectors::SeriesDesc& desc, const aggregator::StoredSample& previous,
-                     const aggregator::StoredSample& current);
+uint64_t RawIncrease(const collectors::SeriesDesc& desc, const store::StoredSample& previous,
+                     const store::StoredSample& current);
 
 // Endpoint of a host port series (labels device, port) on `node`, of a switch port series
 // (labels switch, port, switch_guid) or of a CA port series (labels ca, ca_guid, port) from the

@@ -14,9 +14,6 @@
 #include "daemon/detectors/nvlink.h"
 #include "daemon/detectors/roce_detectors.h"
 #include "daemon/detectors/tcp_fallback.h"
-#include "prometheus/client_metric.h"
-#include "prometheus/metric_family.h"
-#include "prometheus/metric_type.h"
 #include "re2/re2.h"
 
 namespace fabricmon::detectors {
@@ -86,30 +83,6 @@ std::vector<std::unique_ptr<Detector>> BuildDetectors(const v1::DetectorThreshol
   if (t.has_error_rate_per_second()) nvlink.errors_per_second = t.error_rate_per_second();
   detectors.push_back(std::make_unique<NvlinkDetector>(nvlink));
   return detectors;
-}
-
-// node/device/port for a host port (device "gpuN" and port = link for NVLink), switch/switch_guid/
-// port for a switch port; the same label names for every subject, empty where they do not apply.
-void AppendSubjectLabels(const Endpoint& subject, std::vector<prometheus::ClientMetric::Label>& out) {
-  std::string node, device, port, switch_name, switch_guid;
-  if (subject.is_switch) {
-    switch_name = subject.node;
-    const std::string guid = CanonicalGuid(subject.guid);
-    switch_guid = guid.empty() ? "" : absl::StrCat("0x", guid);
-  } else {
-    node = subject.node;
-    device = subject.gpu >= 0 ? absl::StrCat("gpu", subject.gpu) : subject.device;
-  }
-  if (subject.gpu >= 0) {
-    port = absl::StrCat(subject.link);
-  } else if (subject.port != 0 || subject.is_switch || !subject.device.empty()) {
-    port = absl::StrCat(subject.port);
-  }
-  out.push_back({"node", std::move(node)});
-  out.push_back({"device", std::move(device)});
-  out.push_back({"port", std::move(port)});
-  out.push_back({"switch", std::move(switch_name)});
-  out.push_back({"switch_guid", std::move(switch_guid)});
 }
 
 int KindRank(const std::string& kind) {
@@ -184,7 +157,7 @@ absl::Status ValidateThresholds(const v1::DetectorThresholds& t) {
   return absl::OkStatus();
 }
 
-DetectionEngine::DetectionEngine(const aggregator::SeriesStore& store, const Clock& clock,
+DetectionEngine::DetectionEngine(const store::SeriesStore& store, const Clock& clock,
                                  const v1::DetectorThresholds& thresholds, int64_t tick_nanos)
     : store_(store),
       clock_(clock),
@@ -199,7 +172,7 @@ DetectionEngine::DetectionEngine(const aggregator::SeriesStore& store, const Clo
   }
 }
 
-DetectionEngine::~DetectionEngine() { Stop(); }
+DetectionEngine::~DetectionEngine() = default;
 
 absl::Status DetectionEngine::SetLinkList(std::string text) {
   Topology check;
@@ -224,17 +197,17 @@ void DetectionEngine::SetAgentTopologyRetention(int64_t nanos) {
   agent_topology_retention_nanos_ = nanos;
 }
 
-bool DetectionEngine::CountsForTopology(const aggregator::NodeState& node,
+bool DetectionEngine::CountsForTopology(const store::NodeState& node,
                                         int64_t retention_nanos) const {
   if (retention_nanos <= 0) {
     return true;
   }
-  const aggregator::NodeState::Summary summary = node.GetSummary(/*with_inventory=*/false);
+  const store::NodeState::Summary summary = node.GetSummary(/*with_inventory=*/false);
   return summary.connected || clock_.NowUnixNanos() - summary.last_seen_unix_nanos <= retention_nanos;
 }
 
 DetectionEngine::TopologyInputs DetectionEngine::InputsOf(
-    const std::vector<std::shared_ptr<aggregator::NodeState>>& nodes) const {
+    const std::vector<std::shared_ptr<store::NodeState>>& nodes) const {
   TopologyInputs inputs;
   int64_t retention = 0;
   {
@@ -252,7 +225,7 @@ DetectionEngine::TopologyInputs DetectionEngine::InputsOf(
 }
 
 Topology DetectionEngine::BuildTopology(
-    const std::vector<std::shared_ptr<aggregator::NodeState>>& nodes) const {
+    const std::vector<std::shared_ptr<store::NodeState>>& nodes) const {
   Topology topology;
   int64_t retention = 0;
   {
@@ -278,7 +251,7 @@ Topology DetectionEngine::BuildTopology(
 void DetectionEngine::Tick() {
   absl::MutexLock tick_lock(&tick_mu_);
   const int64_t start = clock_.MonotonicNanos();
-  std::vector<std::shared_ptr<aggregator::NodeState>> nodes = store_.Nodes();
+  std::vector<std::shared_ptr<store::NodeState>> nodes = store_.Nodes();
   // The inputs are read before the topology is built from them: a change in between makes them
   // look stale, and the next tick builds again.
   TopologyInputs inputs = InputsOf(nodes);
@@ -339,29 +312,6 @@ void DetectionEngine::PublishProblems(const Topology& topology) {
         !re2::RE2::FullMatch(description, *unclaimed_ca_ignore_)) {
       unclaimed_cas_.emplace_back(std::move(guid), std::move(description));
     }
-  }
-}
-
-void DetectionEngine::Start() {
-  thread_ = std::thread([this] {
-    for (;;) {
-      Tick();
-      absl::MutexLock lock(&mu_);
-      mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Nanoseconds(tick_nanos_));
-      if (stopping_) {
-        return;
-      }
-    }
-  });
-}
-
-void DetectionEngine::Stop() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  if (thread_.joinable()) {
-    thread_.join();
   }
 }
 
@@ -441,7 +391,7 @@ v1::DiagnoseResponse DetectionEngine::Diagnose(const std::vector<std::string>& n
   v1::DiagnoseResponse response;
   std::set<std::string> wanted;
   for (const std::string& node : nodes) {
-    std::shared_ptr<aggregator::NodeState> state = store_.Find(node);
+    std::shared_ptr<store::NodeState> state = store_.Find(node);
     if (state == nullptr) {
       response.add_unknown_nodes(node);
       continue;
@@ -553,118 +503,15 @@ std::vector<v1::Finding> DetectionEngine::FindingsOfNode(const std::string& node
   return out;
 }
 
-std::vector<prometheus::MetricFamily> DetectionEngine::Collect() const {
-  using prometheus::ClientMetric;
-  using prometheus::MetricFamily;
-  using prometheus::MetricType;
-  auto family = [](const char* name, const char* help, MetricType type) {
-    MetricFamily f;
-    f.name = name;
-    f.help = help;
-    f.type = type;
-    return f;
-  };
-  MetricFamily active = family(
-      "fabricmon_finding_active",
-      "1 per active finding. kind: link_flapping, link_degraded, congestion, "
-      "congestion_spreading, pause_storm, ecn_misconfigured, tcp_fallback, nvlink_degraded, "
-      "nvlink_down; a host subject in node/device/port, a switch port in switch/switch_guid/port, "
-      "the other end of its cable in peer. Labels stay the same while the incident lasts.",
-      MetricType::Gauge);
-  MetricFamily victims = family("fabricmon_finding_victims",
-                                "Victim ports of an active congestion_spreading finding.",
-                                MetricType::Gauge);
-  MetricFamily depth = family("fabricmon_finding_depth_hops",
-                              "Depth in hops of an active congestion_spreading tree.",
-                              MetricType::Gauge);
-  for (const TrackedFinding& tracked : tracker_.Active()) {
-    const Finding& f = tracked.finding;
-    ClientMetric metric;
-    metric.label = {{"kind", f.kind}, {"severity", std::string(SeverityName(f.severity))}};
-    AppendSubjectLabels(f.subject, metric.label);
-    metric.label.push_back({"peer", f.has_peer ? f.peer.ToString() : ""});
-    metric.gauge.value = 1;
-    if (f.kind == "congestion_spreading") {
-      ClientMetric v = metric;
-      v.label.erase(v.label.begin() + 1);  // no severity nor peer on the size series
-      v.label.pop_back();
-      ClientMetric d = v;
-      v.gauge.value = static_cast<double>(f.victims.size());
-      d.gauge.value = f.depth_hops;
-      victims.metric.push_back(std::move(v));
-      depth.metric.push_back(std::move(d));
-    }
-    active.metric.push_back(std::move(metric));
-  }
-  MetricFamily totals = family("fabricmon_findings_total",
-                               "Incidents raised since the aggregator started, by kind and the severity they were "
-                               "raised with (an escalation is not a new incident).",
-                               MetricType::Counter);
-  // Every kind at warning and critical from the start (0), so the first finding is an increase.
-  std::map<std::pair<std::string, Severity>, uint64_t> raised = tracker_.RaisedTotals();
-  for (const char* kind : kFindingKinds) {
-    for (Severity severity : {Severity::kWarning, Severity::kCritical}) {
-      raised.try_emplace({kind, severity}, 0);
-    }
-  }
-  for (const auto& [key, count] : raised) {
-    ClientMetric metric;
-    metric.label = {{"kind", key.first}, {"severity", std::string(SeverityName(key.second))}};
-    metric.counter.value = static_cast<double>(count);
-    totals.metric.push_back(std::move(metric));
-  }
-  MetricFamily tick = family("fabricmon_detector_tick_seconds",
-                             "Time the last detector evaluation took (all detectors).",
-                             MetricType::Gauge);
-  MetricFamily links = family("fabricmon_topology_links",
-                              "Cables in the fabric graph the detectors use.", MetricType::Gauge);
-  MetricFamily conflicts = family(
-      "fabricmon_topology_guid_conflicts",
-      "HCA GUIDs claimed by more than one node's inventory (such a GUID names none of them).",
-      MetricType::Gauge);
-  MetricFamily disagreements = family(
-      "fabricmon_topology_disagreements",
-      "Cables the fabric collector reported that contradict the operator's topology file or link "
-      "list (the operator's cable is kept).",
-      MetricType::Gauge);
-  MetricFamily unclaimed = family(
-      "fabricmon_topology_unclaimed_ca",
-      "1 for each fabric CA (host HCA) the topology knows that no node known to the aggregator "
-      "claims in its inventory: a host whose agent is missing (detectors.unclaimed_ca_ignore "
-      "leaves out hosts that run none by design).",
-      MetricType::Gauge);
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [guid, description] : unclaimed_cas_) {
-      ClientMetric u;
-      u.label = {{"ca_guid", absl::StrCat("0x", guid)}, {"ca", description}};
-      u.gauge.value = 1;
-      unclaimed.metric.push_back(std::move(u));
-    }
-    ClientMetric c;
-    c.gauge.value = static_cast<double>(guid_conflicts_.size());
-    conflicts.metric.push_back(c);
-    ClientMetric d;
-    d.gauge.value = static_cast<double>(disagreements_.size());
-    disagreements.metric.push_back(d);
-    ClientMetric t;
-    t.gauge.value = static_cast<double>(last_tick_duration_) / 1e9;
-    tick.metric.push_back(t);
-    ClientMetric l;
-    l.gauge.value = static_cast<double>(links_.size());
-    links.metric.push_back(l);
-  }
-  std::vector<MetricFamily> out;
-  out.push_back(std::move(tick));
-  out.push_back(std::move(active));
-  out.push_back(std::move(depth));
-  out.push_back(std::move(victims));
-  out.push_back(std::move(totals));
-  out.push_back(std::move(links));
-  out.push_back(std::move(conflicts));
-  out.push_back(std::move(disagreements));
-  out.push_back(std::move(unclaimed));
-  return out;
+EngineHealth DetectionEngine::Health() const {
+  absl::MutexLock lock(&mu_);
+  EngineHealth health;
+  health.last_tick_nanos = last_tick_duration_;
+  health.topology_links = links_.size();
+  health.guid_conflicts = guid_conflicts_.size();
+  health.disagreements = disagreements_.size();
+  health.unclaimed_cas = unclaimed_cas_;
+  return health;
 }
 
 }  // namespace fabricmon::detectors

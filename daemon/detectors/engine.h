@@ -3,30 +3,29 @@
 // Runs the detectors: every tick it resolves the topology from the agents' inventories and the
 // configured topology files (rebuilt only when one of them changed), lets each detector evaluate
 // the store, and hands the findings to the tracker. Also answers "what touches these nodes" (Diagnose) and "which cables are there"
-// (GetTopology, the last tick's links), and exports findings as Prometheus families.
+// (GetTopology, the last tick's links) and how its last tick went (Health, what the findings
+// exporter in daemon/aggregator turns into metrics).
 //
-// Threads: Start() runs one detector thread owned by the engine (joined by Stop()); everything
-// else is thread-safe.
+// Threads: none of its own. The caller ticks it (the aggregator's DetectorTicker, a test, replay);
+// one Tick() runs at a time and everything is thread-safe.
 
 #include <atomic>
 #include <memory>
 #include <set>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "daemon/aggregator/diagnostics_service.h"
-#include "daemon/aggregator/series_store.h"
 #include "daemon/common/clock.h"
 #include "daemon/detectors/detector.h"
 #include "daemon/detectors/finding_tracker.h"
+#include "daemon/detectors/providers.h"
 #include "daemon/detectors/topology.h"
+#include "daemon/store/series_store.h"
 #include "fabricmon/v1/config.pb.h"
 #include "fabricmon/v1/diagnostics.pb.h"
-#include "prometheus/collectable.h"
 
 namespace re2 {
 class RE2;
@@ -38,13 +37,22 @@ namespace fabricmon::detectors {
 // the field otherwise. The aggregator refuses to start on an error.
 absl::Status ValidateThresholds(const v1::DetectorThresholds& thresholds);
 
-class DetectionEngine final : public prometheus::Collectable,
-                              public aggregator::FindingsProvider,
-                              public aggregator::TopologyProvider {
+// How the engine's last tick and topology build went, for self-metrics.
+struct EngineHealth {
+  int64_t last_tick_nanos = 0;   // how long the last Tick() took (all detectors)
+  size_t topology_links = 0;     // cables as of the last tick
+  size_t guid_conflicts = 0;     // as of the last topology build
+  size_t disagreements = 0;      // as of the last topology build
+  // Fabric CAs no node claims, less those detectors.unclaimed_ca_ignore matches:
+  // (canonical GUID, description).
+  std::vector<std::pair<std::string, std::string>> unclaimed_cas;
+};
+
+class DetectionEngine final : public FindingsProvider, public TopologyProvider {
  public:
   // Keeps references to `store` and `clock`. `thresholds` configure the detectors (defaults for
   // unset fields, see config.proto).
-  DetectionEngine(const aggregator::SeriesStore& store, const Clock& clock,
+  DetectionEngine(const store::SeriesStore& store, const Clock& clock,
                   const v1::DetectorThresholds& thresholds, int64_t tick_nanos);
   ~DetectionEngine() override;
 
@@ -57,10 +65,9 @@ class DetectionEngine final : public prometheus::Collectable,
   // switch topology and GUIDs then no longer name cables nor conflict with anyone.
   void SetAgentTopologyRetention(int64_t nanos) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // One evaluation now (tests call this directly instead of Start()).
+  // One evaluation now. The caller decides the cadence (tick_nanos() is the configured one).
   void Tick() ABSL_LOCKS_EXCLUDED(tick_mu_);
-  void Start();
-  void Stop();
+  int64_t tick_nanos() const { return tick_nanos_; }
   // Clock::MonotonicNanos() when the last Tick() finished; 0 before the first. The aggregator's
   // watchdog pings only while this moves (a stalled detector thread stops them). Thread-safe.
   int64_t last_tick_monotonic_nanos() const {
@@ -80,14 +87,11 @@ class DetectionEngine final : public prometheus::Collectable,
   // The cables the last Tick() resolved (before the first tick: resolved now), host end first.
   v1::GetTopologyResponse GetTopology() const override ABSL_LOCKS_EXCLUDED(mu_);
 
-  // prometheus::Collectable: fabricmon_finding_active, fabricmon_finding_victims,
-  // fabricmon_finding_depth_hops, fabricmon_findings_total, fabricmon_detector_tick_seconds,
-  // fabricmon_topology_* (links, GUID conflicts, disagreements, unclaimed CAs).
-  std::vector<prometheus::MetricFamily> Collect() const override;
+  EngineHealth Health() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   // Agents' inventories, the static fabric and the link list, resolved.
-  Topology BuildTopology(const std::vector<std::shared_ptr<aggregator::NodeState>>& nodes) const
+  Topology BuildTopology(const std::vector<std::shared_ptr<store::NodeState>>& nodes) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // What a topology was built from: each counted node's name and inventory stamp (nodes gone
@@ -100,15 +104,15 @@ class DetectionEngine final : public prometheus::Collectable,
       return static_version == other.static_version && nodes == other.nodes;
     }
   };
-  TopologyInputs InputsOf(const std::vector<std::shared_ptr<aggregator::NodeState>>& nodes) const
+  TopologyInputs InputsOf(const std::vector<std::shared_ptr<store::NodeState>>& nodes) const
       ABSL_LOCKS_EXCLUDED(mu_);
   // Whether `node`'s inventory still counts towards the topology (see SetAgentTopologyRetention).
-  bool CountsForTopology(const aggregator::NodeState& node, int64_t retention_nanos) const;
+  bool CountsForTopology(const store::NodeState& node, int64_t retention_nanos) const;
   // Logs the topology's GUID conflicts and disagreements when they changed since the last build,
   // and keeps them for GetTopology() and Collect().
   void PublishProblems(const Topology& topology) ABSL_LOCKS_EXCLUDED(mu_);
 
-  const aggregator::SeriesStore& store_;
+  const store::SeriesStore& store_;
   const Clock& clock_;
   const int64_t tick_nanos_;
   std::vector<std::unique_ptr<Detector>> detectors_;
@@ -134,8 +138,6 @@ class DetectionEngine final : public prometheus::Collectable,
   int64_t agent_topology_retention_nanos_ ABSL_GUARDED_BY(mu_) = 600'000'000'000;
   int64_t links_resolved_unix_nanos_ ABSL_GUARDED_BY(mu_) = 0;  // 0: no tick yet
   int64_t last_tick_duration_ ABSL_GUARDED_BY(mu_) = 0;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
 };
 
 }  // namespace fabricmon::detectors

@@ -19,14 +19,14 @@ void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>
   const int64_t now = view.now_unix_nanos();
   for (const char* family : kErrorCounters) {
     ReporterChoice reporters;
-    view.ForEachSeries(family, [&](const std::string& node, const aggregator::Series& series) {
+    view.ForEachSeries(family, [&](const std::string& node, const store::Series& series) {
       reporters.Offer(view.PortOf(node, series.desc), node);
     });
-    view.ForEachSeries(family, [&](const std::string& node, const aggregator::Series& series) {
+    view.ForEachSeries(family, [&](const std::string& node, const store::Series& series) {
       const Endpoint endpoint = view.PortOf(node, series.desc);
       ForEachNewPair(series, &cursors_[{node, series.desc.fingerprint}],
-                     [&](const aggregator::StoredSample& previous,
-                         const aggregator::StoredSample& current) {
+                     [&](const store::StoredSample& previous,
+                         const store::StoredSample& current) {
                        if (!reporters.Judges(endpoint, node)) {
                          return;  // another node's copy of the same errors
                        }

@@ -41,7 +41,7 @@ void LinkFlapDetector::Evaluate(const FabricView& view, std::vector<Finding>& ou
   const int64_t now = view.now_unix_nanos();
 
   for (const char* family : kFlapCounters) {
-    view.ForEachSeries(family, [&](const std::string& node, const aggregator::Series& series) {
+    view.ForEachSeries(family, [&](const std::string& node, const store::Series& series) {
       const Endpoint endpoint = view.PortOf(node, series.desc);
       LinkEvents& link = links_[endpoint];
       if (family == families::kIbLinkDowned && series.saturated) {
@@ -52,8 +52,8 @@ void LinkFlapDetector::Evaluate(const FabricView& view, std::vector<Finding>& ou
         link.peer = *peer;
       }
       const SeriesKey key{node, series.desc.fingerprint};
-      ForEachNewPair(series, &cursors_[key], [&](const aggregator::StoredSample& previous,
-                                                 const aggregator::StoredSample& current) {
+      ForEachNewPair(series, &cursors_[key], [&](const store::StoredSample& previous,
+                                                 const store::StoredSample& current) {
         const uint64_t increase = RawIncrease(series.desc, previous, current);
         if (increase > 0) {
           Record(endpoint, key, current.timestamp_unix_nanos, increase,
@@ -64,11 +64,11 @@ void LinkFlapDetector::Evaluate(const FabricView& view, std::vector<Finding>& ou
     });
   }
   view.ForEachSeries(families::kIbPortState, [&](const std::string& node,
-                                                 const aggregator::Series& series) {
+                                                 const store::Series& series) {
     const Endpoint endpoint = view.PortOf(node, series.desc);
     const SeriesKey key{node, series.desc.fingerprint};
-    ForEachNewPair(series, &cursors_[key], [&](const aggregator::StoredSample& previous,
-                                               const aggregator::StoredSample& current) {
+    ForEachNewPair(series, &cursors_[key], [&](const store::StoredSample& previous,
+                                               const store::StoredSample& current) {
       if (static_cast<int64_t>(previous.raw) == kIbPortActive &&
           static_cast<int64_t>(current.raw) != kIbPortActive) {
         Record(endpoint, key, current.timestamp_unix_nanos, 1,

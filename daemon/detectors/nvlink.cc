@@ -25,13 +25,13 @@ void NvlinkDetector::Evaluate(const FabricView& view, std::vector<Finding>& out)
   cursors_.StartTick();
   std::map<Endpoint, std::pair<double, std::vector<Evidence>>> degraded;
   for (const char* family : {families::kNvlinkErrors, families::kNvlinkRecoveryEvents}) {
-    view.ForEachSeries(family, [&](const std::string& node, const aggregator::Series& series) {
+    view.ForEachSeries(family, [&](const std::string& node, const store::Series& series) {
       if (family == families::kNvlinkRecoveryEvents &&
           collectors::LabelValue(series.desc, "outcome") == "all") {
         return;  // the sum of the other two outcomes
       }
-      const aggregator::Rate rate = series.CurrentRate();
-      if (rate.kind != aggregator::Rate::Kind::kOk || rate.per_second < options_.errors_per_second) {
+      const store::Rate rate = series.CurrentRate();
+      if (rate.kind != store::Rate::Kind::kOk || rate.per_second < options_.errors_per_second) {
         return;
       }
       auto& entry = degraded[LinkEndpoint(node, series.desc)];
@@ -57,8 +57,8 @@ void NvlinkDetector::Evaluate(const FabricView& view, std::vector<Finding>& out)
   // Active links per GPU against the links ever seen active on it (in any retained sample).
   std::map<std::pair<std::string, std::string>, std::pair<int, std::vector<Endpoint>>> gpus;
   view.ForEachSeries(families::kNvlinkState, [&](const std::string& node,
-                                                 const aggregator::Series& series) {
-    const aggregator::StoredSample* latest = series.Latest();
+                                                 const store::Series& series) {
+    const store::StoredSample* latest = series.Latest();
     if (latest == nullptr) {
       return;
     }
@@ -67,8 +67,8 @@ void NvlinkDetector::Evaluate(const FabricView& view, std::vector<Finding>& out)
       ever_active_.insert(link);
     }
     ForEachNewPair(series, &cursors_[{node, series.desc.fingerprint}],
-                   [&](const aggregator::StoredSample& previous,
-                       const aggregator::StoredSample& current) {
+                   [&](const store::StoredSample& previous,
+                       const store::StoredSample& current) {
                      if (previous.raw == 1 || current.raw == 1) {
                        ever_active_.insert(link);
                      }

@@ -6,8 +6,8 @@
 
 namespace fabricmon::detectors {
 
-using aggregator::Series;
-using aggregator::StoredSample;
+using store::Series;
+using store::StoredSample;
 
 void PauseStormDetector::Evaluate(const FabricView& view, std::vector<Finding>& out) {
   cursors_.StartTick();
@@ -106,8 +106,8 @@ void EcnMisconfigDetector::Evaluate(const FabricView& view, std::vector<Finding>
       NodeRates& rates = nodes[node];
       rates.has_cc_counters = rates.has_cc_counters || cc;
       note_sample(node, series);
-      const aggregator::Rate rate = series.CurrentRate();
-      if (rate.kind == aggregator::Rate::Kind::kOk) {
+      const store::Rate rate = series.CurrentRate();
+      if (rate.kind == store::Rate::Kind::kOk) {
         rates.*field += rate.per_second;
         if (family == families::kIbRpCnpIgnored && rate.per_second > 0) {
           rates.evidence.push_back(MakeEvidence(series.desc,
@@ -126,8 +126,8 @@ void EcnMisconfigDetector::Evaluate(const FabricView& view, std::vector<Finding>
   view.ForEachSeries(families::kRocePauseDuration, [&](const std::string& node,
                                                        const Series& series) {
     note_sample(node, series);
-    const aggregator::Rate rate = series.CurrentRate();
-    if (rate.kind == aggregator::Rate::Kind::kOk && rate.per_second > nodes[node].max_pause) {
+    const store::Rate rate = series.CurrentRate();
+    if (rate.kind == store::Rate::Kind::kOk && rate.per_second > nodes[node].max_pause) {
       nodes[node].max_pause = rate.per_second;
       if (rate.per_second >= options_.pause_fraction) {
         nodes[node].evidence.push_back(MakeEvidence(

@@ -12,8 +12,8 @@
 namespace fabricmon::detectors {
 namespace {
 
-using aggregator::Rate;
-using aggregator::Series;
+using store::Rate;
+using store::Series;
 
 double RateOf(const Series& series) {
   const Rate rate = series.CurrentRate();
@@ -35,7 +35,7 @@ struct NodeTraffic {
   double Rdma() const { return has_roce_rdma ? roce_rdma : std::max(0.0, hca - ipoib); }
 };
 
-const aggregator::NodeState* FindNode(const FabricView& view, const std::string& name) {
+const store::NodeState* FindNode(const FabricView& view, const std::string& name) {
   for (const auto& node : view.nodes()) {
     if (node->name() == name) {
       return node.get();
@@ -46,10 +46,10 @@ const aggregator::NodeState* FindNode(const FabricView& view, const std::string&
 
 }  // namespace
 
-GpuProcessQps InspectGpuProcessQps(const aggregator::NodeState& node) {
+GpuProcessQps InspectGpuProcessQps(const store::NodeState& node) {
   GpuProcessQps result;
   std::set<uint32_t> gpu_pids;
-  const aggregator::NodeState::Summary summary = node.GetSummary(/*with_inventory=*/true);
+  const store::NodeState::Summary summary = node.GetSummary(/*with_inventory=*/true);
   for (const v1::Gpu& gpu : summary.inventory.gpus()) {
     gpu_pids.insert(gpu.compute_pids().begin(), gpu.compute_pids().end());
   }
@@ -61,12 +61,12 @@ GpuProcessQps InspectGpuProcessQps(const aggregator::NodeState& node) {
   // QPs); its series are absent when it stopped reporting (no RDMA netlink, collector disabled).
   bool complete = false;
   node.VisitFamily(families::kRdmaQpProcessesDropped, [&](const Series& series) {
-    const aggregator::StoredSample* latest = series.Latest();
+    const store::StoredSample* latest = series.Latest();
     complete = !series.absent && latest != nullptr && latest->raw == 0;
   });
   bool sees_all = false;
   node.VisitFamily(families::kRdmaQpSeesAllProcesses, [&](const Series& series) {
-    const aggregator::StoredSample* latest = series.Latest();
+    const store::StoredSample* latest = series.Latest();
     sees_all = !series.absent && latest != nullptr && latest->raw == 1;
   });
   if (!complete || !sees_all) {
@@ -74,7 +74,7 @@ GpuProcessQps InspectGpuProcessQps(const aggregator::NodeState& node) {
   }
   std::set<uint32_t> qp_owners;
   node.VisitFamily(families::kRdmaProcessQps, [&](const Series& series) {
-    const aggregator::StoredSample* latest = series.Latest();
+    const store::StoredSample* latest = series.Latest();
     uint32_t pid = 0;
     if (!series.absent && latest != nullptr && latest->raw > 0 &&
         absl::SimpleAtoi(collectors::LabelValue(series.desc, "pid"), &pid)) {
@@ -108,7 +108,7 @@ void TcpFallbackDetector::Evaluate(const FabricView& view, std::vector<Finding>&
       NodeTraffic& traffic = nodes[node];
       traffic.kernel += rate;
       (rx ? traffic.kernel_rx : traffic.kernel_tx) += rate;
-      if (const aggregator::StoredSample* latest = series.Latest()) {
+      if (const store::StoredSample* latest = series.Latest()) {
         traffic.sampled = std::max(traffic.sampled, latest->timestamp_unix_nanos);
       }
       if (kind == "ipoib") {
@@ -138,7 +138,7 @@ void TcpFallbackDetector::Evaluate(const FabricView& view, std::vector<Finding>&
     traffic.roce_rdma += RateOf(series);
   });
   view.ForEachSeries(families::kGpuUtilization, [&](const std::string& node, const Series& series) {
-    if (const aggregator::StoredSample* latest = series.Latest()) {
+    if (const store::StoredSample* latest = series.Latest()) {
       const double utilization = collectors::ExportedValue(series.desc, latest->raw);
       nodes[node].gpu = std::max(nodes[node].gpu, utilization);
     }
@@ -181,7 +181,7 @@ void TcpFallbackDetector::Evaluate(const FabricView& view, std::vector<Finding>&
     GpuProcessQps qps;
     if (holds) {
       // Only nodes whose traffic already looks like a fallback pay for the QP inventory.
-      if (const aggregator::NodeState* found = FindNode(view, node)) {
+      if (const store::NodeState* found = FindNode(view, node)) {
         qps = InspectGpuProcessQps(*found);
       }
     }

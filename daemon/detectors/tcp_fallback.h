@@ -48,7 +48,7 @@ struct GpuProcessQps {
   std::vector<uint32_t> without_qps;  // GPU processes owning no RDMA QP
   std::vector<uint32_t> with_qps;
 };
-GpuProcessQps InspectGpuProcessQps(const aggregator::NodeState& node);
+GpuProcessQps InspectGpuProcessQps(const store::NodeState& node);
 
 class TcpFallbackDetector final : public Detector {
  public:

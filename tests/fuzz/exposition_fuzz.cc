@@ -17,7 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/metrics_exporter.h"
-#include "daemon/aggregator/series_store.h"
+#include "daemon/store/series_store.h"
 #include "daemon/exposition/text_exposition.h"
 #include "daemon/wire/metric_catalogue.h"
 #include "daemon/wire/series_codec.h"
@@ -66,7 +66,7 @@ SeriesDesc Pick(absl::string_view selector) {
 }
 
 // What HandleDeclarations does with one declaration on node `node`, then one sample.
-void Ingest(fabricmon::aggregator::SeriesStore& store, fabricmon::aggregator::NodeState& node,
+void Ingest(fabricmon::store::SeriesStore& store, fabricmon::store::NodeState& node,
             const SeriesDesc& wanted, uint64_t sequence, int64_t now) {
   SeriesDesc finalized = wanted;
   finalized.Finalize();
@@ -103,9 +103,9 @@ FABRICMON_FUZZ_TARGET(exposition) {
   }
 
   fabricmon::testing::FakeClock clock;
-  fabricmon::aggregator::SeriesStore store(fabricmon::aggregator::StoreOptions{});
+  fabricmon::store::SeriesStore store(fabricmon::store::StoreOptions{});
   fabricmon::aggregator::IngestStats stats;
-  std::shared_ptr<fabricmon::aggregator::NodeState> nodes[2];
+  std::shared_ptr<fabricmon::store::NodeState> nodes[2];
   const char* names[] = {"a", "b"};
   for (int n = 0; n < 2; ++n) {
     fabricmon::v1::Hello hello;

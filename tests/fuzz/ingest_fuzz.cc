@@ -17,9 +17,10 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "daemon/aggregator/findings_exporter.h"
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/metrics_exporter.h"
-#include "daemon/aggregator/series_store.h"
+#include "daemon/store/series_store.h"
 #include "daemon/detectors/engine.h"
 #include "daemon/wire/batch_codec.h"
 #include "daemon/exposition/text_exposition.h"
@@ -33,9 +34,9 @@
 
 namespace {
 
-using fabricmon::aggregator::NodeState;
+using fabricmon::store::NodeState;
 using fabricmon::aggregator::RejectReason;
-using fabricmon::aggregator::SeriesStore;
+using fabricmon::store::SeriesStore;
 
 constexpr size_t kMaxStreams = 4;
 constexpr size_t kMaxMessagesPerInput = 256;
@@ -237,10 +238,10 @@ void ReadEverything(const SeriesStore& store, const fabricmon::aggregator::Inges
   std::vector<std::string> names;
   for (const std::shared_ptr<NodeState>& node : store.Nodes()) {
     names.push_back(node->name());
-    node->ForEachSeries([](const fabricmon::aggregator::Series& series) {
+    node->ForEachSeries([](const fabricmon::store::Series& series) {
       FABRICMON_FUZZ_CHECK(series.count <= series.ring.size());
-      const fabricmon::aggregator::Rate rate = series.CurrentRate();
-      if (rate.kind == fabricmon::aggregator::Rate::Kind::kOk &&
+      const fabricmon::store::Rate rate = series.CurrentRate();
+      if (rate.kind == fabricmon::store::Rate::Kind::kOk &&
           series.desc.type == fabricmon::collectors::MetricType::kCounter) {
         // Counters never go backwards: a decrease is a wrap or a reset, never a negative rate.
         FABRICMON_FUZZ_CHECK(!(rate.per_second < 0));
@@ -266,14 +267,14 @@ void ReadEverything(const SeriesStore& store, const fabricmon::aggregator::Inges
   FABRICMON_FUZZ_CHECK(fabricmon::testing::CheckTextFormat(direct).empty());
   (void)engine.Diagnose(names);
   (void)engine.Findings(/*include_cleared=*/true, "");
-  (void)engine.Collect();
+  (void)fabricmon::aggregator::FindingsExporter(engine).Collect();
 }
 
 }  // namespace
 
 FABRICMON_FUZZ_TARGET(ingest) {
   fabricmon::testing::FakeClock clock;
-  fabricmon::aggregator::StoreOptions store_options;
+  fabricmon::store::StoreOptions store_options;
   store_options.samples_per_series = 4;
   store_options.max_series_per_node = 2000;  // keeps one input's memory small
   SeriesStore store(store_options);

@@ -231,7 +231,7 @@ TEST_F(OutageTest, AggregatorKilledDuringReplayLosesNothingWithinTheBuffer) {
   harness_->StopServing();
   ASSERT_TRUE(WaitFor([&] { return !connected(); }));
   const uint64_t acked_1 = buffer().acked_sequence();  // no ack can arrive any more
-  const aggregator::NodeState::Summary first = *node();
+  const store::NodeState::Summary first = *node();
   ASSERT_TRUE(WaitFor([&] { return buffer().unconfirmed_evictions() >= 3; }, absl::Seconds(30)));
 
   // The second aggregator stores the hello and three replayed batches; the fourth is held.
@@ -255,7 +255,7 @@ TEST_F(OutageTest, AggregatorKilledDuringReplayLosesNothingWithinTheBuffer) {
   stopper.join();
   ASSERT_TRUE(ended) << "the agent did not see the second aggregator go";
   const uint64_t acked_2 = buffer().acked_sequence();
-  const aggregator::NodeState::Summary second = *node();
+  const store::NodeState::Summary second = *node();
 
   // Outage 2 overflows the buffer again; the third aggregator takes everything after acked_2.
   ASSERT_TRUE(WaitFor([&] { return buffer().unconfirmed_evictions() >= 3; }, absl::Seconds(30)));
@@ -264,7 +264,7 @@ TEST_F(OutageTest, AggregatorKilledDuringReplayLosesNothingWithinTheBuffer) {
     return agent_->stream().stats().connects >= 3 && buffer().acked_sequence() > backlog_end;
   })) << "no replay to the third aggregator";
   const uint64_t pushed = Quiesce();
-  const aggregator::NodeState::Summary third = *node();
+  const store::NodeState::Summary third = *node();
 
   // First: 1..n, stored or announced dropped (nothing dropped before the outage).
   EXPECT_EQ(first.counters.batches + first.counters.agent_dropped_batches,

@@ -226,8 +226,8 @@ void AggregatorHarness::StopServing() {
   } else {
     forward_telemetry_->SetTarget(nullptr);
     forward_diagnostics_->SetTarget(nullptr);
-    for (const std::shared_ptr<aggregator::NodeState>& node : state_->store.Nodes()) {
-      const aggregator::NodeState::Summary summary = node->GetSummary(true);
+    for (const std::shared_ptr<store::NodeState>& node : state_->store.Nodes()) {
+      const store::NodeState::Summary summary = node->GetSummary(true);
       if (!summary.connected) {
         continue;
       }
@@ -275,8 +275,8 @@ std::string AggregatorHarness::Scrape() {
   return *body;
 }
 
-std::optional<aggregator::NodeState::Summary> AggregatorHarness::Node(const std::string& name) {
-  std::shared_ptr<aggregator::NodeState> node = state_->store.Find(name);
+std::optional<store::NodeState::Summary> AggregatorHarness::Node(const std::string& name) {
+  std::shared_ptr<store::NodeState> node = state_->store.Find(name);
   if (node == nullptr) {
     return std::nullopt;
   }

@@ -24,7 +24,7 @@
 #include "daemon/aggregator/diagnostics_service.h"
 #include "daemon/aggregator/metrics_exporter.h"
 #include "daemon/aggregator/metrics_server.h"
-#include "daemon/aggregator/series_store.h"
+#include "daemon/store/series_store.h"
 #include "daemon/common/clock.h"
 #include "fabricmon/v1/diagnostics.grpc.pb.h"
 #include "fabricmon/v1/telemetry.grpc.pb.h"
@@ -44,7 +44,7 @@ void PreferMemoryForTempTrees();
 bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout = absl::Seconds(10));
 
 struct AggregatorOptions {
-  aggregator::StoreOptions store;
+  store::StoreOptions store;
   aggregator::StreamOptions stream;
   int64_t stale_after_nanos = int64_t{30} * 1000000000;
   // The aggregator's clock (streams, store, exporter, diagnostics; borrowed, must outlive the
@@ -60,7 +60,7 @@ struct AggregatorState {
   AggregatorState(const AggregatorOptions& options, aggregator::MetricsServer* metrics_server);
   ~AggregatorState();
 
-  aggregator::SeriesStore store;
+  store::SeriesStore store;
   aggregator::IngestStats stats;
   aggregator::TelemetryService telemetry;
   aggregator::DiagnosticsService diagnostics;
@@ -102,7 +102,7 @@ class AggregatorHarness {
   // The current state's /metrics text: GET over HTTP with a MetricsServer, else its exporter's.
   std::string Scrape();
   // The node's summary in the current state, if the node is known.
-  std::optional<aggregator::NodeState::Summary> Node(const std::string& name);
+  std::optional<store::NodeState::Summary> Node(const std::string& name);
 
  private:
   class ForwardingTelemetry;

@@ -207,7 +207,7 @@ class StreamTest : public ::testing::TestWithParam<Transport> {
     return WaitFor([&] { return Batches() >= batches; });
   }
   uint64_t Batches() {
-    std::optional<aggregator::NodeState::Summary> node = aggregator_->Node(kNode);
+    std::optional<store::NodeState::Summary> node = aggregator_->Node(kNode);
     return node.has_value() ? node->counters.batches : 0;
   }
 
@@ -303,7 +303,7 @@ class StreamTest : public ::testing::TestWithParam<Transport> {
       EXPECT_EQ(SampleValue(samples, "fabricmon_raw_0_total", {{"node", kName}}), 1234.0);
       EXPECT_EQ(SampleValue(samples, "fabricmon_raw_1_total", {{"node", kName}}), 5678.0);
       EXPECT_EQ(SampleValue(samples, "fabricmon_node_up", {{"node", kName}}), 1.0);
-      const aggregator::NodeState::Summary node = *test_.aggregator_->Node(kName);
+      const store::NodeState::Summary node = *test_.aggregator_->Node(kName);
       EXPECT_EQ(node.counters.batches, 1u);
       EXPECT_EQ(node.series, 2u);
       EXPECT_TRUE(node.connected);
@@ -368,7 +368,7 @@ TEST_P(StreamTest, ReplaysAfterAggregatorRestart) {
   // No ack can arrive any more: this is what the dead aggregator confirmed.
   const uint64_t acked_at_stop = buffer.acked_sequence();
   const uint64_t pushed_at_stop = buffer.last_sequence();
-  const aggregator::NodeState::Summary old = *aggregator_->Node(kNode);
+  const store::NodeState::Summary old = *aggregator_->Node(kNode);
   EXPECT_EQ(old.counters.sequence_gaps, 0u);
   EXPECT_EQ(old.counters.duplicate_batches, 0u);
   EXPECT_EQ(old.counters.batches, old.last_stored_sequence) << "stored 1..n contiguously";
@@ -385,7 +385,7 @@ TEST_P(StreamTest, ReplaysAfterAggregatorRestart) {
   const uint64_t pushed = buffer.last_sequence();
   ASSERT_TRUE(WaitFor([&] { return buffer.acked_sequence() == pushed; }));
 
-  const aggregator::NodeState::Summary now = *aggregator_->Node(kNode);
+  const store::NodeState::Summary now = *aggregator_->Node(kNode);
   EXPECT_EQ(now.counters.sequence_gaps, 0u);
   EXPECT_EQ(now.counters.agent_dropped_batches, 0u);
   EXPECT_EQ(now.counters.duplicate_batches, 0u);
@@ -420,7 +420,7 @@ TEST_P(StreamTest, CountsLossExactlyWhenReplayBufferOverflows) {
   aggregator_->StopServing();
   ASSERT_TRUE(WaitFor([&] { return !agent_->stream().stats().connected; }));
   const uint64_t acked_at_stop = buffer.acked_sequence();
-  const aggregator::NodeState::Summary old = *aggregator_->Node(kNode);
+  const store::NodeState::Summary old = *aggregator_->Node(kNode);
   // The outage outlasts the buffer. Evictions stay unconfirmed until the reconnect tells the
   // agent which of them the aggregator stored (those in flight when it stopped).
   ASSERT_TRUE(WaitFor([&] { return buffer.unconfirmed_evictions() >= 5; }));
@@ -433,7 +433,7 @@ TEST_P(StreamTest, CountsLossExactlyWhenReplayBufferOverflows) {
   const uint64_t pushed = buffer.last_sequence();
   ASSERT_TRUE(WaitFor([&] { return buffer.acked_sequence() == pushed; }));
 
-  const aggregator::NodeState::Summary now = *aggregator_->Node(kNode);
+  const store::NodeState::Summary now = *aggregator_->Node(kNode);
   const uint64_t dropped = buffer.dropped_cycles();
   EXPECT_GE(dropped, 5u);
   // Every cycle the agent dropped was announced to an aggregator, once.
@@ -942,7 +942,7 @@ TEST_P(StreamTest, RefusesACounterValueBeyondItsWidth) {
     EXPECT_FALSE(message.has_ack() && message.ack().sequence() >= 2) << "batch 2 was acked";
   }
   ExpectRejectCounted("value_out_of_range");
-  const aggregator::NodeState::Summary raw_node = *aggregator_->Node(kRawNode);
+  const store::NodeState::Summary raw_node = *aggregator_->Node(kRawNode);
   EXPECT_EQ(raw_node.last_stored_sequence, 1u);
   EXPECT_EQ(raw_node.counters.batches, 1u);
   EXPECT_EQ(raw_node.counters.values_out_of_range, 1u);
@@ -960,7 +960,7 @@ TEST_P(StreamTest, RefusesASecondBootOfALiveNodeAsAnIdentityConflict) {
   ExpectRejected({HelloMessage(real.node_name, "boot-of-a-clone", 99)},
                  v1::Reject::REASON_IDENTITY_CONFLICT, grpc::StatusCode::FAILED_PRECONDITION,
                  "identity conflict", "identity_conflict");
-  const aggregator::NodeState::Summary node = *aggregator_->Node(kNode);
+  const store::NodeState::Summary node = *aggregator_->Node(kNode);
   EXPECT_EQ(node.boot_id, real.boot_id);
   EXPECT_EQ(node.agent_instance_id, real.instance_id);
   EXPECT_EQ(node.counters.identity_conflicts, 1u);
@@ -1023,7 +1023,7 @@ TEST_P(StreamTest, RefusesANewSeriesBeyondMaxSeriesTotal) {
 TEST_P(StreamTest, ThePeersNewSeriesBudgetSpansItsNodeNames) {
   AggregatorOptions options = DefaultOptions();
   options.store.new_series_per_peer =
-      aggregator::NewSeriesLimit{kNewSeriesPerSecond, kNewSeriesBurst};
+      store::NewSeriesLimit{kNewSeriesPerSecond, kNewSeriesBurst};
   options.clock = &fake_clock_;
   StartAggregator(/*http=*/false, options);
   {
@@ -1066,7 +1066,7 @@ TEST_P(StreamTest, ANodeWhoseClockStepsKeepsFlowing) {
               static_cast<double>(200 + 2 * (sequence - 1)));
     EXPECT_EQ(SampleValue(samples, "fabricmon_node_up", {{"node", kRawNode}}), 1.0);
   }
-  const aggregator::NodeState::Summary raw_node = *aggregator_->Node(kRawNode);
+  const store::NodeState::Summary raw_node = *aggregator_->Node(kRawNode);
   EXPECT_EQ(raw_node.counters.batches, 4u);
   EXPECT_EQ(raw_node.counters.samples, 8u);
   EXPECT_EQ(raw_node.counters.clock_steps, 2u);  // ahead onto our clock, then back

@@ -40,7 +40,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "benchmark/benchmark.h"
-#include "daemon/aggregator/series_store.h"
+#include "daemon/store/series_store.h"
 #include "daemon/common/clock.h"
 #include "daemon/detectors/engine.h"
 #include "fabricmon/v1/config.pb.h"
@@ -128,14 +128,14 @@ std::string TwoTierLinkList(size_t nodes,
 }
 
 struct Node {
-  std::shared_ptr<aggregator::NodeState> state;
+  std::shared_ptr<store::NodeState> state;
   std::vector<uint32_t> indices;
   std::unique_ptr<ValueModel> model;
 };
 
 struct Fleet {
   SteppedClock clock;
-  aggregator::SeriesStore store{aggregator::StoreOptions{}};
+  store::SeriesStore store{store::StoreOptions{}};
   std::vector<Node> nodes;
   std::vector<bool> present;
   uint64_t sequence = 0;

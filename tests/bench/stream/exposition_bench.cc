@@ -32,7 +32,7 @@
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/metrics_exporter.h"
 #include "daemon/aggregator/metrics_server.h"
-#include "daemon/aggregator/series_store.h"
+#include "daemon/store/series_store.h"
 #include "daemon/common/clock.h"
 #include "daemon/exposition/text_exposition.h"
 #include "daemon/wire/batch_codec.h"
@@ -55,7 +55,7 @@ class FixedClock final : public Clock {
 // A store filled as if `nodes` agents had each sent two batches of `per_node` series.
 struct FilledStore {
   FixedClock clock;
-  aggregator::SeriesStore store{aggregator::StoreOptions{}};
+  store::SeriesStore store{store::StoreOptions{}};
   aggregator::IngestStats stats;
   std::unique_ptr<aggregator::MetricsExporter> exporter;
   size_t series = 0;
@@ -79,7 +79,7 @@ std::unique_ptr<FilledStore> Fill(size_t total_series, std::vector<NodeSeries> n
     if (!attached.ok()) {
       std::abort();
     }
-    aggregator::NodeState& node = *attached->node;
+    store::NodeState& node = *attached->node;
     std::vector<uint32_t> indices;
     const size_t count = std::min(per_node, total_series - n * per_node);
     for (size_t i = 0; i < count; ++i) {
@@ -187,11 +187,11 @@ std::vector<prometheus::MetricFamily> LegacyBuildFamilies(
 std::vector<prometheus::MetricFamily> LegacyNodeFamilies(const FilledStore& filled) {
   std::vector<prometheus::MetricFamily> families;
   for (const auto& node : filled.store.Nodes()) {
-    node->WithSeries([&](const std::vector<aggregator::Series>& all) {
+    node->WithSeries([&](const std::vector<store::Series>& all) {
       std::vector<exposition::SampleRef> samples;
       samples.reserve(all.size());
-      for (const aggregator::Series& series : all) {
-        if (const aggregator::StoredSample* latest = series.Latest()) {
+      for (const store::Series& series : all) {
+        if (const store::StoredSample* latest = series.Latest()) {
           samples.push_back({&series.desc, latest->raw});
         }
       }
@@ -400,10 +400,10 @@ class VectorLookup final : public wire::SeriesLookup {
 // One simulated node on the aggregator side, primed the way AgentStream is after the hello,
 // the declarations and the layout; plus a ring of pre-encoded batches from that node's agent.
 struct IngestNode {
-  std::shared_ptr<aggregator::NodeState> node;
+  std::shared_ptr<store::NodeState> node;
   wire::StreamDecoder decoder;
   wire::DecodedBatch decoded;
-  std::vector<aggregator::SlotRef> slots;  // layout position → node series slot
+  std::vector<store::SlotRef> slots;  // layout position → node series slot
   std::vector<v1::AgentMessage> batches;
   std::vector<std::string> wire;  // the same batches serialized
   size_t samples_per_batch = 0;
@@ -422,8 +422,8 @@ std::unique_ptr<IngestNode> MakeIngestNode(size_t index, Profile profile, size_t
   const std::vector<NodeSeries>& series = DgxSeries();
   auto ingest = std::make_unique<IngestNode>();
   // The production retention (AggregatorConfig default): its sweep is part of the ingest cost.
-  ingest->node = std::make_shared<aggregator::NodeState>(absl::StrCat("node-", index), 4, 200000,
-                                                         aggregator::NewSeriesLimit{},
+  ingest->node = std::make_shared<store::NodeState>(absl::StrCat("node-", index), 4, 200000,
+                                                         store::NewSeriesLimit{},
                                                          int64_t{900} * 1000000000);
   VectorLookup lookup(series);
   wire::StreamEncoder encoder(lookup);
@@ -513,9 +513,9 @@ void BM_Ingest(benchmark::State& state) {
           ingest->slots, ingest->decoded.values, ingest->decoded.present, timestamp);
       samples += result.samples;
       if (mode == kParseDecodeAppendRates) {
-        ingest->node->WithSeries([&](const std::vector<aggregator::Series>& all) {
-          for (const aggregator::Series& series : all) {
-            const aggregator::Rate rate = series.CurrentRate();
+        ingest->node->WithSeries([&](const std::vector<store::Series>& all) {
+          for (const store::Series& series : all) {
+            const store::Rate rate = series.CurrentRate();
             rate_sum += rate.per_second;
           }
         });
@@ -542,7 +542,7 @@ BENCHMARK(BM_Ingest)
 // one-series batch a minute after the previous one, which triggers exactly one sweep.
 void BM_RetirementSweep(benchmark::State& state) {
   const size_t count = static_cast<size_t>(state.range(0));
-  aggregator::NodeState node("node-sweep", 4, count + 1, aggregator::NewSeriesLimit{1e9, 1e9},
+  store::NodeState node("node-sweep", 4, count + 1, store::NewSeriesLimit{1e9, 1e9},
                              int64_t{1} << 62);  // a retention nothing outlives
   std::vector<uint32_t> indices;
   for (size_t i = 0; i < count; ++i) {

@@ -16,7 +16,7 @@
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/metrics_exporter.h"
 #include "daemon/aggregator/metrics_server.h"
-#include "daemon/aggregator/series_store.h"
+#include "daemon/store/series_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "prometheus/client_metric.h"
@@ -121,7 +121,7 @@ struct Store {
   }
 
   testing::FakeClock clock;
-  SeriesStore store{StoreOptions{}};
+  store::SeriesStore store{store::StoreOptions{}};
   IngestStats stats;
   std::shared_ptr<MetricsExporter> exporter;
 };
@@ -191,7 +191,7 @@ TEST(MetricsServerTest, SendsTextAboveTheGzipLimitUncompressed) {
 
 TEST(MetricsServerTest, LeavesOutSeriesGoneFromTheirCollectorsLastCycle) {
   Store store(1, 3, "gpu-");
-  std::shared_ptr<NodeState> node = store.store.Find("gpu-0");
+  std::shared_ptr<store::NodeState> node = store.store.Find("gpu-0");
   ASSERT_NE(node, nullptr);
   // The next cycle of the collector has ports 1 and 2 only.
   node->AppendBatch(2, 0, store.clock.NowUnixNanos(), {0, 1}, {5, 6}, {true, true},

@@ -20,7 +20,7 @@
 #include "collectors/ib_sysfs/ib_sysfs_collector.h"
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/metrics_exporter.h"
-#include "daemon/aggregator/series_store.h"
+#include "daemon/store/series_store.h"
 #include "daemon/exposition/text_exposition.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -204,7 +204,7 @@ TEST(TextExpositionEquivalenceTest, ExporterDirectTextEqualsSerializedCollect) {
        uint64_t{12345}});
 
   testing::FakeClock clock;
-  aggregator::SeriesStore store(aggregator::StoreOptions{});
+  store::SeriesStore store(store::StoreOptions{});
   aggregator::IngestStats stats;
   stats.samples = 42;
   const char* names[] = {"gpu-b", "gpu-a", "gpu-stale", "gpu-c"};

@@ -11,7 +11,7 @@
 #include "collectors/core/recording_sink.h"
 #include "collectors/ib_sysfs/ib_sysfs_collector.h"
 #include "collectors/netdev/netdev_collector.h"
-#include "daemon/aggregator/family_registry.h"
+#include "daemon/store/family_registry.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fixture_path.h"
@@ -32,7 +32,7 @@ std::vector<collectors::RecordedSample> CollectOnce(collectors::Collector& colle
 
 void ExpectAdmitted(const std::vector<collectors::RecordedSample>& samples,
                     std::set<std::string>* pinned_families) {
-  FamilyRegistry registry(wire::MetricCatalogue::Project());
+  store::FamilyRegistry registry(wire::MetricCatalogue::Project());
   ASSERT_FALSE(samples.empty());
   for (const collectors::RecordedSample& sample : samples) {
     collectors::SeriesDesc desc = sample.series;

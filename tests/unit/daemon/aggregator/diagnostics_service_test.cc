@@ -19,7 +19,7 @@
 namespace fabricmon::aggregator {
 namespace {
 
-class FixedTopology final : public TopologyProvider {
+class FixedTopology final : public detectors::TopologyProvider {
  public:
   explicit FixedTopology(v1::GetTopologyResponse answer) : answer_(std::move(answer)) {}
   v1::GetTopologyResponse GetTopology() const override { return answer_; }
@@ -47,7 +47,7 @@ v1::GetTopologyResponse OneCable() {
 
 class DiagnosticsServiceTest : public ::testing::Test {
  protected:
-  DiagnosticsServiceTest() : store_(StoreOptions{}), service_(store_, clock_, 30'000'000'000, Authorization::Empty(/*plaintext=*/true)) {}
+  DiagnosticsServiceTest() : store_(store::StoreOptions{}), service_(store_, clock_, 30'000'000'000, Authorization::Empty(/*plaintext=*/true)) {}
 
   void StartServer() {
     grpc::ServerBuilder builder;
@@ -69,7 +69,7 @@ class DiagnosticsServiceTest : public ::testing::Test {
   }
 
   fabricmon::testing::FakeClock clock_;
-  SeriesStore store_;
+  store::SeriesStore store_;
   DiagnosticsService service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<v1::Diagnostics::Stub> stub_;
@@ -133,7 +133,7 @@ std::map<std::string, grpc::StatusCode> CallEveryMethod(DiagnosticsService& serv
 // certificate — is refused by every method, before the method looks at its request.
 TEST(DiagnosticsAuthorizationTest, EveryMethodRefusesANonOperator) {
   fabricmon::testing::FakeClock clock;
-  SeriesStore store{StoreOptions{}};
+  store::SeriesStore store{store::StoreOptions{}};
   v1::AuthorizationConfig config;
   config.add_operators("fabricmon-operator");
   auto authorization = Authorization::Create(config, /*plaintext=*/false);
@@ -154,7 +154,7 @@ TEST(DiagnosticsAuthorizationTest, EveryMethodRefusesANonOperator) {
 // the refusals above come from the role check.
 TEST(DiagnosticsAuthorizationTest, PlaintextLetsEveryMethodThrough) {
   fabricmon::testing::FakeClock clock;
-  SeriesStore store{StoreOptions{}};
+  store::SeriesStore store{store::StoreOptions{}};
   DiagnosticsService service(store, clock, 30'000'000'000,
                              Authorization::Empty(/*plaintext=*/true));
   const std::map<std::string, grpc::StatusCode> codes = CallEveryMethod(service);

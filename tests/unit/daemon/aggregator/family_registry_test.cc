@@ -1,7 +1,7 @@
 // FamilyRegistry: what an agent's declaration may put into /metrics (catalogue, reserved
 // families, pinning across nodes, label names), and the exporter's text for what it admits.
 
-#include "daemon/aggregator/family_registry.h"
+#include "daemon/store/family_registry.h"
 
 #include <map>
 #include <memory>
@@ -12,7 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/metrics_exporter.h"
-#include "daemon/aggregator/series_store.h"
+#include "daemon/store/series_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fake_clock.h"
@@ -50,7 +50,7 @@ SeriesDesc Dynamic(std::string help, collectors::MetricType type = collectors::M
 }
 
 TEST(FamilyRegistryTest, CataloguedFamiliesGetTheCataloguesHelpWhateverTheAgentSent) {
-  FamilyRegistry registry(wire::MetricCatalogue::Project());
+  store::FamilyRegistry registry(wire::MetricCatalogue::Project());
   SeriesDesc desc = XmitData("forged\nfabricmon_node_up{node=\"victim-forged\"} 1");
   ASSERT_THAT(registry.Admit(desc), IsOk());
   EXPECT_EQ(desc.help, wire::MetricCatalogue::Project().Find(kXmitData)->help);
@@ -58,7 +58,7 @@ TEST(FamilyRegistryTest, CataloguedFamiliesGetTheCataloguesHelpWhateverTheAgentS
 }
 
 TEST(FamilyRegistryTest, CataloguedFamilyWithAnotherTypeUnitOrWidthIsAConflict) {
-  FamilyRegistry registry(wire::MetricCatalogue::Project());
+  store::FamilyRegistry registry(wire::MetricCatalogue::Project());
   SeriesDesc gauge = GaugeSeries("x", kXmitData, "h", Unit::kBytes, 4.0, {});
   EXPECT_THAT(registry.Admit(gauge), StatusIs(absl::StatusCode::kFailedPrecondition));
   SeriesDesc packets =
@@ -72,7 +72,7 @@ TEST(FamilyRegistryTest, CataloguedFamilyWithAnotherTypeUnitOrWidthIsAConflict) 
 }
 
 TEST(FamilyRegistryTest, TheAggregatorsOwnFamiliesAreReserved) {
-  FamilyRegistry registry(wire::MetricCatalogue::Project());
+  store::FamilyRegistry registry(wire::MetricCatalogue::Project());
   for (const char* name : {"fabricmon_node_up", "fabricmon_finding_active",
                            "fabricmon_aggregator_series", "fabricmon_series_saturated"}) {
     SeriesDesc desc = GaugeSeries("x", name, "h", Unit::kNone, 1.0, {{"node2", "v"}});
@@ -82,7 +82,7 @@ TEST(FamilyRegistryTest, TheAggregatorsOwnFamiliesAreReserved) {
 }
 
 TEST(FamilyRegistryTest, LabelNamesTheExpositionCannotCarryAreRefused) {
-  FamilyRegistry registry(wire::MetricCatalogue::Project());
+  store::FamilyRegistry registry(wire::MetricCatalogue::Project());
   for (const char* label : {"le", "quantile", "metric", "node", "Device", "__name__"}) {
     SeriesDesc desc = XmitData("h", {{label, "x"}});
     EXPECT_THAT(registry.Admit(desc), StatusIs(absl::StatusCode::kInvalidArgument)) << label;
@@ -90,7 +90,7 @@ TEST(FamilyRegistryTest, LabelNamesTheExpositionCannotCarryAreRefused) {
 }
 
 TEST(FamilyRegistryTest, FamiliesOutsideTheCatalogueFollowTheRules) {
-  FamilyRegistry registry(wire::MetricCatalogue::Project());
+  store::FamilyRegistry registry(wire::MetricCatalogue::Project());
   SeriesDesc no_prefix = GaugeSeries("x", "node_load1", "h", Unit::kNone, 1.0, {});
   EXPECT_THAT(registry.Admit(no_prefix), StatusIs(absl::StatusCode::kInvalidArgument));
   SeriesDesc no_help = Dynamic("");
@@ -101,7 +101,7 @@ TEST(FamilyRegistryTest, FamiliesOutsideTheCatalogueFollowTheRules) {
 }
 
 TEST(FamilyRegistryTest, FirstDeclarationIsPinnedAndLaterConflictsAreRefused) {
-  FamilyRegistry registry(wire::MetricCatalogue::Project());
+  store::FamilyRegistry registry(wire::MetricCatalogue::Project());
   SeriesDesc first = Dynamic("Driver hardware counter hw_counters/out_of_buffer.");
   ASSERT_THAT(registry.Admit(first), IsOk());
   EXPECT_EQ(registry.pinned(), 1u);
@@ -119,7 +119,7 @@ TEST(FamilyRegistryTest, FirstDeclarationIsPinnedAndLaterConflictsAreRefused) {
 }
 
 TEST(FamilyRegistryTest, PinsAreBounded) {
-  FamilyRegistry registry(wire::MetricCatalogue::Project(), /*max_pinned=*/2);
+  store::FamilyRegistry registry(wire::MetricCatalogue::Project(), /*max_pinned=*/2);
   for (const char* name :
        {"fabricmon_alpha_total", "fabricmon_beta_total", "fabricmon_gamma_total"}) {
     SeriesDesc desc = CounterSeries("x", name, "h", Unit::kNone, 64, Overflow::kWraps, 1.0, {});
@@ -137,7 +137,7 @@ TEST(FamilyRegistryTest, PinsAreBounded) {
 // and changes nothing of node A's series or /metrics.
 class TwoNodesTest : public ::testing::Test {
  protected:
-  std::shared_ptr<NodeState> Attach(const std::string& name, uint64_t token) {
+  std::shared_ptr<store::NodeState> Attach(const std::string& name, uint64_t token) {
     v1::Hello hello;
     hello.set_node_name(name);
     hello.set_agent_instance_id(token);
@@ -149,7 +149,7 @@ class TwoNodesTest : public ::testing::Test {
 
   // HandleDeclarations' order: Admit, then declare on the node; the value is stored with the
   // node's next batch (Store).
-  absl::Status Declare(NodeState& node, SeriesDesc desc, uint64_t value) {
+  absl::Status Declare(store::NodeState& node, SeriesDesc desc, uint64_t value) {
     absl::Status admitted = store_.families().Admit(desc);
     if (!admitted.ok()) {
       return admitted;
@@ -164,7 +164,7 @@ class TwoNodesTest : public ::testing::Test {
   }
 
   // One batch with the values declared since the node's last one.
-  void Store(NodeState& node) {
+  void Store(store::NodeState& node) {
     auto& [indices, values] = pending_[&node];
     node.AppendBatch(++sequence_, 0, clock_.NowUnixNanos(), indices, values,
                      std::vector<bool>(indices.size(), true), clock_.NowUnixNanos());
@@ -191,15 +191,15 @@ class TwoNodesTest : public ::testing::Test {
   }
 
   testing::FakeClock clock_;
-  SeriesStore store_{StoreOptions{}};
+  store::SeriesStore store_{store::StoreOptions{}};
   IngestStats stats_;
   uint64_t sequence_ = 0;
-  std::map<NodeState*, std::pair<std::vector<uint32_t>, std::vector<uint64_t>>> pending_;
+  std::map<store::NodeState*, std::pair<std::vector<uint32_t>, std::vector<uint64_t>>> pending_;
 };
 
 TEST_F(TwoNodesTest, NodeBsConflictingDeclarationLeavesNodeAUntouched) {
-  std::shared_ptr<NodeState> a = Attach("node-a", 1);
-  std::shared_ptr<NodeState> b = Attach("node-b", 2);
+  std::shared_ptr<store::NodeState> a = Attach("node-a", 1);
+  std::shared_ptr<store::NodeState> b = Attach("node-b", 2);
   const std::string help_a = "Driver hardware counter hw_counters/out_of_buffer.";
   ASSERT_THAT(Declare(*a, Dynamic(help_a), 41), IsOk());
   ASSERT_THAT(Declare(*a, XmitData("whatever"), 1000), IsOk());
@@ -231,7 +231,7 @@ TEST_F(TwoNodesTest, NodeBsConflictingDeclarationLeavesNodeAUntouched) {
 }
 
 TEST_F(TwoNodesTest, PinnedHelpIsEscapedSoItCannotForgeALine) {
-  std::shared_ptr<NodeState> a = Attach("node-a", 1);
+  std::shared_ptr<store::NodeState> a = Attach("node-a", 1);
   ASSERT_THAT(Declare(*a,
                       Dynamic("line one\nfabricmon_node_up{node=\"victim-forged\"} 1\n# TYPE x "
                               "gauge \\ end"),

@@ -11,7 +11,7 @@
 #include "absl/time/clock.h"
 #include "daemon/aggregator/diagnostics_service.h"
 #include "daemon/aggregator/ingest_stats.h"
-#include "daemon/aggregator/series_store.h"
+#include "daemon/store/series_store.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fake_clock.h"
@@ -22,7 +22,7 @@ namespace {
 class ServingProbeTest : public ::testing::Test {
  protected:
   ServingProbeTest()
-      : store_(StoreOptions{}),
+      : store_(store::StoreOptions{}),
         // Not plaintext: any call reaching the service would be refused and counted.
         service_(store_, clock_, 30'000'000'000, Authorization::Empty(/*plaintext=*/false),
                  &stats_) {
@@ -46,7 +46,7 @@ class ServingProbeTest : public ::testing::Test {
   }
 
   testing::FakeClock clock_;
-  SeriesStore store_;
+  store::SeriesStore store_;
   IngestStats stats_;
   DiagnosticsService service_;
   std::unique_ptr<grpc::Server> server_;

@@ -9,8 +9,9 @@
 
 #include "collectors/core/sample.h"
 #include "daemon/common/logging.h"
-#include "daemon/aggregator/series_store.h"
+#include "daemon/aggregator/findings_exporter.h"
 #include "daemon/detectors/engine.h"
+#include "daemon/store/series_store.h"
 #include "fabricmon/v1/telemetry.pb.h"
 #include "prometheus/metric_family.h"
 #include "tests/testing/fake_clock.h"
@@ -20,10 +21,10 @@ namespace fabricmon::detectors::testing {
 
 class FabricFixture {
  public:
-  FabricFixture() : store_(aggregator::StoreOptions{8, 100000, {}}) {}
+  FabricFixture() : store_(store::StoreOptions{8, 100000, {}}) {}
 
   // Connects a node (as a hello would).
-  std::shared_ptr<aggregator::NodeState> Node(const std::string& name,
+  std::shared_ptr<store::NodeState> Node(const std::string& name,
                                               const v1::Inventory& inventory = {}) {
     auto it = nodes_.find(name);
     if (it != nodes_.end()) {
@@ -73,16 +74,16 @@ class FabricFixture {
     clock_.AdvanceMillis(step_ms);
   }
 
-  aggregator::SeriesStore& store() { return store_; }
+  store::SeriesStore& store() { return store_; }
   fabricmon::testing::FakeClock& clock() { return clock_; }
 
  private:
   struct NodeEntry {
-    std::shared_ptr<aggregator::NodeState> node;
+    std::shared_ptr<store::NodeState> node;
     uint64_t sequence = 0;
     uint64_t token = 0;  // the stream token it attached with
   };
-  aggregator::SeriesStore store_;
+  store::SeriesStore store_;
   fabricmon::testing::FakeClock clock_;
   std::map<std::string, NodeEntry> nodes_;
   std::map<std::string, std::vector<std::pair<collectors::SeriesDesc, uint64_t>>> pending_;
@@ -98,10 +99,15 @@ inline v1::Inventory Hca(const std::string& device, const std::string& guid) {
   return host;
 }
 
+// The engine's findings and health as the aggregator exports them on /metrics.
+inline std::vector<prometheus::MetricFamily> Exported(const DetectionEngine& engine) {
+  return aggregator::FindingsExporter(engine).Collect();
+}
+
 // fabricmon_findings_total{kind, severity} as the engine exports it; -1 when absent.
 inline double RaisedIncidents(const DetectionEngine& engine, const std::string& kind,
                               const std::string& severity) {
-  for (const auto& family : engine.Collect()) {
+  for (const auto& family : Exported(engine)) {
     if (family.name != "fabricmon_findings_total") continue;
     for (const auto& metric : family.metric) {
       if (metric.label[0].value == kind && metric.label[1].value == severity) {

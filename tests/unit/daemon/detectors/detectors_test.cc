@@ -14,6 +14,7 @@
 namespace fabricmon::detectors {
 namespace {
 
+using testing::Exported;
 using testing::FabricFixture;
 using testing::HostCounter;
 using testing::HostGauge;
@@ -547,7 +548,7 @@ TEST_F(DetectorsTest, FindingsAreExportedAsMetrics) {
   }
   engine_->Tick();
   bool found = false;
-  for (const auto& family : engine_->Collect()) {
+  for (const auto& family : Exported(*engine_)) {
     if (family.name == "fabricmon_finding_active") {
       ASSERT_EQ(family.metric.size(), 1u);
       found = true;

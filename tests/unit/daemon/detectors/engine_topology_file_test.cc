@@ -116,7 +116,7 @@ TEST_F(EngineTopologyFileTest, TheTopologyIsBuiltAgainWhenAnInputChangesAndOnlyT
   EXPECT_EQ(engine_.topology_builds(), 1u);
   EXPECT_EQ(LinkFrom(engine_.GetTopology(), "r510gluster1", 1), nullptr);
 
-  std::shared_ptr<aggregator::NodeState> node = fabric_.Node("r510gluster1", R510Gluster1());
+  std::shared_ptr<store::NodeState> node = fabric_.Node("r510gluster1", R510Gluster1());
   engine_.Tick();
   EXPECT_EQ(engine_.topology_builds(), 2u);
   EXPECT_NE(LinkFrom(engine_.GetTopology(), "r510gluster1", 1), nullptr);

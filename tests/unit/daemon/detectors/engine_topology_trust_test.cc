@@ -13,6 +13,7 @@
 namespace fabricmon::detectors {
 namespace {
 
+using testing::Exported;
 using testing::FabricFixture;
 
 v1::Inventory Hca(const std::string& guid) {
@@ -40,7 +41,7 @@ v1::Inventory Sweep(const std::string& hca_guid) {
 }
 
 double Gauge(const DetectionEngine& engine, const std::string& name) {
-  for (const prometheus::MetricFamily& family : engine.Collect()) {
+  for (const prometheus::MetricFamily& family : Exported(engine)) {
     if (family.name == name && !family.metric.empty()) {
       return family.metric[0].gauge.value;
     }

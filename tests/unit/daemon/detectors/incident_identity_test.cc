@@ -19,6 +19,7 @@
 namespace fabricmon::detectors {
 namespace {
 
+using testing::Exported;
 using testing::FabricFixture;
 using testing::Hca;
 using testing::HostCounter;
@@ -81,7 +82,7 @@ class IncidentTest : public ::testing::Test {
   // The labels of every fabricmon_finding_active series, one "name=value,..." string each.
   std::vector<std::string> ActiveLabels() const {
     std::vector<std::string> out;
-    for (const auto& family : engine_->Collect()) {
+    for (const auto& family : Exported(*engine_)) {
       if (family.name != "fabricmon_finding_active") continue;
       for (const auto& metric : family.metric) {
         std::string text;
@@ -109,7 +110,7 @@ class IncidentTest : public ::testing::Test {
 TEST_F(IncidentTest, AFlappingCableIsOneIncidentWhileRediscoveryLosesIt) {
   const std::string guid = HcaGuid(17);
   fabric_.Node("gpu-a17", Hca("mlx5_3", guid));
-  std::shared_ptr<aggregator::NodeState> sweeper = fabric_.Node("r3-sweep", Sweep({{5, guid}}));
+  std::shared_ptr<store::NodeState> sweeper = fabric_.Node("r3-sweep", Sweep({{5, guid}}));
   const auto host_downed = HostCounter(families::kIbLinkDowned, "mlx5_3", 1, 8);
   const auto tor_downed = TorCounter(families::kIbLinkDowned, 5, 8);
 
@@ -316,7 +317,7 @@ TEST(UnclaimedCaTest, HcasNoNodeClaimsAreExportedUnlessIgnored) {
   fabric.Node("gpu-a01", Hca("mlx5_0", HcaGuid(1)));
   engine.Tick();
   std::vector<std::string> unclaimed;
-  for (const auto& family : engine.Collect()) {
+  for (const auto& family : Exported(engine)) {
     if (family.name != "fabricmon_topology_unclaimed_ca") continue;
     for (const auto& metric : family.metric) {
       unclaimed.push_back(absl::StrCat(metric.label[0].name, "=", metric.label[0].value, ",",
@@ -327,7 +328,7 @@ TEST(UnclaimedCaTest, HcasNoNodeClaimsAreExportedUnlessIgnored) {
   // Its agent connects: claimed.
   fabric.Node("gpu-a02", Hca("mlx5_0", HcaGuid(2)));
   engine.Tick();
-  for (const auto& family : engine.Collect()) {
+  for (const auto& family : Exported(engine)) {
     if (family.name == "fabricmon_topology_unclaimed_ca") {
       EXPECT_TRUE(family.metric.empty());
     }

@@ -42,12 +42,12 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "collectors/core/sample.h"
-#include "daemon/aggregator/family_registry.h"
+#include "daemon/store/family_registry.h"
 #include "daemon/common/rate_limiter.h"
 #include "fabricmon/v1/inventory.pb.h"
 #include "fabricmon/v1/telemetry.pb.h"
 
-namespace fabricmon::aggregator {
+namespace fabricmon::store {
 
 struct StoredSample {
   int64_t timestamp_unix_nanos = 0;
@@ -410,4 +410,4 @@ class SeriesStore {
   absl::flat_hash_map<std::string, std::shared_ptr<PeerBudget>> peers_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace fabricmon::aggregator
+}  // namespace fabricmon::store

@@ -1,4 +1,4 @@
-#include "daemon/aggregator/series_store.h"
+#include "daemon/store/series_store.h"
 
 #include <algorithm>
 #include <atomic>
@@ -8,7 +8,7 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 
-namespace fabricmon::aggregator {
+namespace fabricmon::store {
 namespace {
 
 int64_t SaturatingAdd(int64_t a, int64_t b) {
@@ -654,4 +654,4 @@ std::shared_ptr<NodeState> SeriesStore::Find(const std::string& name) const {
   return it == nodes_.end() ? nullptr : it->second;
 }
 
-}  // namespace fabricmon::aggregator
+}  // namespace fabricmon::store

@@ -1,4 +1,4 @@
-#include "daemon/aggregator/series_store.h"
+#include "daemon/store/series_store.h"
 
 #include <cmath>
 #include <cstdint>
@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace fabricmon::aggregator {
+namespace fabricmon::store {
 namespace {
 
 using collectors::CounterSeries;
@@ -920,4 +920,4 @@ TEST_F(AttachTest, NodesAreListedByName) {
 }
 
 }  // namespace
-}  // namespace fabricmon::aggregator
+}  // namespace fabricmon::store

@@ -23,7 +23,7 @@
 #include "collectors/core/sample.h"
 #include "daemon/wire/metric_catalogue.h"
 
-namespace fabricmon::aggregator {
+namespace fabricmon::store {
 
 class FamilyRegistry {
  public:
@@ -60,4 +60,4 @@ class FamilyRegistry {
   absl::flat_hash_map<std::string, Pin> pins_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace fabricmon::aggregator
+}  // namespace fabricmon::store

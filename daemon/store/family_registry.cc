@@ -1,8 +1,8 @@
-#include "daemon/aggregator/family_registry.h"
+#include "daemon/store/family_registry.h"
 
 #include "absl/strings/str_cat.h"
 
-namespace fabricmon::aggregator {
+namespace fabricmon::store {
 
 absl::Status FamilyRegistry::Admit(collectors::SeriesDesc& desc) {
   if (wire::IsReservedFamily(desc.name)) {
@@ -60,4 +60,4 @@ size_t FamilyRegistry::pinned() const {
   return pins_.size();
 }
 
-}  // namespace fabricmon::aggregator
+}  // namespace fabricmon::store
