@@ -17,7 +17,11 @@ than the 0.5 s sweep interval, and such straddled intervals raised false congest
 Clients (opensm, the sweeping agent) reach the simulator through LD_PRELOAD=libumad2sim.so with
 IBSIM_SOCKNAME naming this simulator's socket (unique per instance, so runs never share one) and
 SIM_HOST naming the node they attach to. umad2sim writes a fake sysfs into the client's working
-directory, so each client runs in a directory of its own.
+directory, so each client runs in a directory of its own. In front of umad2sim every client
+preloads tests/sim/ibsim/umad2sim_close_fix.c: umad2sim's close() of a umad fd releases only one
+of the fd's agents (of 32 per process), so a sweeper that rediscovers after port state changes
+ran out of agents after a dozen rediscoveries; with the fix, close() releases them all, as the
+kernel does.
 
 Python 3 standard library only.
 """
@@ -45,8 +49,9 @@ def available():
 
 
 class Ibsim:
-    def __init__(self, net_file, directory, on_spawn=None):
+    def __init__(self, net_file, directory, on_spawn=None, preload=()):
         self.dir = directory
+        self.preload = " ".join(list(preload) + [UMAD2SIM])  # the fix in front of umad2sim
         os.makedirs(directory, exist_ok=True)
         self.socket = "fsim%dx%d" % (os.getpid(), int(time.time() * 1000) % 10**7)
         self.log_path = os.path.join(directory, "ibsim.log")
@@ -87,7 +92,7 @@ class Ibsim:
         return self._read_log().count("sim> ")
 
     def client_env(self, sim_host=None):
-        env = {"LD_PRELOAD": UMAD2SIM, "IBSIM_SOCKNAME": self.socket,
+        env = {"LD_PRELOAD": self.preload, "IBSIM_SOCKNAME": self.socket,
                "OSM_TMP_DIR": self.dir, "OSM_CACHE_DIR": self.dir}
         if sim_host:
             env["SIM_HOST"] = sim_host

@@ -54,6 +54,10 @@ class Binaries:
             if found:
                 self.nvml = found[0]
                 break
+        # Preloaded in front of umad2sim by every ibsim client (tests/sim/ibsim/
+        # umad2sim_close_fix.c); built with the ib_fabric collector, absent without it.
+        self.umad2sim_fix = os.path.join(self.build_dir, "tests", "sim", "ibsim",
+                                         "libfabricmon-umad2sim-close-fix.so")
 
     def missing(self):
         out = [p for p in (self.agent, self.aggregator, self.cli) if not os.access(p, os.X_OK)]
@@ -172,10 +176,15 @@ class Harness:
         if self.cluster.fabric != "ib":
             self.mode_note = "host counters only (ibsim simulates InfiniBand, not RoCE)"
             return
+        if not os.access(self.bins.umad2sim_fix, os.R_OK):
+            # Built by this tree (target fabricmon_umad2sim_close_fix): not a missing dependency.
+            self.mode_note = "%s not built" % self.bins.umad2sim_fix
+            return
         try:
             ib = ibsim_mod.Ibsim(os.path.join(self.root, "fabric.net"),
                                  os.path.join(self.root, "ibsim"),
-                                 on_spawn=lambda pid: self._note_state("pgid", pid))
+                                 on_spawn=lambda pid: self._note_state("pgid", pid),
+                                 preload=[self.bins.umad2sim_fix])
         except (OSError, RuntimeError) as e:
             self.mode_note = "ibsim did not start (%s)" % e
             return
