@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -420,6 +421,73 @@ int Diagnose(v1::Diagnostics::Stub& stub) {
   return 0;
 }
 
+// JSON text of `value` with object keys sorted: protobuf prints a Struct's fields in its map's
+// order, which changes from one process to the next, and a replay's output must not.
+void AppendSortedJson(const google::protobuf::Value& value, std::string& out) {
+  switch (value.kind_case()) {
+    case google::protobuf::Value::kStructValue: {
+      std::vector<std::pair<std::string, const google::protobuf::Value*>> fields;
+      for (const auto& [name, field] : value.struct_value().fields()) {
+        fields.emplace_back(name, &field);
+      }
+      std::sort(fields.begin(), fields.end());
+      out += '{';
+      for (size_t i = 0; i < fields.size(); ++i) {
+        if (i > 0) out += ',';
+        google::protobuf::Value key;
+        key.set_string_value(fields[i].first);
+        AppendSortedJson(key, out);
+        out += ':';
+        AppendSortedJson(*fields[i].second, out);
+      }
+      out += '}';
+      return;
+    }
+    case google::protobuf::Value::kListValue: {
+      out += '[';
+      const auto& values = value.list_value().values();
+      for (int i = 0; i < values.size(); ++i) {
+        if (i > 0) out += ',';
+        AppendSortedJson(values[i], out);
+      }
+      out += ']';
+      return;
+    }
+    case google::protobuf::Value::kStringValue: {
+      out += '"';
+      for (unsigned char c : value.string_value()) {
+        if (c == '"' || c == '\\') {
+          out += '\\';
+          out += static_cast<char>(c);
+        } else if (c < 0x20) {
+          out += absl::StrFormat("\\u%04x", c);
+        } else {
+          out += static_cast<char>(c);
+        }
+      }
+      out += '"';
+      return;
+    }
+    case google::protobuf::Value::kNumberValue: {
+      const double v = value.number_value();
+      if (std::isfinite(v) && v == std::trunc(v) && std::fabs(v) < 9007199254740992.0) {
+        out += absl::StrCat(static_cast<int64_t>(v));  // counts: all their digits
+      } else if (std::isfinite(v)) {
+        out += absl::StrFormat("%.17g", v);
+      } else {
+        out += "null";
+      }
+      return;
+    }
+    case google::protobuf::Value::kBoolValue:
+      out += value.bool_value() ? "true" : "false";
+      return;
+    default:
+      out += "null";
+      return;
+  }
+}
+
 // Unix nanoseconds as RFC 3339 UTC with milliseconds.
 std::string Rfc3339(int64_t unix_nanos) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixNanos(unix_nanos),
@@ -591,9 +659,7 @@ int Replay(const std::string& path) {
     sum["damaged_bytes"].set_number_value(static_cast<double>(s.damage.skipped_bytes));
     LowercaseSeverities(root);
     std::string text;
-    google::protobuf::util::JsonPrintOptions print;
-    print.preserve_proto_field_names = true;
-    (void)google::protobuf::util::MessageToJsonString(root, &text, print);
+    AppendSortedJson(root, text);
     std::printf("%s\n", text.c_str());
   } else {
     std::printf("replayed %llu records (%llu streams, %llu batches, %llu samples) from %s to %s; "
