@@ -73,6 +73,12 @@ class Recorder {
   // shutdown.
   void Flush() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Records accepted into the queue since start (tests wait on it).
+  uint64_t records_queued() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    return enqueued_records_;
+  }
+
   // For /metrics.
   bool active() const { return active_.load(std::memory_order_relaxed); }
   uint64_t bytes_written() const { return bytes_written_.load(std::memory_order_relaxed); }
