@@ -123,6 +123,13 @@ void AgentStream::OnReadDone(bool ok) {
                             options_.max_message_bytes, ")")});
     return;
   }
+  if (options_.recorder != nullptr) {
+    // Deserialize() empties the buffer; the slices keep the bytes for RecordAccepted.
+    incoming_slices_.clear();
+    if (!incoming_bytes_.Dump(&incoming_slices_).ok()) {
+      incoming_slices_.clear();
+    }
+  }
   if (!grpc::SerializationTraits<v1::AgentMessage>::Deserialize(&incoming_bytes_, &incoming_)
            .ok()) {
     Fail(Error{RejectReason::kUndecodable, v1::Reject::REASON_UNDECODABLE,
@@ -132,10 +139,14 @@ void AgentStream::OnReadDone(bool ok) {
                             "encoding, or a string that is not valid UTF-8)")});
     return;
   }
+  filtered_.reset();
   std::optional<Error> error = Handle(incoming_);
   if (error.has_value()) {
     Fail(*error);
     return;
+  }
+  if (options_.recorder != nullptr) {
+    RecordAccepted(filtered_.has_value() ? &*filtered_ : nullptr);
   }
   if (end_after_batch_) {
     absl::MutexLock lock(&mu_);
@@ -166,6 +177,12 @@ std::optional<AgentStream::Error> AgentStream::Handle(const v1::AgentMessage& me
     case v1::AgentMessage::kInventory: {
       v1::Inventory inventory = message.inventory().inventory();
       FilterInventory(node_->name(), inventory);
+      if (options_.recorder != nullptr &&
+          (inventory.fabric_nodes_size() != message.inventory().inventory().fabric_nodes_size() ||
+           inventory.fabric_links_size() != message.inventory().inventory().fabric_links_size())) {
+        filtered_.emplace(message);
+        *filtered_->mutable_inventory()->mutable_inventory() = inventory;
+      }
       node_->SetInventory(std::move(inventory));
       return std::nullopt;
     }
@@ -247,6 +264,10 @@ std::optional<AgentStream::Error> AgentStream::HandleHello(const v1::Hello& hell
   }
   node_ = attached->node;
   peer_budget_ = attached->peer;
+  if (options_.recorder != nullptr && filtered.has_value()) {
+    filtered_.emplace();
+    *filtered_->mutable_hello() = *std::move(filtered);
+  }
   store_.MaybeForget(now, clock_.MonotonicNanos());
   answers_redeclare_ = hello.protocol_revision() >= v1::PROTOCOL_REVISION_2;
   FABRICMON_LOG(Info) << "node " << hello.node_name() << " connected from " << peer_
@@ -445,6 +466,35 @@ void AgentStream::RequestRedeclaration(const std::vector<uint32_t>& positions) {
   }
 }
 
+void AgentStream::RecordAccepted(const v1::AgentMessage* filtered) {
+  if (filtered == nullptr && incoming_slices_.empty()) {
+    filtered = &incoming_;  // the buffer could not be dumped: the parsed message, serialized
+  }
+  if (filtered != nullptr) {
+    record_scratch_.clear();
+    if (filtered->SerializeToString(&record_scratch_)) {
+      options_.recorder->RecordMessage(token_, node_->name(), record_scratch_);
+    }
+    return;
+  }
+  if (incoming_slices_.size() == 1) {
+    const grpc::Slice& slice = incoming_slices_.front();
+    options_.recorder->RecordMessage(
+        token_, node_->name(),
+        absl::string_view(reinterpret_cast<const char*>(slice.begin()), slice.size()));
+  } else {
+    record_scratch_.clear();
+    for (const grpc::Slice& slice : incoming_slices_) {
+      record_scratch_.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+    options_.recorder->RecordMessage(token_, node_->name(), record_scratch_);
+  }
+  incoming_slices_.clear();
+  if (record_scratch_.capacity() > (size_t{1} << 20)) {
+    std::string().swap(record_scratch_);  // a large message's buffer is not kept per stream
+  }
+}
+
 void AgentStream::Fail(const Error& error) {
   stats_.Reject(error.reason);
   FABRICMON_LOG_EVERY_MINUTE(Warning)
@@ -521,6 +571,9 @@ void AgentStream::OnDone() {
   }
   if (node_ != nullptr) {
     store_.Detach(*node_, token_, clock_.NowUnixNanos());
+    if (options_.recorder != nullptr) {
+      options_.recorder->RecordStreamEnd(token_, node_->name());
+    }
     FABRICMON_LOG(Info) << "node " << node_->name() << " disconnected";
   }
   --stats_.streams_active;

@@ -27,6 +27,7 @@
 #include "daemon/aggregator/peer_identity.h"
 #include "daemon/store/series_store.h"
 #include "daemon/common/clock.h"
+#include "daemon/recording/recorder.h"
 #include "daemon/wire/batch_codec.h"
 #include "fabricmon/v1/telemetry.grpc.pb.h"
 #include "grpcpp/support/byte_buffer.h"
@@ -50,6 +51,9 @@ struct StreamOptions {
   // Roles: an operator certificate is refused (REASON_FORBIDDEN, counted as "role_forbidden"),
   // and switch topology in a non-sweeper's inventory is dropped. Null: nobody is either.
   std::shared_ptr<const Authorization> authorization;
+  // Where accepted messages are recorded (after validation: a refused message never is); null:
+  // no recording. Outlives every stream.
+  recording::Recorder* recorder = nullptr;
 };
 
 class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
@@ -87,6 +91,10 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   void Send(v1::AggregatorMessage message) ABSL_LOCKS_EXCLUDED(mu_);
   void SendAck(uint64_t sequence) ABSL_LOCKS_EXCLUDED(mu_);
   void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands an accepted message to the recorder: the bytes as received (incoming_slices_), or
+  // `filtered` when the aggregator kept less than it received (a hello or inventory update whose
+  // switch topology was dropped), so that a replay sees what this aggregator used.
+  void RecordAccepted(const v1::AgentMessage* filtered);
 
   // What the store calls to end this stream when another takes the node over. The store may
   // call it after this stream ended on its own (a takeover racing the stream's end), so it goes
@@ -107,6 +115,10 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
 
   // Read side: touched only from OnReadDone (one read outstanding at a time).
   grpc::ByteBuffer incoming_bytes_;
+  // With a recorder: the message's bytes, kept (by reference, not copied) until it is accepted.
+  std::vector<grpc::Slice> incoming_slices_;
+  std::string record_scratch_;  // a message in several slices, joined for the recorder
+  std::optional<v1::AgentMessage> filtered_;  // set by Handle when it kept less than received
   v1::AgentMessage incoming_;
   std::shared_ptr<store::PeerBudget> peer_budget_;  // the per-peer new-series bucket, if any
   std::shared_ptr<store::NodeState> node_;

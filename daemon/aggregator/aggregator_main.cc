@@ -24,6 +24,7 @@
 #include "daemon/aggregator/findings_exporter.h"
 #include "daemon/aggregator/metrics_exporter.h"
 #include "daemon/aggregator/metrics_server.h"
+#include "daemon/aggregator/recording_metrics.h"
 #include "daemon/store/series_store.h"
 #include "daemon/aggregator/serving_probe.h"
 #include "daemon/common/clock.h"
@@ -37,6 +38,7 @@
 #include "daemon/common/tls.h"
 #include "daemon/detectors/engine.h"
 #include "daemon/exposition/http_server_limits.h"
+#include "daemon/recording/recorder.h"
 #ifdef FABRICMON_HAVE_IB_TOPOLOGY
 #include "collectors/ib_fabric/ibnetdiscover_parser.h"
 #endif
@@ -102,6 +104,32 @@ absl::Status LoadTopologyFile(const std::string& path, detectors::DetectionEngin
       "this build has no ibnetdiscover parser (collectors/ib_fabric was left out: "
       "FABRICMON_WITH_IBMAD=OFF or FABRICMON_SKIP_COLLECTORS); use link_list_file instead");
 #endif
+}
+
+// recording { ... } as recorder options; nullopt when nothing is to be recorded, InvalidArgument
+// on bounds that make no sense.
+absl::StatusOr<std::optional<recording::RecorderOptions>> RecordingOptions(
+    const v1::RecordingConfig& config) {
+  if (config.directory().empty()) {
+    if (config.has_max_bytes() || config.has_max_age_s()) {
+      return absl::InvalidArgumentError(
+          "recording: max_bytes or max_age_s without a directory records nothing; set "
+          "recording.directory");
+    }
+    return std::nullopt;
+  }
+  recording::RecorderOptions options;
+  options.directory = config.directory();
+  if (config.has_max_bytes()) {
+    options.max_bytes = config.max_bytes();
+  }
+  if (config.has_max_age_s()) {
+    options.max_age_nanos = int64_t{config.max_age_s()} * 1000000000;
+  }
+  if (absl::Status valid = recording::ValidateRecorderOptions(options); !valid.ok()) {
+    return valid;
+  }
+  return options;
 }
 
 // Starts the aggregator and serves until SIGTERM/SIGINT. With `check` (--check_config) it runs
@@ -262,6 +290,12 @@ int Run(const v1::AggregatorConfig& config, bool check) {
     }
     stream_options.max_message_bytes = config.max_message_bytes();
   }
+  absl::StatusOr<std::optional<recording::RecorderOptions>> recording_options =
+      RecordingOptions(config.recording());
+  if (!recording_options.ok()) {
+    Err() << recording_options.status().message() << "\n";
+    return bad_config;
+  }
   stream_options.require_peer_identity = !security->plaintext;
   stream_options.authorization = *authorization;
   const int64_t stale_after =
@@ -274,6 +308,23 @@ int Run(const v1::AggregatorConfig& config, bool check) {
     WatchHandshakeFailures([&stats](HandshakeFailure failure) {
       ++stats.handshakes_refused[static_cast<size_t>(failure)];
     });
+  }
+  // Created (directory, earlier segments counted) only by a start; a directory that cannot be
+  // made or written stops it.
+  std::shared_ptr<recording::Recorder> recorder;
+  if (recording_options->has_value() && !check) {
+    absl::StatusOr<std::unique_ptr<recording::Recorder>> started =
+        recording::Recorder::Start(**recording_options, clock);
+    if (!started.ok()) {
+      Err() << "recording: " << started.status().message() << "\n";
+      return bad_config;
+    }
+    recorder = *std::move(started);
+    stream_options.recorder = recorder.get();
+    FABRICMON_LOG(Info) << "recording accepted agent messages to " << recorder->options().directory
+                        << " (at most " << recorder->options().max_bytes << " bytes, "
+                        << recorder->options().max_age_nanos / 1000000000 << " s; "
+                        << recorder->segments() << " segments kept from before)";
   }
   aggregator::TelemetryService telemetry(store, stats, stream_options, clock);
   aggregator::DiagnosticsService diagnostics(store, clock, stale_after, *authorization, &stats);
@@ -380,7 +431,12 @@ int Run(const v1::AggregatorConfig& config, bool check) {
   }
   auto exporter = std::make_shared<aggregator::MetricsExporter>(
       store, stats, clock, aggregator::ExporterOptions{stale_after});
-  (*metrics)->Serve(exporter, {std::make_shared<aggregator::FindingsExporter>(*engine)});
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables = {
+      std::make_shared<aggregator::FindingsExporter>(*engine)};
+  if (recorder != nullptr) {
+    collectables.push_back(std::make_shared<aggregator::RecordingMetrics>(recorder));
+  }
+  (*metrics)->Serve(exporter, std::move(collectables));
   aggregator::DetectorTicker detector_ticker(*engine);
   detector_ticker.Start();
   FABRICMON_LOG(Info) << "/metrics on " << metrics_listen << " (port " << (*metrics)->port() << ")";

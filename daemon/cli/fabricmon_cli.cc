@@ -5,11 +5,16 @@
 //   fabricmon [--aggregator=HOST:PORT] findings         active findings
 //   fabricmon [--aggregator=HOST:PORT] diagnose --nodes=a,b,c
 //   fabricmon [--aggregator=HOST:PORT] topology         every cable the detectors know of
+//   fabricmon record export --dir=DIR --from=TIME --to=TIME [--nodes=a,b] > FILE
+//   fabricmon replay FILE|DIR [--config=AGGREGATOR_CONFIG] [--fast | --speed=N] [--json]
 //
 // Exit status: 0 success, 1 the aggregator answered with an error (or could not be reached),
 // 2 usage error (unknown flag or command, bad value).
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -26,15 +31,35 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "daemon/cli/record_export.h"
+#include "daemon/cli/replay.h"
 #include "daemon/common/command_line.h"
+#include "daemon/common/config_loader.h"
+#include "daemon/common/operator_file.h"
 #include "daemon/common/tls.h"
+#ifdef FABRICMON_HAVE_IB_TOPOLOGY
+#include "collectors/ib_fabric/ibnetdiscover_parser.h"
+#endif
 #include "fabricmon/v1/diagnostics.grpc.pb.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 
 ABSL_FLAG(std::string, aggregator, "127.0.0.1:7470", "HOST:PORT of the aggregator.");
-ABSL_FLAG(std::string, nodes, "", "Comma-separated node names (diagnose).");
+ABSL_FLAG(std::string, nodes, "", "Comma-separated node names (diagnose, record export).");
+ABSL_FLAG(std::string, dir, "", "record export: the aggregator's recording.directory.");
+ABSL_FLAG(std::string, from, "",
+          "record export: start of the window, RFC 3339 (2026-03-01T03:12:00Z) or Unix seconds.");
+ABSL_FLAG(std::string, to, "", "record export: end of the window (inclusive), as --from.");
+ABSL_FLAG(std::string, config, "",
+          "replay: the aggregator's configuration (AggregatorConfig text): detector thresholds, "
+          "tick_ms, store limits, link_list_file, topology_file.");
+ABSL_FLAG(std::string, link_list, "", "replay: link-list file (overrides config link_list_file).");
+ABSL_FLAG(std::string, topology_file, "",
+          "replay: ibnetdiscover output (overrides config topology_file).");
+ABSL_FLAG(bool, fast, false, "replay: as fast as possible (the default).");
+ABSL_FLAG(double, speed, 0,
+          "replay: recorded seconds per wall-clock second (1: as recorded); 0: as fast as possible.");
 ABSL_FLAG(int, timeout_s, 10, "RPC deadline in seconds.");
 ABSL_FLAG(bool, json, false, "Print the service's answer as JSON (one object) instead of text.");
 ABSL_FLAG(bool, all, false, "findings: include recently cleared findings.");
@@ -396,6 +421,267 @@ int Diagnose(v1::Diagnostics::Stub& stub) {
   return 0;
 }
 
+// JSON text of `value` with object keys sorted: protobuf prints a Struct's fields in its map's
+// order, which changes from one process to the next, and a replay's output must not.
+void AppendSortedJson(const google::protobuf::Value& value, std::string& out) {
+  switch (value.kind_case()) {
+    case google::protobuf::Value::kStructValue: {
+      std::vector<std::pair<std::string, const google::protobuf::Value*>> fields;
+      for (const auto& [name, field] : value.struct_value().fields()) {
+        fields.emplace_back(name, &field);
+      }
+      std::sort(fields.begin(), fields.end());
+      out += '{';
+      for (size_t i = 0; i < fields.size(); ++i) {
+        if (i > 0) out += ',';
+        google::protobuf::Value key;
+        key.set_string_value(fields[i].first);
+        AppendSortedJson(key, out);
+        out += ':';
+        AppendSortedJson(*fields[i].second, out);
+      }
+      out += '}';
+      return;
+    }
+    case google::protobuf::Value::kListValue: {
+      out += '[';
+      const auto& values = value.list_value().values();
+      for (int i = 0; i < values.size(); ++i) {
+        if (i > 0) out += ',';
+        AppendSortedJson(values[i], out);
+      }
+      out += ']';
+      return;
+    }
+    case google::protobuf::Value::kStringValue: {
+      out += '"';
+      for (unsigned char c : value.string_value()) {
+        if (c == '"' || c == '\\') {
+          out += '\\';
+          out += static_cast<char>(c);
+        } else if (c < 0x20) {
+          out += absl::StrFormat("\\u%04x", c);
+        } else {
+          out += static_cast<char>(c);
+        }
+      }
+      out += '"';
+      return;
+    }
+    case google::protobuf::Value::kNumberValue: {
+      const double v = value.number_value();
+      if (std::isfinite(v) && v == std::trunc(v) && std::fabs(v) < 9007199254740992.0) {
+        out += absl::StrCat(static_cast<int64_t>(v));  // counts: all their digits
+      } else if (std::isfinite(v)) {
+        out += absl::StrFormat("%.17g", v);
+      } else {
+        out += "null";
+      }
+      return;
+    }
+    case google::protobuf::Value::kBoolValue:
+      out += value.bool_value() ? "true" : "false";
+      return;
+    default:
+      out += "null";
+      return;
+  }
+}
+
+// Unix nanoseconds as RFC 3339 UTC with milliseconds.
+std::string Rfc3339(int64_t unix_nanos) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::FromUnixNanos(unix_nanos),
+                          absl::UTCTimeZone());
+}
+
+int ExportRecording() {
+  if (absl::GetFlag(FLAGS_dir).empty() || absl::GetFlag(FLAGS_from).empty() ||
+      absl::GetFlag(FLAGS_to).empty()) {
+    std::cerr << "fabricmon record export: --dir, --from and --to are required; see --help\n";
+    return kExitUsage;
+  }
+  replay::ExportOptions options;
+  for (const auto& [text, target] :
+       {std::pair{absl::GetFlag(FLAGS_from), &options.from_unix_nanos},
+        std::pair{absl::GetFlag(FLAGS_to), &options.to_unix_nanos}}) {
+    absl::StatusOr<int64_t> time = replay::ParseTime(text);
+    if (!time.ok()) {
+      std::cerr << "fabricmon record export: " << time.status().message() << "\n";
+      return kExitUsage;
+    }
+    *target = *time;
+  }
+  if (options.to_unix_nanos < options.from_unix_nanos) {
+    std::cerr << "fabricmon record export: --to is before --from\n";
+    return kExitUsage;
+  }
+  for (absl::string_view node :
+       absl::StrSplit(absl::GetFlag(FLAGS_nodes), ',', absl::SkipWhitespace())) {
+    options.nodes.emplace(absl::StripAsciiWhitespace(node));
+  }
+  if (isatty(STDOUT_FILENO)) {
+    std::cerr << "fabricmon record export: writes a binary recording to standard output; "
+                 "redirect it to a file (> FILE)\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<replay::ExportSummary> summary =
+      replay::ExportRecording(absl::GetFlag(FLAGS_dir), options, stdout);
+  if (!summary.ok()) {
+    std::cerr << "fabricmon record export: " << summary.status().message() << "\n";
+    return kExitFailure;
+  }
+  std::cerr << "fabricmon record export: " << summary->records << " records ("
+            << summary->carried_records << " carried from before the window), " << summary->bytes
+            << " bytes";
+  if (summary->damage.damaged_regions > 0) {
+    std::cerr << "; skipped " << summary->damage.skipped_bytes << " damaged bytes in "
+              << summary->damage.damaged_regions << " places";
+  }
+  std::cerr << "\n";
+  return kExitOk;
+}
+
+// What replay needs from the aggregator's configuration files, read as the aggregator reads
+// them. Usage errors (exit 2) as messages.
+absl::Status LoadReplayOptions(replay::ReplayOptions& options) {
+  if (!absl::GetFlag(FLAGS_config).empty()) {
+    if (absl::Status loaded = LoadTextConfig(absl::GetFlag(FLAGS_config), &options.config);
+        !loaded.ok()) {
+      return loaded;
+    }
+  }
+  if (!absl::GetFlag(FLAGS_link_list).empty()) {
+    options.config.set_link_list_file(absl::GetFlag(FLAGS_link_list));
+  }
+  if (!absl::GetFlag(FLAGS_topology_file).empty()) {
+    options.config.set_topology_file(absl::GetFlag(FLAGS_topology_file));
+  }
+  if (!options.config.link_list_file().empty()) {
+    absl::StatusOr<std::string> text =
+        ReadOperatorFile(options.config.link_list_file(), size_t{64} << 20, "link_list_file");
+    if (!text.ok()) return text.status();
+    options.link_list = *std::move(text);
+  }
+  if (!options.config.topology_file().empty()) {
+#ifdef FABRICMON_HAVE_IB_TOPOLOGY
+    absl::StatusOr<std::string> text = ReadOperatorFile(
+        options.config.topology_file(), collectors::ib_fabric::kMaxTopologyFileBytes,
+        "topology_file");
+    if (!text.ok()) return text.status();
+    absl::StatusOr<collectors::ib_fabric::ParsedTopology> parsed =
+        collectors::ib_fabric::ParseIbnetdiscover(*text);
+    if (!parsed.ok()) return parsed.status();
+    v1::Inventory fabric;
+    collectors::ib_fabric::AppendToInventory(parsed->topology, fabric);
+    options.fabric = std::move(fabric);
+#else
+    return absl::UnimplementedError(
+        "this build has no ibnetdiscover parser (collectors/ib_fabric was left out); use "
+        "link_list_file instead");
+#endif
+  }
+  if (absl::GetFlag(FLAGS_fast) && absl::GetFlag(FLAGS_speed) != 0) {
+    return absl::InvalidArgumentError("--fast and --speed exclude each other");
+  }
+  options.speed = absl::GetFlag(FLAGS_speed);
+  if (!(options.speed >= 0) || options.speed > 1e6) {
+    return absl::InvalidArgumentError("--speed must lie in 0..1000000 (0: as fast as possible)");
+  }
+  return absl::OkStatus();
+}
+
+std::string EvidenceText(const v1::Evidence& evidence) {
+  std::string out = absl::StrCat(evidence.series(), "{", absl::StrJoin(evidence.labels(), ","),
+                                 "} = ", evidence.value());
+  if (evidence.rate_per_second() != 0) {
+    absl::StrAppend(&out, ", ", evidence.rate_per_second(), "/s");
+  }
+  if (!evidence.note().empty()) {
+    absl::StrAppend(&out, " (", evidence.note(), ")");
+  }
+  return out;
+}
+
+int Replay(const std::string& path) {
+  replay::ReplayOptions options;
+  if (absl::Status loaded = LoadReplayOptions(options); !loaded.ok()) {
+    std::cerr << "fabricmon replay: " << loaded.message() << "\n";
+    return kExitUsage;
+  }
+  const bool json = absl::GetFlag(FLAGS_json);
+  google::protobuf::Value events;
+  events.mutable_list_value();
+  auto on_event = [&](const replay::TimelineEvent& event) {
+    if (json) {
+      google::protobuf::Value item;
+      auto& fields = *item.mutable_struct_value()->mutable_fields();
+      fields["at"].set_string_value(Rfc3339(event.at_unix_nanos));
+      fields["event"].set_string_value(replay::EventKindName(event.kind));
+      std::string finding;
+      google::protobuf::util::JsonPrintOptions print;
+      print.preserve_proto_field_names = true;
+      (void)google::protobuf::util::MessageToJsonString(event.finding, &finding, print);
+      (void)google::protobuf::util::JsonStringToMessage(finding, &fields["finding"]);
+      *events.mutable_list_value()->add_values() = std::move(item);
+      return;
+    }
+    const v1::Finding& f = event.finding;
+    std::string severity = absl::AsciiStrToLower(
+        absl::StripPrefix(v1::Severity_Name(f.severity()), "SEVERITY_"));
+    std::printf("%s %-11s %-8s %s: %s\n", Rfc3339(event.at_unix_nanos).c_str(),
+                replay::EventKindName(event.kind), severity.c_str(), f.kind().c_str(),
+                f.summary().c_str());
+    if (event.kind != replay::EventKind::kCleared) {
+      for (const v1::Evidence& evidence : f.evidence()) {
+        std::printf("    %s\n", EvidenceText(evidence).c_str());
+      }
+    }
+  };
+  absl::StatusOr<replay::ReplaySummary> summary = replay::Replay(path, options, on_event);
+  if (!summary.ok()) {
+    std::cerr << "fabricmon replay: " << summary.status().message() << "\n";
+    return absl::IsInvalidArgument(summary.status()) ? kExitUsage : kExitFailure;
+  }
+  const replay::ReplaySummary& s = *summary;
+  if (json) {
+    google::protobuf::Value root;
+    auto& fields = *root.mutable_struct_value()->mutable_fields();
+    fields["events"] = std::move(events);
+    auto& sum = *fields["summary"].mutable_struct_value()->mutable_fields();
+    sum["records"].set_number_value(static_cast<double>(s.records));
+    sum["streams"].set_number_value(static_cast<double>(s.streams));
+    sum["batches"].set_number_value(static_cast<double>(s.batches));
+    sum["samples"].set_number_value(static_cast<double>(s.samples));
+    sum["refused_messages"].set_number_value(static_cast<double>(s.refused_messages));
+    sum["ticks"].set_number_value(static_cast<double>(s.ticks));
+    sum["from"].set_string_value(s.records > 0 ? Rfc3339(s.first_unix_nanos) : "");
+    sum["to"].set_string_value(s.records > 0 ? Rfc3339(s.last_unix_nanos) : "");
+    sum["damaged_bytes"].set_number_value(static_cast<double>(s.damage.skipped_bytes));
+    LowercaseSeverities(root);
+    std::string text;
+    AppendSortedJson(root, text);
+    std::printf("%s\n", text.c_str());
+  } else {
+    std::printf("replayed %llu records (%llu streams, %llu batches, %llu samples) from %s to %s; "
+                "%llu ticks; %llu messages refused; %llu damaged bytes skipped\n",
+                static_cast<unsigned long long>(s.records),
+                static_cast<unsigned long long>(s.streams),
+                static_cast<unsigned long long>(s.batches),
+                static_cast<unsigned long long>(s.samples),
+                s.records > 0 ? Rfc3339(s.first_unix_nanos).c_str() : "-",
+                s.records > 0 ? Rfc3339(s.last_unix_nanos).c_str() : "-",
+                static_cast<unsigned long long>(s.ticks),
+                static_cast<unsigned long long>(s.refused_messages),
+                static_cast<unsigned long long>(s.damage.skipped_bytes));
+  }
+  if (s.damage.bad_header) {
+    std::cerr << "fabricmon replay: " << path << " is not a fabricmon recording (or holds one "
+              << "that is not)\n";
+    return kExitFailure;
+  }
+  return kExitOk;
+}
+
 }  // namespace
 }  // namespace fabricmon::cli
 
@@ -414,6 +700,10 @@ int main(int argc, char** argv) {
       {"findings [--all]", "active findings (--all: and recently cleared)"},
       {"diagnose --nodes=a,b,c", "what in the fabric touches a job's nodes, most severe first"},
       {"topology", "every cable the detectors know, and from where"},
+      {"record export --dir=DIR --from=TIME --to=TIME [--nodes=a,b]",
+       "a window of the aggregator's recording as one file, on standard output"},
+      {"replay FILE|DIR [--config=FILE] [--fast | --speed=N]",
+       "rerun the detectors over a recording; print the findings timeline"},
   };
   info.exit_statuses = {
       {"0", "success"},
@@ -423,7 +713,10 @@ int main(int argc, char** argv) {
   info.value_names = {{"aggregator", "HOST:PORT"}, {"nodes", "a,b,c"},
                       {"tls_ca", "FILE"},          {"tls_cert", "FILE"},
                       {"tls_key", "FILE"},         {"tls_server_name", "NAME"},
-                      {"timeout_s", "SECONDS"}};
+                      {"timeout_s", "SECONDS"},    {"dir", "DIR"},
+                      {"from", "TIME"},            {"to", "TIME"},
+                      {"config", "FILE"},          {"link_list", "FILE"},
+                      {"topology_file", "FILE"},   {"speed", "N"}};
   info.flags_file = __FILE__;
   fabricmon::ParsedCommandLine parsed = fabricmon::ParseCommandLine(argc, argv, info);
   if (parsed.exit_status.has_value()) {
@@ -431,14 +724,16 @@ int main(int argc, char** argv) {
   }
   std::vector<char*>& args = parsed.positional;
   if (args.size() < 2) {
-    std::cerr << "fabricmon: give a command (nodes, node NAME, findings, diagnose, topology); "
+    std::cerr << "fabricmon: give a command (nodes, node NAME, findings, diagnose, topology, "
+                 "record export, replay); "
                  "see --help\n";
     return fabricmon::kExitUsage;
   }
   // Known commands and how many arguments each takes, checked before any connection.
   const std::string command = args[1];
   const std::map<std::string, size_t> arity = {
-      {"nodes", 0}, {"node", 1}, {"findings", 0}, {"diagnose", 0}, {"topology", 0}};
+      {"nodes", 0},    {"node", 1},   {"findings", 0}, {"diagnose", 0},
+      {"topology", 0}, {"record", 1}, {"replay", 1}};
   auto known = arity.find(command);
   if (known == arity.end()) {
     std::cerr << "fabricmon: unknown command '" << command << "'; see --help\n";
@@ -448,6 +743,17 @@ int main(int argc, char** argv) {
     std::cerr << "fabricmon " << command << ": takes " << known->second
               << (known->second == 1 ? " argument" : " arguments") << "; see --help\n";
     return fabricmon::kExitUsage;
+  }
+  // Offline commands: they read files, and never connect.
+  if (command == "record") {
+    if (std::string(args[2]) != "export") {
+      std::cerr << "fabricmon record: unknown subcommand '" << args[2] << "' (export); see --help\n";
+      return fabricmon::kExitUsage;
+    }
+    return fabricmon::cli::ExportRecording();
+  }
+  if (command == "replay") {
+    return fabricmon::cli::Replay(args[2]);
   }
   fabricmon::v1::TlsConfig tls;
   tls.set_ca_file(absl::GetFlag(FLAGS_tls_ca));

@@ -87,6 +87,8 @@ ABSL_FLAG(bool, grpc_default_channel_backoff, false,
           "Leave the channel's connection backoff at gRPC's defaults (1 s x1.6 up to 120 s) "
           "instead of bounding it by the StreamClient backoff as fabricmon-agent does.");
 ABSL_FLAG(int64_t, replay_buffer_bytes, 16 << 20, "Replay buffer bound per simulated agent.");
+ABSL_FLAG(std::string, aggregator_config, "",
+          "AggregatorConfig text added to the aggregator's (e.g. a recording { ... } block).");
 ABSL_FLAG(int, aggregator_cpu, -1, "If >= 0, pin the aggregator to this CPU (others: the rest).");
 
 namespace fabricmon::bench {
@@ -171,7 +173,8 @@ class AggregatorProcess {
   AggregatorProcess(std::string binary, std::string workdir, int cpu)
       : binary_(std::move(binary)), workdir_(std::move(workdir)), cpu_(cpu) {
     config_path_ = workdir_ + "/aggregator.textproto";
-    std::ofstream(config_path_) << "tls { insecure_plaintext: true }\n";
+    std::ofstream(config_path_) << "tls { insecure_plaintext: true }\n"
+                                << absl::GetFlag(FLAGS_aggregator_config) << "\n";
     port_file_ = workdir_ + "/grpc.port";
   }
   ~AggregatorProcess() { Stop(); }

@@ -69,6 +69,9 @@ def main(argv=None):
     r.add_argument("--mode", choices=["auto", "sysfs", "ibsim"], default="auto")
     r.add_argument("--keep", action="store_true", help="keep the temporary directory")
     r.add_argument("--report", help="write the (last) scenario's result as JSON")
+    r.add_argument("--replay", action="store_true",
+                   help="record the run (aggregator recording) and check that `fabricmon replay` "
+                        "of it finds what the live aggregator found")
     d = sub.add_parser("demo")
     d.add_argument("--build-dir", required=True)
     d.add_argument("--nodes", type=int, default=16)

@@ -106,8 +106,9 @@ def install_signal_handlers():
 class Harness:
     def __init__(self, bins, fabric="ib", nodes=16, topology="fat-tree", interval_ms=500,
                  tick_ms=500, detectors="flap_window_s: 60", want_ibsim=False, keep=False, log=print,
-                 seed=0, prometheus=False, state_file=None, cluster=None):
+                 seed=0, prometheus=False, state_file=None, cluster=None, record=False):
         self.bins = bins
+        self.record = record  # the aggregator records what it accepts (recording { ... })
         self.interval_ms = interval_ms
         self.tick_ms = tick_ms
         self.detectors = detectors
@@ -249,6 +250,8 @@ class Harness:
                         'detectors { tick_ms: %d %s }\n'
                         % (self.metrics_port, self.sweeper_node().name,
                            self.tick_ms, self.detectors))
+                if self.record:
+                    f.write('recording { directory: "%s" }\n' % self.recording_dir())
             proc = self._spawn("aggregator", [
                 self.bins.aggregator, "--config=" + config, "--port_file=" + port_file,
                 "--link_list=" + os.path.join(self.root, "links.txt"), "--log_level=warning"])
@@ -278,6 +281,30 @@ class Harness:
             proc.wait()
         raise RuntimeError("fabricmon-aggregator did not start (see %s/logs/aggregator.log)"
                            % self.root)
+
+    def recording_dir(self):
+        return os.path.join(self.root, "recording")
+
+    def aggregator_config(self):
+        return os.path.join(self.root, "aggregator.textproto")
+
+    def link_list(self):
+        return os.path.join(self.root, "links.txt")
+
+    def stop_agents(self):
+        """Ends every agent (their streams end: the recording gets their stream ends)."""
+        agents = [(n, p) for n, p in self.procs if n.startswith("agent-") and p.poll() is None]
+        for name, proc in agents:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except OSError:
+                pass
+        for name, proc in agents:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
 
     def _agent_config(self, node, sweeper):
         root = self.root
@@ -654,9 +681,59 @@ def print_table(result, scenario, elapsed, out=print):
     out("   RESULT: %s (%.1f s)" % ("PASS" if result["ok"] else "FAIL", elapsed))
 
 
-def run_scenario(build_dir, name, mode="auto", keep=False, out=print, report=None, results=None):
+def _incidents(findings):
+    """(kind, subject, severity) of each finding, as comparable text."""
+    return sorted(set(
+        (f.get("kind", ""), json.dumps(f.get("subject", {}), sort_keys=True),
+         f.get("severity", "")) for f in findings))
+
+
+def check_replay(harness, live, out=print):
+    """Replays the aggregator's recording of the run just played (twice) and compares: the
+    findings the replay raises (kind, subject, severity) must be those the live aggregator
+    raised, and the two replays' output byte-identical. Returns a list of failures."""
+    argv = [harness.bins.cli, "replay", harness.recording_dir(),
+            "--config=" + harness.aggregator_config(), "--link_list=" + harness.link_list(),
+            "--json"]
+    runs = []
+    for _ in range(2):
+        t = time.time()
+        result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        if result.returncode != 0:
+            return ["fabricmon replay exited %d: %s" % (result.returncode,
+                                                        result.stderr.decode(errors="replace"))]
+        runs.append((result.stdout, time.time() - t))
+    failures = []
+    if runs[0][0] != runs[1][0]:
+        failures.append("two replays of the same recording printed different timelines")
+    doc = json.loads(runs[0][0])
+    summary = doc.get("summary", {})
+    # The last version of each incident the replay raised (a later escalation replaces it).
+    last = {}
+    for event in doc.get("events", []):
+        last[event["finding"].get("id")] = event["finding"]
+    replayed = _incidents(last.values())
+    expected = _incidents(live)
+    out("   REPLAY %d records, %d samples, %d ticks in %.2f s: %d incidents (live %d)%s"
+        % (summary.get("records", 0), summary.get("samples", 0), summary.get("ticks", 0),
+           runs[0][1], len(replayed), len(expected),
+           "" if replayed == expected else "  MISMATCH"))
+    if summary.get("refused_messages", 0) != 0:
+        failures.append("the replay refused %d recorded messages" % summary["refused_messages"])
+    if summary.get("samples", 0) == 0:
+        failures.append("the recording holds no samples")
+    if replayed != expected:
+        only_live = [i for i in expected if i not in replayed]
+        only_replay = [i for i in replayed if i not in expected]
+        failures.append("findings differ: live only %s; replay only %s" % (only_live, only_replay))
+    return failures
+
+
+def run_scenario(build_dir, name, mode="auto", keep=False, out=print, report=None, results=None,
+                 replay=False):
     """Runs one scenario end to end. mode: auto (ibsim when the scenario prefers it and it
-    works), sysfs, or ibsim (required: exit SKIP when unavailable). Returns an exit status;
+    works), sysfs, or ibsim (required: exit SKIP when unavailable). replay: the aggregator
+    records the run, which is then replayed offline (check_replay). Returns an exit status;
     appends the result to `results` when given."""
     bins = Binaries(build_dir)
     missing = bins.missing()
@@ -670,7 +747,7 @@ def run_scenario(build_dir, name, mode="auto", keep=False, out=print, report=Non
     # Detectors tick at half the sampling interval: a fault sampled just after a tick is then
     # evaluated within half an interval, so the 2-interval target holds for any sampling phase.
     harness = Harness(bins, fabric=scenario.fabric, want_ibsim=want_ibsim, keep=keep, log=out,
-                      interval_ms=500, tick_ms=250)
+                      interval_ms=500, tick_ms=250, record=replay)
     try:
         scenario.baseline(Context(harness))
         harness.start()
@@ -684,6 +761,17 @@ def run_scenario(build_dir, name, mode="auto", keep=False, out=print, report=Non
             return 1
         harness.wait_ready()
         result = play(harness, scenario, out=out)
+        if replay:
+            # The agents end first, so that the recording ends where the live findings were
+            # last read; the aggregator's recorder writes within milliseconds.
+            harness.stop_agents()
+            live = harness.findings(include_cleared=True)
+            time.sleep(1.0)
+            failures = check_replay(harness, live, out=out)
+            result["checks"].append({"check": "replay of the recording finds what the live "
+                                              "aggregator found", "ok": not failures,
+                                     "detail": "; ".join(failures)})
+            result["ok"] = result["ok"] and not failures
         result["elapsed_s"] = time.time() - t0
         print_table(result, scenario, time.time() - t0, out=out)
         if results is not None:
@@ -714,7 +802,8 @@ def main_run(args):
     results = []
     for name in names:
         rc = run_scenario(args.build_dir, name, mode=args.mode, keep=args.keep,
-                          report=args.report, results=results)
+                          report=args.report, results=results,
+                          replay=getattr(args, "replay", False))
         sys.stdout.flush()
         if rc == SKIP and len(names) == 1:
             return SKIP

@@ -1,0 +1,355 @@
+#include "daemon/cli/replay.h"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "daemon/common/clock.h"
+#include "daemon/detectors/engine.h"
+#include "daemon/recording/recording_reader.h"
+#include "daemon/store/series_store.h"
+#include "daemon/wire/batch_codec.h"
+#include "daemon/wire/series_codec.h"
+#include "fabricmon/v1/telemetry.pb.h"
+
+namespace fabricmon::replay {
+namespace {
+
+constexpr int64_t kNanosPerSecond = 1'000'000'000;
+
+// Recorded time: set by the replay before each message and tick. Monotonic time runs with it
+// from an origin of 1 s (what a fresh process's monotonic clock roughly reads).
+class ReplayClock final : public Clock {
+ public:
+  int64_t NowUnixNanos() const override { return unix_.load(std::memory_order_relaxed); }
+  int64_t MonotonicNanos() const override {
+    return unix_.load(std::memory_order_relaxed) - origin_ + kNanosPerSecond;
+  }
+  void Set(int64_t unix_nanos) {
+    if (origin_ == 0) origin_ = unix_nanos;
+    unix_.store(std::max(unix_nanos, unix_.load(std::memory_order_relaxed)),
+                std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<int64_t> unix_{0};
+  int64_t origin_ = 0;
+};
+
+// The store limits the aggregator derives from the same configuration (aggregator_main.cc).
+aggregator::StoreOptions StoreOptionsFor(const v1::AggregatorConfig& config) {
+  aggregator::StoreOptions options;
+  if (config.samples_per_series() > 0) options.samples_per_series = config.samples_per_series();
+  if (config.max_series_per_node() > 0) options.max_series_per_node = config.max_series_per_node();
+  if (config.max_new_series_per_second() > 0) {
+    options.new_series.per_second = config.max_new_series_per_second();
+  }
+  if (config.new_series_burst() > 0) options.new_series.burst = config.new_series_burst();
+  options.series_retention_nanos =
+      int64_t{config.has_series_retention_s() ? config.series_retention_s() : 900} *
+      kNanosPerSecond;
+  options.max_nodes = config.max_nodes() > 0 ? config.max_nodes() : 20000;
+  options.max_series_total = config.max_series_total() > 0 ? config.max_series_total() : 10000000;
+  options.node_retention_nanos =
+      int64_t{config.has_node_retention_s() ? config.node_retention_s() : 86400} *
+      kNanosPerSecond;
+  // No per-peer budget: the recording holds what the aggregator admitted, from whichever peer.
+  return options;
+}
+
+// One recorded agent stream, as AgentStream keeps it.
+struct Stream {
+  std::shared_ptr<aggregator::NodeState> node;
+  wire::StreamDecoder decoder;
+  std::vector<aggregator::SlotRef> stream_to_node;
+  absl::flat_hash_map<uint32_t, std::vector<aggregator::SlotRef>> layout_slots;
+  bool broken = false;  // a message was refused: the live stream ended there
+};
+
+class Replayer {
+ public:
+  Replayer(const ReplayOptions& options, const std::function<void(const TimelineEvent&)>& on_event)
+      : options_(options),
+        on_event_(on_event),
+        store_(StoreOptionsFor(options.config)),
+        tick_nanos_(int64_t{options.config.detectors().tick_ms() > 0
+                                ? options.config.detectors().tick_ms()
+                                : 1000} *
+                    1'000'000),
+        engine_(store_, clock_, options.config.detectors(), tick_nanos_) {}
+
+  absl::Status Setup() {
+    if (absl::Status valid = detectors::ValidateThresholds(options_.config.detectors());
+        !valid.ok()) {
+      return valid;
+    }
+    engine_.SetAgentTopologyRetention(
+        int64_t{options_.config.has_agent_topology_retention_s()
+                    ? options_.config.agent_topology_retention_s()
+                    : 600} *
+        kNanosPerSecond);
+    if (!options_.link_list.empty()) {
+      if (absl::Status set = engine_.SetLinkList(options_.link_list); !set.ok()) {
+        return set;
+      }
+    }
+    if (options_.fabric.has_value()) {
+      engine_.SetStaticFabric(*options_.fabric);
+    }
+    return absl::OkStatus();
+  }
+
+  void Apply(const recording::Record& record) {
+    ++summary_.records;
+    if (summary_.first_unix_nanos == 0) {
+      summary_.first_unix_nanos = record.receive_unix_nanos;
+      next_tick_ = record.receive_unix_nanos + tick_nanos_;
+      wall_start_ = absl::Now();
+    }
+    TickUntil(record.receive_unix_nanos);
+    clock_.Set(record.receive_unix_nanos);
+    summary_.last_unix_nanos = clock_.NowUnixNanos();
+    if (record.type == recording::RecordType::kStreamEnd) {
+      auto it = streams_.find(record.stream);
+      if (it != streams_.end()) {
+        if (it->second.node != nullptr) {
+          store_.Detach(*it->second.node, record.stream, clock_.NowUnixNanos());
+        }
+        streams_.erase(it);
+      }
+      return;
+    }
+    v1::AgentMessage message;
+    if (!message.ParseFromString(record.payload)) {
+      Refuse(record.stream);
+      return;
+    }
+    if (message.has_hello()) {
+      Hello(record, message.hello());
+      return;
+    }
+    auto it = streams_.find(record.stream);
+    if (it == streams_.end() || it->second.broken || it->second.node == nullptr ||
+        it->second.node->name() != record.node) {
+      ++summary_.refused_messages;  // no hello for it (the recording starts mid-stream)
+      return;
+    }
+    Stream& stream = it->second;
+    bool ok = false;
+    switch (message.body_case()) {
+      case v1::AgentMessage::kDeclarations:
+        ok = Declare(stream, message.declarations());
+        break;
+      case v1::AgentMessage::kLayouts:
+        ok = Layouts(stream, message.layouts());
+        break;
+      case v1::AgentMessage::kBatch:
+        ok = Batch(stream, message.batch());
+        break;
+      case v1::AgentMessage::kInventory:
+        stream.node->SetInventory(message.inventory().inventory());
+        ok = true;
+        break;
+      default:
+        break;
+    }
+    if (!ok) {
+      Refuse(record.stream);
+    }
+  }
+
+  // Ticks through the end of the recording, so that what its last samples raise is seen.
+  void Finish() {
+    if (summary_.first_unix_nanos != 0) {
+      TickUntil(summary_.last_unix_nanos + tick_nanos_);
+    }
+  }
+
+  ReplaySummary summary() const { return summary_; }
+
+ private:
+  void Refuse(uint64_t stream) {
+    ++summary_.refused_messages;
+    auto it = streams_.find(stream);
+    if (it != streams_.end()) it->second.broken = true;
+  }
+
+  void Hello(const recording::Record& record, const v1::Hello& hello) {
+    if (hello.node_name() != record.node) {
+      Refuse(record.stream);
+      return;
+    }
+    absl::StatusOr<aggregator::SeriesStore::Attachment> attached =
+        store_.Attach(hello, record.stream, [] {}, clock_.NowUnixNanos());
+    Stream& stream = streams_[record.stream];
+    if (!attached.ok()) {
+      stream.broken = true;
+      ++summary_.refused_messages;
+      return;
+    }
+    ++summary_.streams;
+    stream.node = attached->node;
+    store_.MaybeForget(clock_.NowUnixNanos(), clock_.MonotonicNanos());
+  }
+
+  bool Declare(Stream& stream, const v1::SeriesDeclarations& declarations) {
+    for (const v1::SeriesDeclaration& declaration : declarations.series()) {
+      absl::StatusOr<collectors::SeriesDesc> desc = wire::FromDeclaration(declaration);
+      if (!desc.ok() || !store_.families().Admit(*desc).ok() ||
+          !stream.decoder.Declare(declaration.id()).ok()) {
+        return false;
+      }
+      absl::StatusOr<aggregator::SlotRef> slot =
+          stream.node->DeclareSlot(*desc, clock_.MonotonicNanos());
+      if (!slot.ok()) {
+        return false;
+      }
+      if (declaration.id() >= stream.stream_to_node.size()) {
+        stream.stream_to_node.resize(declaration.id() + 1);
+      }
+      stream.stream_to_node[declaration.id()] = *slot;
+      // Layouts resolve again when next used (a re-declaration may move an id to another slot).
+      stream.layout_slots.clear();
+    }
+    return true;
+  }
+
+  bool Layouts(Stream& stream, const v1::Layouts& layouts) {
+    for (const v1::Layout& layout : layouts.layouts()) {
+      if (!stream.decoder.AddLayout(layout).ok()) {
+        return false;
+      }
+      stream.layout_slots.erase(layout.id());
+    }
+    return true;
+  }
+
+  bool Batch(Stream& stream, const v1::SampleBatch& batch) {
+    if (!stream.decoder.Decode(batch, &decoded_).ok() || batch.sequence() == 0) {
+      return false;
+    }
+    auto [it, inserted] = stream.layout_slots.try_emplace(batch.layout_id());
+    if (inserted) {
+      it->second.reserve(decoded_.series_ids->size());
+      for (uint32_t id : *decoded_.series_ids) {
+        it->second.push_back(stream.stream_to_node[id]);
+      }
+    }
+    const int64_t now = clock_.NowUnixNanos();
+    const aggregator::NodeState::AppendResult result = stream.node->AppendBatchToSlots(
+        batch.sequence(), batch.dropped_before(), batch.timestamp_unix_nanos(), it->second,
+        decoded_.values, decoded_.present, now);
+    if (result.forgotten || result.out_of_range_position.has_value()) {
+      return false;
+    }
+    store_.MaybeForget(now, clock_.MonotonicNanos());
+    if (result.stored) {
+      ++summary_.batches;
+      summary_.samples += result.samples;
+    }
+    return true;
+  }
+
+  void TickUntil(int64_t unix_nanos) {
+    while (next_tick_ <= unix_nanos) {
+      clock_.Set(next_tick_);
+      Pace(next_tick_);
+      engine_.Tick();
+      ++summary_.ticks;
+      Diff(next_tick_);
+      next_tick_ += tick_nanos_;
+    }
+  }
+
+  // --speed: waits until `unix_nanos` is due in wall-clock time.
+  void Pace(int64_t unix_nanos) {
+    if (options_.speed <= 0) return;
+    const absl::Duration recorded = absl::Nanoseconds(unix_nanos - summary_.first_unix_nanos);
+    const absl::Time due = wall_start_ + recorded / options_.speed;
+    const absl::Time now = absl::Now();
+    if (due > now) absl::SleepFor(due - now);
+  }
+
+  void Diff(int64_t at) {
+    std::map<std::string, v1::Finding> now;
+    for (v1::Finding& finding : engine_.Findings(/*include_cleared=*/false, "")) {
+      std::string id = finding.id();
+      now.emplace(std::move(id), std::move(finding));
+    }
+    for (auto& [id, finding] : active_) {
+      if (now.count(id) == 0) {
+        TimelineEvent event{at, EventKind::kCleared, std::move(finding)};
+        event.finding.set_cleared_unix_nanos(at);
+        on_event_(event);
+      }
+    }
+    for (const auto& [id, finding] : now) {
+      auto before = active_.find(id);
+      if (before == active_.end()) {
+        on_event_(TimelineEvent{at, EventKind::kRaised, finding});
+      } else if (finding.severity() > before->second.severity()) {
+        on_event_(TimelineEvent{at, EventKind::kEscalated, finding});
+      } else if (finding.severity() < before->second.severity()) {
+        on_event_(TimelineEvent{at, EventKind::kDeescalated, finding});
+      }
+    }
+    active_ = std::move(now);
+  }
+
+  const ReplayOptions& options_;
+  const std::function<void(const TimelineEvent&)>& on_event_;
+  ReplayClock clock_;
+  aggregator::SeriesStore store_;
+  const int64_t tick_nanos_;
+  detectors::DetectionEngine engine_;
+  std::map<uint64_t, Stream> streams_;
+  wire::DecodedBatch decoded_;
+  std::map<std::string, v1::Finding> active_;  // by finding id, as of the last tick
+  int64_t next_tick_ = 0;
+  absl::Time wall_start_;
+  ReplaySummary summary_;
+};
+
+}  // namespace
+
+const char* EventKindName(EventKind kind) {
+  switch (kind) {
+    case EventKind::kRaised:
+      return "raised";
+    case EventKind::kEscalated:
+      return "escalated";
+    case EventKind::kDeescalated:
+      return "deescalated";
+    case EventKind::kCleared:
+      return "cleared";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<ReplaySummary> Replay(const std::string& path, const ReplayOptions& options,
+                                     const std::function<void(const TimelineEvent&)>& on_event) {
+  auto replayer = std::make_unique<Replayer>(options, on_event);
+  if (absl::Status ready = replayer->Setup(); !ready.ok()) {
+    return ready;
+  }
+  absl::StatusOr<recording::ReadSummary> read =
+      recording::ReadRecording(path, [&replayer](const recording::Record& record) {
+        replayer->Apply(record);
+        return true;
+      });
+  if (!read.ok()) {
+    return read.status();
+  }
+  replayer->Finish();
+  ReplaySummary summary = replayer->summary();
+  summary.damage = read->damage;
+  return summary;
+}
+
+}  // namespace fabricmon::replay
