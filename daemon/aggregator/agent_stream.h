@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/aggregator/authorization.h"
+#include "daemon/aggregator/batch_observer.h"
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/peer_identity.h"
 #include "daemon/aggregator/series_store.h"
@@ -50,6 +51,8 @@ struct StreamOptions {
   // Roles: an operator certificate is refused (REASON_FORBIDDEN, counted as "role_forbidden"),
   // and switch topology in a non-sweeper's inventory is dropped. Null: nobody is either.
   std::shared_ptr<const Authorization> authorization;
+  // Told of every batch stored (remote write). Null: nobody is.
+  std::shared_ptr<BatchObserver> batch_observer;
 };
 
 class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
@@ -109,6 +112,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   grpc::ByteBuffer incoming_bytes_;
   v1::AgentMessage incoming_;
   std::shared_ptr<PeerBudget> peer_budget_;  // the per-peer new-series bucket, if any
+  std::unique_ptr<BatchObserver::Stream> observed_;  // options_.batch_observer's, if any
   std::shared_ptr<NodeState> node_;
   wire::StreamDecoder decoder_;
   wire::DecodedBatch decoded_;

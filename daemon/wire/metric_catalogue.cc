@@ -201,11 +201,12 @@ absl::Status CheckAgainstCatalogue(const CatalogueFamily& family,
 }
 
 bool IsReservedFamily(absl::string_view name) {
-  // The aggregator's exporter (metrics_exporter.cc), the detection engine (engine.cc) and the
-  // saturated-counter flags (text_exposition.h).
+  // The aggregator's exporter (metrics_exporter.cc), the detection engine (engine.cc), the
+  // saturated-counter flags (text_exposition.h) and remote write (remote_write_feed.cc).
   constexpr absl::string_view kReservedPrefixes[] = {
       "fabricmon_node_",     "fabricmon_aggregator_", "fabricmon_finding",
       "fabricmon_detector_", "fabricmon_topology_",   "fabricmon_series_saturated",
+      "fabricmon_remote_write_",
   };
   for (absl::string_view prefix : kReservedPrefixes) {
     if (absl::StartsWith(name, prefix)) {
