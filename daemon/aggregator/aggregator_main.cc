@@ -420,9 +420,16 @@ int Run(const v1::AggregatorConfig& config, bool check) {
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables = {engine};
   if (remote_write_feed != nullptr) {
     collectables.push_back(remote_write_feed);
-    remote_write_feed->ForwardFindings(
+    remote_write_feed->ForwardEachTick(
         [engine] { return engine->last_tick_monotonic_nanos(); },
-        [engine] { return engine->Collect(); }, std::max<int64_t>(tick / 4, 10000000));
+        [engine, exporter] {
+          std::vector<prometheus::MetricFamily> families = engine->Collect();
+          for (prometheus::MetricFamily& family : exporter->HealthFamilies()) {
+            families.push_back(std::move(family));
+          }
+          return families;
+        },
+        std::max<int64_t>(tick / 4, 10000000));
   }
   (*metrics)->Serve(exporter, collectables);
   engine->Start();

@@ -14,12 +14,6 @@ using remote_write::LabelPairs;
 using remote_write::LabelSet;
 using remote_write::PendingSample;
 
-// The detection engine's families that go to remote storage.
-bool IsFindingsFamily(const std::string& name) {
-  return name == "fabricmon_finding_active" || name == "fabricmon_finding_victims" ||
-         name == "fabricmon_finding_depth_hops" || name == "fabricmon_findings_total";
-}
-
 int64_t ToMillis(int64_t unix_nanos) {
   // Floor, also for times before 1970 (a broken clock must not round towards the epoch).
   return unix_nanos >= 0 ? unix_nanos / 1000000 : -((-unix_nanos + 999999) / 1000000);
@@ -98,10 +92,10 @@ void RemoteWriteFeed::Append(absl::Span<const PendingSample> samples) {
   }
 }
 
-void RemoteWriteFeed::ForwardFindings(
+void RemoteWriteFeed::ForwardEachTick(
     std::function<int64_t()> last_tick,
     std::function<std::vector<prometheus::MetricFamily>()> collect, int64_t poll_nanos) {
-  findings_thread_ = std::thread([this, last_tick = std::move(last_tick),
+  tick_thread_ = std::thread([this, last_tick = std::move(last_tick),
                                   collect = std::move(collect), poll_nanos] {
     int64_t forwarded_tick = 0;
     absl::MutexLock lock(&stop_mu_);
@@ -124,12 +118,9 @@ void RemoteWriteFeed::ForwardFamilies(const std::vector<prometheus::MetricFamily
   const int64_t timestamp_ms = ToMillis(timestamp_unix_nanos);
   const int64_t now = clock_.MonotonicNanos();
   std::vector<PendingSample> samples;
-  absl::MutexLock lock(&findings_mu_);
+  absl::MutexLock lock(&forward_mu_);
   absl::flat_hash_map<std::string, std::shared_ptr<const LabelSet>> current;
   for (const prometheus::MetricFamily& family : families) {
-    if (!IsFindingsFamily(family.name)) {
-      continue;
-    }
     const bool counter = family.type == prometheus::MetricType::Counter;
     for (const prometheus::ClientMetric& metric : family.metric) {
       LabelPairs pairs;
@@ -143,7 +134,7 @@ void RemoteWriteFeed::ForwardFamilies(const std::vector<prometheus::MetricFamily
         absl::StrAppend(&key, name, "\x1f", value, "\x1e");
       }
       // The same series keeps its label set, so its shard does not depend on a fresh hash.
-      if (auto it = last_findings_.find(key); it != last_findings_.end()) {
+      if (auto it = last_forwarded_.find(key); it != last_forwarded_.end()) {
         set = it->second;
       }
       samples.push_back({set, timestamp_ms, counter ? metric.counter.value : metric.gauge.value,
@@ -151,12 +142,12 @@ void RemoteWriteFeed::ForwardFamilies(const std::vector<prometheus::MetricFamily
       current.emplace(std::move(key), std::move(set));
     }
   }
-  for (const auto& [key, set] : last_findings_) {
+  for (const auto& [key, set] : last_forwarded_) {
     if (!current.contains(key)) {
       samples.push_back({set, timestamp_ms, remote_write::StaleNaN(), now});
     }
   }
-  last_findings_ = std::move(current);
+  last_forwarded_ = std::move(current);
   if (!samples.empty()) {
     Append(samples);
   }
@@ -170,8 +161,8 @@ void RemoteWriteFeed::Shutdown() {
     absl::MutexLock lock(&stop_mu_);
     stopping_ = true;
   }
-  if (findings_thread_.joinable()) {
-    findings_thread_.join();
+  if (tick_thread_.joinable()) {
+    tick_thread_.join();
   }
   // All endpoints flush at once, each within its own deadline.
   std::vector<std::thread> flushing;

@@ -13,7 +13,8 @@ found at run time, every child dying with this script).
       /metrics shows;
     * both hold the same samples at the same timestamps, and as many as the aggregator stored
       (fabricmon_aggregator_samples_total): nothing lost, nothing twice;
-    * the findings families arrived; the remote_write metrics say nothing failed or dropped;
+    * the aggregator's own families arrived (findings, fabricmon_node_up); the remote_write
+      metrics say nothing failed or dropped;
     * a batch replayed to VictoriaMetrics (the same request again, as an agent's replay after an
       aggregator restart produces) adds no sample (-dedup.minScrapeInterval).
   Skips (77) without victoria-metrics or prometheus.
@@ -53,7 +54,6 @@ from fabricmon_testing import Failure, SKIP, http_get, parse_text_exposition, wa
 
 NODES = {"nodeA": "sysfs/gpud-h100/sys", "nodeB": "sysfs/procfs/sys"}
 EXTERNAL = ("cluster", "rw-test")
-FINDINGS_PREFIX = "fabricmon_finding"
 
 VERBOSE = False
 
@@ -269,7 +269,8 @@ def run_engines(args, workdir, procs):
     stored = metric(final, "fabricmon_aggregator_samples_total")
     log("%d agent series on /metrics, %d samples stored" % (len(expected), stored))
 
-    selector = '{node=~"%s"}' % "|".join(NODES)
+    # The agents' series; fabricmon_node_* (node health, also node-labelled) come each tick.
+    selector = '{node=~"%s",__name__!~"fabricmon_node_.*"}' % "|".join(NODES)
 
     # An engine makes what it accepted searchable within a moment (VictoriaMetrics buffers rows
     # and registers new series in the background): wait until it holds as many samples as were
@@ -318,11 +319,14 @@ def run_engines(args, workdir, procs):
                                                                     prom[key][:4]))
     log("both engines hold the same samples at the same timestamps")
 
-    findings = vm_export(vm_port, '{__name__=~"%s.*"}' % FINDINGS_PREFIX)
-    if not any(name == "fabricmon_findings_total" and (EXTERNAL[0], EXTERNAL[1]) in labels
-               for name, labels in findings):
-        raise Failure("no fabricmon_findings_total series in VictoriaMetrics: %s" %
-                      sorted(findings)[:5])
+    # The aggregator's own families, each detector tick: findings and node health.
+    own = vm_export(vm_port, '{__name__=~"fabricmon_(finding|node_).*"}')
+    for family, node in (("fabricmon_findings_total", None), ("fabricmon_node_up", "nodeA"),
+                         ("fabricmon_node_up", "nodeB")):
+        if not any(name == family and (EXTERNAL[0], EXTERNAL[1]) in labels and
+                   (node is None or ("node", node) in labels) for name, labels in own):
+            raise Failure("no %s%s series in VictoriaMetrics: %s" % (
+                family, "{node=%s}" % node if node else "", sorted(own)[:5]))
     for endpoint in ("vm", "prometheus"):
         for name in ("fabricmon_remote_write_samples_failed_total",
                      "fabricmon_remote_write_samples_dropped_total"):
@@ -526,7 +530,9 @@ def run_receiver(args, workdir, procs):
     stored = metric(final, "fabricmon_aggregator_samples_total")
 
     def agent_samples(series):
-        return sum(len(s) for labels, s in series if ("node", "nodeA") in labels)
+        # The agent's series (fabricmon_node_* are the aggregator's own, sent each tick).
+        return sum(len(s) for labels, s in series if ("node", "nodeA") in labels and
+                   not dict(labels)["__name__"].startswith("fabricmon_node_"))
 
     got = agent_samples(accepted) + agent_samples(failed)
     if got != stored:

@@ -138,7 +138,7 @@ TEST_F(RemoteWriteFeedTest, ARetiredSlotSendsNothing) {
   EXPECT_TRUE(ReceivedBySeries().empty());
 }
 
-TEST_F(RemoteWriteFeedTest, FindingsAreSentEachTickAndMarkedStaleWhenCleared) {
+TEST_F(RemoteWriteFeedTest, FamiliesAreSentEachTickAndAClearedFindingIsMarkedStale) {
   auto feed = MakeFeed();
   auto finding = [](const std::string& node) {
     prometheus::ClientMetric metric;
@@ -150,16 +150,20 @@ TEST_F(RemoteWriteFeedTest, FindingsAreSentEachTickAndMarkedStaleWhenCleared) {
   active.name = "fabricmon_finding_active";
   active.type = prometheus::MetricType::Gauge;
   active.metric = {finding("a"), finding("b")};
-  prometheus::MetricFamily other;  // not a findings family: not forwarded
-  other.name = "fabricmon_detector_tick_seconds";
-  other.type = prometheus::MetricType::Gauge;
+  prometheus::MetricFamily other;
+  other.name = "fabricmon_aggregator_samples_total";
+  other.type = prometheus::MetricType::Counter;
   other.metric.emplace_back();
+  other.metric.back().counter.value = 7;
   feed->ForwardFamilies({active, other}, 1'700'000'000'000'000'000);
   active.metric = {finding("b")};
   feed->ForwardFamilies({active, other}, 1'700'000'001'000'000'000);
   feed->Shutdown();
   auto received = ReceivedBySeries();
-  ASSERT_EQ(received.size(), 2u);
+  ASSERT_EQ(received.size(), 3u);
+  const auto& total = received["__name__=fabricmon_aggregator_samples_total,"];
+  ASSERT_EQ(total.size(), 2u);  // every tick, counters as counters
+  EXPECT_EQ(total[1].value, 7);
   const auto& a = received["__name__=fabricmon_finding_active,kind=link_flapping,node=a,"
                            "severity=critical,"];
   ASSERT_EQ(a.size(), 2u);
