@@ -14,7 +14,7 @@ found at run time, every child dying with this script).
     * both hold the same samples at the same timestamps, and as many as the aggregator stored
       (fabricmon_aggregator_samples_total): nothing lost, nothing twice;
     * the aggregator's own families arrived (findings, fabricmon_node_up); the remote_write
-      metrics say nothing failed or dropped;
+      metrics say nothing failed or dropped, and `promtool check metrics` is silent on /metrics;
     * a batch replayed to VictoriaMetrics (the same request again, as an agent's replay after an
       aggregator restart produces) adds no sample (-dedup.minScrapeInterval).
   Skips (77) without victoria-metrics or prometheus.
@@ -334,6 +334,17 @@ def run_engines(args, workdir, procs):
                 raise Failure("%s{endpoint=%s} is not 0" % (name, endpoint))
         if metric(final, "fabricmon_remote_write_samples_sent_total", endpoint=endpoint) < stored:
             raise Failure("%s: fewer samples sent than stored" % endpoint)
+
+    # The remote_write families keep /metrics clean for promtool.
+    promtool = shutil.which("promtool")
+    if promtool is not None:
+        text = http_get("http://127.0.0.1:%d/metrics" % daemons.metrics_port)
+        result = subprocess.run([promtool, "check", "metrics"], input=text.encode(),
+                                capture_output=True, timeout=30)
+        output = (result.stdout + result.stderr).decode(errors="replace").strip()
+        if result.returncode != 0 or output:
+            raise Failure("promtool check metrics: exit %d\n%s" % (result.returncode, output))
+        log("promtool check metrics: clean")
 
     # A replay: the same samples again, as the agent's replay after an aggregator restart would
     # produce (same series, same timestamps, same values). VictoriaMetrics keeps one of each.
