@@ -96,6 +96,9 @@ AgentStream::AgentStream(grpc::CallbackServerContext* context, store::SeriesStor
     absl::MutexLock lock(&cancel_->mu);
     cancel_->context = context;
   }
+  if (options_.batch_observer != nullptr) {
+    observed_ = options_.batch_observer->OpenStream();
+  }
   ++stats_.streams_opened;
   ++stats_.streams_active;
   StartRead(&incoming_bytes_);
@@ -389,6 +392,9 @@ std::optional<AgentStream::Error> AgentStream::HandleBatch(const v1::SampleBatch
     RequestRedeclaration(result.retired_positions);
   }
   if (result.stored) {
+    if (observed_ != nullptr) {
+      observed_->OnStored(*node_, resolved.slots, decoded_.present);
+    }
     ++stats_.batches;
     stats_.samples += result.samples;
     stats_.agent_dropped_batches += batch.dropped_before();

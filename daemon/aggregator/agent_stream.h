@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/aggregator/authorization.h"
+#include "daemon/aggregator/batch_observer.h"
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/peer_identity.h"
 #include "daemon/store/series_store.h"
@@ -54,6 +55,8 @@ struct StreamOptions {
   // Where accepted messages are recorded (after validation: a refused message never is); null:
   // no recording. Outlives every stream.
   recording::Recorder* recorder = nullptr;
+  // Told of every batch stored (remote write). Null: nobody is.
+  std::shared_ptr<BatchObserver> batch_observer;
 };
 
 class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
@@ -121,6 +124,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   std::optional<v1::AgentMessage> filtered_;  // set by Handle when it kept less than received
   v1::AgentMessage incoming_;
   std::shared_ptr<store::PeerBudget> peer_budget_;  // the per-peer new-series bucket, if any
+  std::unique_ptr<BatchObserver::Stream> observed_;  // options_.batch_observer's, if any
   std::shared_ptr<store::NodeState> node_;
   wire::StreamDecoder decoder_;
   wire::DecodedBatch decoded_;

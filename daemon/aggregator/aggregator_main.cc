@@ -25,6 +25,7 @@
 #include "daemon/aggregator/metrics_exporter.h"
 #include "daemon/aggregator/metrics_server.h"
 #include "daemon/aggregator/recording_metrics.h"
+#include "daemon/aggregator/remote_write_feed.h"
 #include "daemon/store/series_store.h"
 #include "daemon/aggregator/serving_probe.h"
 #include "daemon/common/clock.h"
@@ -39,6 +40,7 @@
 #include "daemon/detectors/engine.h"
 #include "daemon/exposition/http_server_limits.h"
 #include "daemon/recording/recorder.h"
+#include "daemon/remote_write/config.h"
 #ifdef FABRICMON_HAVE_IB_TOPOLOGY
 #include "collectors/ib_fabric/ibnetdiscover_parser.h"
 #endif
@@ -326,6 +328,43 @@ int Run(const v1::AggregatorConfig& config, bool check) {
                         << recorder->options().max_age_nanos / 1000000000 << " s; "
                         << recorder->segments() << " segments kept from before)";
   }
+  absl::StatusOr<std::vector<remote_write::EndpointConfig>> remote_write_configs =
+      remote_write::ParseRemoteWriteConfigs(config.remote_write());
+  if (!remote_write_configs.ok()) {
+    Err() << remote_write_configs.status().message() << "\n";
+    return bad_config;
+  }
+  // Remote write: endpoints (their senders and threads) are made before any stream can store a
+  // batch (not for --check_config).
+  std::shared_ptr<aggregator::RemoteWriteFeed> remote_write_feed;
+  if (!check && !remote_write_configs->empty()) {
+    std::vector<aggregator::RemoteWriteFeed::EndpointEntry> endpoints;
+    for (remote_write::EndpointConfig& endpoint_config : *remote_write_configs) {
+      const remote_write::HttpOptions http = endpoint_config.http;
+      absl::StatusOr<std::unique_ptr<remote_write::Endpoint>> endpoint =
+          remote_write::Endpoint::Create(
+              endpoint_config.endpoint,
+              [http]() -> absl::StatusOr<std::unique_ptr<remote_write::Sender>> {
+                absl::StatusOr<std::unique_ptr<remote_write::CurlSender>> sender =
+                    remote_write::CurlSender::Create(http);
+                if (!sender.ok()) {
+                  return sender.status();
+                }
+                return std::unique_ptr<remote_write::Sender>(*std::move(sender));
+              },
+              clock);
+      if (!endpoint.ok()) {
+        Err() << "remote_write " << endpoint_config.endpoint.name << ": " << endpoint.status()
+              << "\n";
+        return 2;
+      }
+      FABRICMON_LOG(Info) << "remote_write to " << (*endpoint)->name() << " ("
+                          << endpoint_config.endpoint.queue.shards << " shards)";
+      endpoints.push_back({*std::move(endpoint), endpoint_config.flush_deadline_nanos});
+    }
+    remote_write_feed = std::make_shared<aggregator::RemoteWriteFeed>(std::move(endpoints), clock);
+    stream_options.batch_observer = remote_write_feed;
+  }
   aggregator::TelemetryService telemetry(store, stats, stream_options, clock);
   aggregator::DiagnosticsService diagnostics(store, clock, stale_after, *authorization, &stats);
   if (absl::Status valid = detectors::ValidateThresholds(config.detectors()); !valid.ok()) {
@@ -431,10 +470,23 @@ int Run(const v1::AggregatorConfig& config, bool check) {
   }
   auto exporter = std::make_shared<aggregator::MetricsExporter>(
       store, stats, clock, aggregator::ExporterOptions{stale_after});
-  std::vector<std::shared_ptr<prometheus::Collectable>> collectables = {
-      std::make_shared<aggregator::FindingsExporter>(*engine)};
+  auto findings_exporter = std::make_shared<aggregator::FindingsExporter>(*engine);
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables = {findings_exporter};
   if (recorder != nullptr) {
     collectables.push_back(std::make_shared<aggregator::RecordingMetrics>(recorder));
+  }
+  if (remote_write_feed != nullptr) {
+    collectables.push_back(remote_write_feed);
+    remote_write_feed->ForwardEachTick(
+        [engine] { return engine->last_tick_monotonic_nanos(); },
+        [findings_exporter, exporter] {
+          std::vector<prometheus::MetricFamily> families = findings_exporter->Collect();
+          for (prometheus::MetricFamily& family : exporter->HealthFamilies()) {
+            families.push_back(std::move(family));
+          }
+          return families;
+        },
+        std::max<int64_t>(tick / 4, 10000000));
   }
   (*metrics)->Serve(exporter, std::move(collectables));
   aggregator::DetectorTicker detector_ticker(*engine);
@@ -456,6 +508,10 @@ int Run(const v1::AggregatorConfig& config, bool check) {
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (diagnostics_server != nullptr) {
     diagnostics_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  }
+  if (remote_write_feed != nullptr) {
+    // After the streams: nothing more is stored, so what is pending is all there is to flush.
+    remote_write_feed->Shutdown();
   }
   return 0;
 }

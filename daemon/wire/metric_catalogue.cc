@@ -202,11 +202,12 @@ absl::Status CheckAgainstCatalogue(const CatalogueFamily& family,
 
 bool IsReservedFamily(absl::string_view name) {
   // The aggregator's exporter (metrics_exporter.cc), the detection engine (engine.cc), the
-  // saturated-counter flags (text_exposition.h) and the recording (recording_metrics.cc).
+  // saturated-counter flags (text_exposition.h), the recording (recording_metrics.cc) and
+  // remote write (remote_write_feed.cc).
   constexpr absl::string_view kReservedPrefixes[] = {
       "fabricmon_node_",     "fabricmon_aggregator_", "fabricmon_finding",
       "fabricmon_detector_", "fabricmon_topology_",   "fabricmon_series_saturated",
-      "fabricmon_recording_",
+      "fabricmon_recording_",     "fabricmon_remote_write_",
   };
   for (absl::string_view prefix : kReservedPrefixes) {
     if (absl::StartsWith(name, prefix)) {

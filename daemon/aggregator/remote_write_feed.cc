@@ -1,0 +1,250 @@
+#include "daemon/aggregator/remote_write_feed.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "collectors/core/sample.h"
+
+namespace fabricmon::aggregator {
+namespace {
+
+using remote_write::LabelPairs;
+using remote_write::LabelSet;
+using remote_write::PendingSample;
+
+int64_t ToMillis(int64_t unix_nanos) {
+  // Floor, also for times before 1970 (a broken clock must not round towards the epoch).
+  return unix_nanos >= 0 ? unix_nanos / 1000000 : -((-unix_nanos + 999999) / 1000000);
+}
+
+}  // namespace
+
+// Per agent stream: the label set of each slot it saw, built once per series (and again when the
+// slot was retired and reused: its generation changed).
+class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
+ public:
+  explicit StreamFeed(RemoteWriteFeed& feed) : feed_(feed) {}
+
+  void OnStored(const store::NodeState& node, absl::Span<const store::SlotRef> slots,
+                const std::vector<bool>& present) override {
+    samples_.clear();
+    const int64_t now = feed_.clock_.MonotonicNanos();
+    node.WithSeries([&](const std::vector<store::Series>& all) {
+      for (size_t i = 0; i < slots.size() && i < present.size(); ++i) {
+        const store::SlotRef slot = slots[i];
+        if (!present[i] || slot.index >= all.size()) {
+          continue;
+        }
+        const store::Series& series = all[slot.index];
+        const store::StoredSample* latest = series.Latest();
+        if (series.retired || series.generation != slot.generation || latest == nullptr) {
+          continue;  // retired since the stream declared it: the store dropped the value too
+        }
+        if (slot.index >= labels_.size()) {
+          labels_.resize(slot.index + 1);
+        }
+        Cached& cached = labels_[slot.index];
+        if (cached.set == nullptr || cached.generation != slot.generation) {
+          LabelPairs pairs;
+          pairs.reserve(series.desc.labels.size() + 1);
+          pairs.emplace_back("node", node.name());
+          pairs.insert(pairs.end(), series.desc.labels.begin(), series.desc.labels.end());
+          cached.set = remote_write::MakeLabelSet(series.desc.name, std::move(pairs));
+          cached.generation = slot.generation;
+        }
+        samples_.push_back({cached.set, ToMillis(latest->timestamp_unix_nanos),
+                            collectors::ExportedValue(series.desc, latest->raw), now});
+      }
+    });
+    if (!samples_.empty()) {
+      feed_.Append(samples_);  // outside the node's lock
+    }
+  }
+
+ private:
+  struct Cached {
+    std::shared_ptr<const LabelSet> set;
+    uint32_t generation = 0;
+  };
+  RemoteWriteFeed& feed_;
+  std::vector<Cached> labels_;          // by slot index
+  std::vector<PendingSample> samples_;  // reused between batches
+};
+
+RemoteWriteFeed::RemoteWriteFeed(std::vector<EndpointEntry> endpoints, const Clock& clock)
+    : endpoints_(std::move(endpoints)), clock_(clock) {
+  for (EndpointEntry& entry : endpoints_) {
+    entry.endpoint->Start();
+  }
+}
+
+RemoteWriteFeed::~RemoteWriteFeed() { Shutdown(); }
+
+std::unique_ptr<BatchObserver::Stream> RemoteWriteFeed::OpenStream() {
+  return std::make_unique<StreamFeed>(*this);
+}
+
+void RemoteWriteFeed::Append(absl::Span<const PendingSample> samples) {
+  for (EndpointEntry& entry : endpoints_) {
+    entry.endpoint->Append(samples);
+  }
+}
+
+void RemoteWriteFeed::ForwardEachTick(
+    std::function<int64_t()> last_tick,
+    std::function<std::vector<prometheus::MetricFamily>()> collect, int64_t poll_nanos) {
+  tick_thread_ = std::thread([this, last_tick = std::move(last_tick),
+                                  collect = std::move(collect), poll_nanos] {
+    int64_t forwarded_tick = 0;
+    absl::MutexLock lock(&stop_mu_);
+    while (!stopping_) {
+      const int64_t tick = last_tick();
+      if (tick != 0 && tick != forwarded_tick) {
+        forwarded_tick = tick;
+        stop_mu_.Unlock();
+        ForwardFamilies(collect(), clock_.NowUnixNanos());
+        stop_mu_.Lock();
+        continue;
+      }
+      stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Nanoseconds(poll_nanos));
+    }
+  });
+}
+
+void RemoteWriteFeed::ForwardFamilies(const std::vector<prometheus::MetricFamily>& families,
+                                      int64_t timestamp_unix_nanos) {
+  const int64_t timestamp_ms = ToMillis(timestamp_unix_nanos);
+  const int64_t now = clock_.MonotonicNanos();
+  std::vector<PendingSample> samples;
+  absl::MutexLock lock(&forward_mu_);
+  absl::flat_hash_map<std::string, std::shared_ptr<const LabelSet>> current;
+  for (const prometheus::MetricFamily& family : families) {
+    const bool counter = family.type == prometheus::MetricType::Counter;
+    for (const prometheus::ClientMetric& metric : family.metric) {
+      LabelPairs pairs;
+      pairs.reserve(metric.label.size());
+      for (const auto& label : metric.label) {
+        pairs.emplace_back(label.name, label.value);
+      }
+      std::shared_ptr<const LabelSet> set = remote_write::MakeLabelSet(family.name, std::move(pairs));
+      std::string key;
+      for (const auto& [name, value] : set->labels) {
+        absl::StrAppend(&key, name, "\x1f", value, "\x1e");
+      }
+      // The same series keeps its label set, so its shard does not depend on a fresh hash.
+      if (auto it = last_forwarded_.find(key); it != last_forwarded_.end()) {
+        set = it->second;
+      }
+      samples.push_back({set, timestamp_ms, counter ? metric.counter.value : metric.gauge.value,
+                         now});
+      current.emplace(std::move(key), std::move(set));
+    }
+  }
+  for (const auto& [key, set] : last_forwarded_) {
+    if (!current.contains(key)) {
+      samples.push_back({set, timestamp_ms, remote_write::StaleNaN(), now});
+    }
+  }
+  last_forwarded_ = std::move(current);
+  if (!samples.empty()) {
+    Append(samples);
+  }
+}
+
+void RemoteWriteFeed::Shutdown() {
+  if (shut_down_.exchange(true)) {
+    return;
+  }
+  {
+    absl::MutexLock lock(&stop_mu_);
+    stopping_ = true;
+  }
+  if (tick_thread_.joinable()) {
+    tick_thread_.join();
+  }
+  // All endpoints flush at once, each within its own deadline.
+  std::vector<std::thread> flushing;
+  for (EndpointEntry& entry : endpoints_) {
+    flushing.emplace_back([&entry] { entry.endpoint->Shutdown(entry.flush_deadline_nanos); });
+  }
+  for (std::thread& thread : flushing) {
+    thread.join();
+  }
+}
+
+std::vector<prometheus::MetricFamily> RemoteWriteFeed::Collect() const {
+  using prometheus::MetricType;
+  auto family = [](const char* name, const char* help, MetricType type) {
+    prometheus::MetricFamily f;
+    f.name = name;
+    f.help = help;
+    f.type = type;
+    return f;
+  };
+  auto add = [](prometheus::MetricFamily& f, std::vector<prometheus::ClientMetric::Label> labels,
+                double value) {
+    prometheus::ClientMetric metric;
+    metric.label = std::move(labels);
+    if (f.type == MetricType::Counter) {
+      metric.counter.value = value;
+    } else {
+      metric.gauge.value = value;
+    }
+    f.metric.push_back(std::move(metric));
+  };
+  auto sent = family("fabricmon_remote_write_samples_sent_total",
+                     "Samples the remote_write endpoint accepted (2xx).", MetricType::Counter);
+  auto failed = family("fabricmon_remote_write_samples_failed_total",
+                       "Samples the remote_write endpoint refused with a non-retryable status "
+                       "(4xx other than 429): dropped, not retried.",
+                       MetricType::Counter);
+  auto dropped = family("fabricmon_remote_write_samples_dropped_total",
+                        "Samples never delivered to the remote_write endpoint, by reason "
+                        "(queue_full: its buffer was full; shutdown: still pending at the "
+                        "shutdown flush deadline).",
+                        MetricType::Counter);
+  auto pending = family("fabricmon_remote_write_samples_pending",
+                        "Samples queued or in flight for the remote_write endpoint.",
+                        MetricType::Gauge);
+  auto age = family("fabricmon_remote_write_oldest_pending_age_seconds",
+                    "Seconds the oldest pending sample of the remote_write endpoint has waited "
+                    "(0 when none is pending).",
+                    MetricType::Gauge);
+  auto requests = family("fabricmon_remote_write_requests_total",
+                         "Requests sent to the remote_write endpoint, by HTTP status code "
+                         "(error: no response).",
+                         MetricType::Counter);
+  auto retries = family("fabricmon_remote_write_retries_total",
+                        "Requests to the remote_write endpoint that will be retried (5xx, 429, "
+                        "no response).",
+                        MetricType::Counter);
+  for (const EndpointEntry& entry : endpoints_) {
+    const remote_write::Endpoint& endpoint = *entry.endpoint;
+    const remote_write::EndpointStats& stats = endpoint.stats();
+    const std::string& name = endpoint.name();
+    add(sent, {{"endpoint", name}}, static_cast<double>(stats.samples_sent.load()));
+    add(failed, {{"endpoint", name}}, static_cast<double>(stats.samples_failed.load()));
+    add(dropped, {{"endpoint", name}, {"reason", "queue_full"}},
+        static_cast<double>(stats.samples_dropped_queue_full.load()));
+    add(dropped, {{"endpoint", name}, {"reason", "shutdown"}},
+        static_cast<double>(stats.samples_dropped_shutdown.load()));
+    add(pending, {{"endpoint", name}}, static_cast<double>(endpoint.Pending()));
+    add(age, {{"endpoint", name}}, endpoint.OldestPendingAgeSeconds());
+    for (const auto& [code, count] : stats.Requests()) {
+      add(requests, {{"code", code}, {"endpoint", name}}, static_cast<double>(count));
+    }
+    add(retries, {{"endpoint", name}}, static_cast<double>(stats.retries.load()));
+  }
+  std::vector<prometheus::MetricFamily> out;
+  for (auto* f : {&age, &requests, &retries, &dropped, &failed, &pending, &sent}) {
+    if (!f->metric.empty()) {
+      out.push_back(std::move(*f));
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  return out;
+}
+
+}  // namespace fabricmon::aggregator

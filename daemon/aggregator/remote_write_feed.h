@@ -1,0 +1,88 @@
+#pragma once
+
+// What the aggregator sends to its remote_write endpoints, and the endpoints' metrics:
+//  - every sample an agent stream stores (BatchObserver), at its stored timestamp (the agent's
+//    own, plus the node's clock-step offset: series_store.h) and full resolution, under the
+//    same name and labels /metrics gives it (`__name__`, `node`, the series' labels) and the
+//    same value (raw × scale; counters stay counters), so a remote series is the scraped one;
+//  - the aggregator's own families (findings: fabricmon_finding_active and its companions;
+//    node health: fabricmon_node_up, ...; fabricmon_aggregator_*, detector and topology
+//    families) each time the detectors ticked, at the time of forwarding, with a staleness
+//    marker for a series that a tick no longer has (a cleared finding stops matching queries
+//    at once). So remote storage alone serves the dashboards and alert rules.
+// The exposition's fabricmon_series_saturated flags are not sent (they restate a value).
+//
+// Thread-safety: everything is thread-safe; each endpoint has its own shards and threads
+// (remote_write/endpoint.h), so nothing here waits for a receiver.
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/aggregator/batch_observer.h"
+#include "daemon/common/clock.h"
+#include "daemon/remote_write/endpoint.h"
+#include "prometheus/collectable.h"
+#include "prometheus/metric_family.h"
+
+namespace fabricmon::aggregator {
+
+class RemoteWriteFeed final : public BatchObserver, public prometheus::Collectable {
+ public:
+  struct EndpointEntry {
+    std::unique_ptr<remote_write::Endpoint> endpoint;
+    int64_t flush_deadline_nanos = 0;
+  };
+  // Keeps a reference to `clock`. The endpoints are started here.
+  RemoteWriteFeed(std::vector<EndpointEntry> endpoints, const Clock& clock);
+  ~RemoteWriteFeed() override;  // Shutdown()
+
+  // BatchObserver.
+  std::unique_ptr<Stream> OpenStream() override;
+
+  // Forwards the families `collect()` returns (the detection engine's and the exporter's
+  // health families) each time `last_tick()` (the engine's last_tick_monotonic_nanos) moved,
+  // polled every `poll_nanos` on a thread owned by the feed. Call once.
+  void ForwardEachTick(std::function<int64_t()> last_tick,
+                       std::function<std::vector<prometheus::MetricFamily>()> collect,
+                       int64_t poll_nanos);
+  // One forwarding of `families` at `timestamp_unix_nanos` (what that thread does; tests call
+  // it directly).
+  void ForwardFamilies(const std::vector<prometheus::MetricFamily>& families,
+                       int64_t timestamp_unix_nanos) ABSL_LOCKS_EXCLUDED(forward_mu_);
+
+  // Hands `samples` to every endpoint.
+  void Append(absl::Span<const remote_write::PendingSample> samples);
+
+  // Stops the tick thread, then flushes each endpoint within its flush deadline (all at
+  // once). Idempotent.
+  void Shutdown();
+
+  // fabricmon_remote_write_* per endpoint.
+  std::vector<prometheus::MetricFamily> Collect() const override;
+
+ private:
+  class StreamFeed;
+
+  std::vector<EndpointEntry> endpoints_;
+  const Clock& clock_;
+
+  absl::Mutex forward_mu_;
+  // The series of the last forwarding, by their labels' text: a series missing from the next
+  // one gets a staleness marker.
+  absl::flat_hash_map<std::string, std::shared_ptr<const remote_write::LabelSet>> last_forwarded_
+      ABSL_GUARDED_BY(forward_mu_);
+
+  absl::Mutex stop_mu_;
+  bool stopping_ ABSL_GUARDED_BY(stop_mu_) = false;
+  std::thread tick_thread_;
+  std::atomic<bool> shut_down_{false};
+};
+
+}  // namespace fabricmon::aggregator

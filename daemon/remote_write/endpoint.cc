@@ -1,0 +1,123 @@
+#include "daemon/remote_write/endpoint.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "daemon/common/logging.h"
+
+namespace fabricmon::remote_write {
+
+Endpoint::Endpoint(EndpointOptions options, const Clock& clock)
+    : options_(std::move(options)), clock_(clock) {}
+
+absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::Create(EndpointOptions options,
+                                                           const SenderFactory& make_sender,
+                                                           const Clock& clock) {
+  if (options.queue.shards == 0 || options.queue.max_samples_per_send == 0 ||
+      options.queue.capacity_samples == 0 || options.queue.min_backoff_nanos <= 0 ||
+      options.queue.max_backoff_nanos < options.queue.min_backoff_nanos) {
+    return absl::InvalidArgumentError("remote_write queue: invalid options");
+  }
+  std::unique_ptr<Endpoint> endpoint(new Endpoint(std::move(options), clock));
+  const QueueOptions& queue = endpoint->options_.queue;
+  const uint64_t per_shard = (queue.capacity_samples + queue.shards - 1) / queue.shards;
+  for (uint32_t i = 0; i < queue.shards; ++i) {
+    absl::StatusOr<std::unique_ptr<Sender>> sender = make_sender();
+    if (!sender.ok()) {
+      return sender.status();
+    }
+    endpoint->senders_.push_back(*std::move(sender));
+    endpoint->shards_.push_back(std::make_unique<Shard>(
+        queue, per_shard, endpoint->options_.external_labels, *endpoint->senders_.back(),
+        endpoint->stats_, clock, /*seed=*/0x9e3779b97f4a7c15ULL * (i + 1) ^ clock.MonotonicNanos(),
+        endpoint->options_.name));
+  }
+  return endpoint;
+}
+
+Endpoint::~Endpoint() { Shutdown(0); }
+
+void Endpoint::Start() {
+  for (auto& shard : shards_) {
+    threads_.emplace_back([this, s = shard.get()] { Run(*s); });
+  }
+}
+
+void Endpoint::Run(Shard& shard) {
+  while (true) {
+    const bool stopping = stopping_.load();
+    const int64_t deadline = stopping ? flush_deadline_.load() : Shard::kNever;
+    const int64_t next = shard.Step(stopping, deadline);
+    const int64_t now = clock_.MonotonicNanos();
+    if (stopping && (shard.Pending() == 0 || now >= deadline || next == Shard::kNever)) {
+      break;
+    }
+    if (next > now) {
+      shard.Wait(stopping ? std::min(next, deadline) : next);
+    }
+  }
+  if (const size_t dropped = shard.DropAll(); dropped > 0) {
+    FABRICMON_LOG(Warning) << "remote_write " << options_.name << ": " << dropped
+                           << " samples still pending at the shutdown deadline were dropped";
+  }
+}
+
+void Endpoint::Shutdown(int64_t flush_nanos) {
+  if (stopping_.exchange(true)) {
+    return;
+  }
+  flush_deadline_ = clock_.MonotonicNanos() + std::max<int64_t>(0, flush_nanos);
+  for (auto& shard : shards_) {
+    shard->Wake();
+  }
+  for (std::thread& thread : threads_) {
+    thread.join();
+  }
+  threads_.clear();
+  for (auto& shard : shards_) {
+    (void)shard->DropAll();  // never started: nothing sent
+  }
+}
+
+void Endpoint::Append(absl::Span<const PendingSample> samples) {
+  if (stopping_.load(std::memory_order_relaxed)) {
+    stats_.samples_dropped_shutdown += samples.size();
+    return;
+  }
+  const size_t n = shards_.size();
+  if (n == 1) {
+    shards_[0]->Push(samples);
+    return;
+  }
+  // One lock per shard per call, not per sample.
+  std::vector<std::vector<PendingSample>> by_shard(n);
+  for (const PendingSample& sample : samples) {
+    by_shard[sample.series->hash % n].push_back(sample);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (!by_shard[i].empty()) {
+      shards_[i]->Push(by_shard[i]);
+    }
+  }
+}
+
+size_t Endpoint::Pending() const {
+  size_t pending = 0;
+  for (const auto& shard : shards_) {
+    pending += shard->Pending();
+  }
+  return pending;
+}
+
+double Endpoint::OldestPendingAgeSeconds() const {
+  int64_t oldest = Shard::kNever;
+  for (const auto& shard : shards_) {
+    oldest = std::min(oldest, shard->OldestEnqueued());
+  }
+  if (oldest == Shard::kNever) {
+    return 0;
+  }
+  return static_cast<double>(std::max<int64_t>(0, clock_.MonotonicNanos() - oldest)) / 1e9;
+}
+
+}  // namespace fabricmon::remote_write

@@ -1,0 +1,35 @@
+#pragma once
+
+// A series' identity as remote write sends it: label pairs sorted by name in byte order, as
+// receivers require, and a hash that picks the series' queue shard. `__name__` comes first for
+// every label name in lower case ('_' sorts before 'a'), which all of fabricmon's are; an
+// operator's external label starting with an upper-case letter sorts before it, as it would in
+// Prometheus. Built once per series and shared by
+// every sample queued for it (and by every endpoint), so a queued sample costs no label copies.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace fabricmon::remote_write {
+
+using LabelPairs = std::vector<std::pair<std::string, std::string>>;
+
+struct LabelSet {
+  LabelPairs labels;  // sorted by name, names unique, no empty value
+  uint64_t hash = 0;  // of names and values: same labels, same hash, same shard
+};
+
+// `name` becomes `__name__`; `labels` may come in any order. A label with an empty value is left
+// out (Prometheus' rule: an empty label is no label). A name given twice keeps its first value
+// (the caller's labels are unique already; this only makes the result well-formed).
+std::shared_ptr<const LabelSet> MakeLabelSet(absl::string_view name, LabelPairs labels);
+
+// Whether `name` is a valid Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*).
+bool IsValidLabelName(absl::string_view name);
+
+}  // namespace fabricmon::remote_write

@@ -1,0 +1,163 @@
+#include "daemon/remote_write/shard.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "daemon/common/logging.h"
+
+namespace fabricmon::remote_write {
+
+void EndpointStats::CountRequest(int http_status) {
+  absl::MutexLock lock(&mu);
+  ++requests[http_status];
+}
+
+std::map<std::string, uint64_t> EndpointStats::Requests() const {
+  absl::MutexLock lock(&mu);
+  std::map<std::string, uint64_t> out;
+  for (const auto& [code, count] : requests) {
+    out[code == 0 ? std::string("error") : absl::StrCat(code)] += count;
+  }
+  return out;
+}
+
+Shard::Shard(const QueueOptions& options, uint64_t capacity, const LabelPairs& external_labels,
+             Sender& sender, EndpointStats& stats, const Clock& clock, uint64_t seed,
+             std::string endpoint_name)
+    : options_(options),
+      capacity_(capacity),
+      external_labels_(external_labels),
+      sender_(sender),
+      stats_(stats),
+      clock_(clock),
+      endpoint_name_(std::move(endpoint_name)),
+      backoff_(options.min_backoff_nanos, options.max_backoff_nanos, seed) {}
+
+size_t Shard::Push(absl::Span<const PendingSample> samples) {
+  absl::MutexLock lock(&mu_);
+  const size_t room = queue_.size() < capacity_ ? capacity_ - queue_.size() : 0;
+  const size_t taken = std::min(room, samples.size());
+  const bool was_below_batch = queue_.size() < options_.max_samples_per_send;
+  const bool was_empty = queue_.empty();
+  queue_.insert(queue_.end(), samples.begin(), samples.begin() + taken);
+  // The thread sleeps until the oldest sample's deadline, or for ever when nothing is queued:
+  // wake it for a first sample and for a full batch.
+  if (taken > 0 && (was_empty || (was_below_batch &&
+                                  queue_.size() >= options_.max_samples_per_send))) {
+    woken_ = true;
+    work_.Signal();
+  }
+  const size_t dropped = samples.size() - taken;
+  if (dropped > 0) {
+    stats_.samples_dropped_queue_full += dropped;
+  }
+  return dropped;
+}
+
+int64_t Shard::Step(bool flush, int64_t send_deadline) {
+  int64_t now = clock_.MonotonicNanos();
+  if (batch_.empty()) {
+    absl::MutexLock lock(&mu_);
+    if (queue_.empty()) {
+      return kNever;
+    }
+    const int64_t due = queue_.front().enqueued_monotonic_nanos + options_.batch_send_deadline_nanos;
+    if (!flush && queue_.size() < options_.max_samples_per_send && now < due) {
+      return due;
+    }
+    const size_t n = std::min<size_t>(queue_.size(), options_.max_samples_per_send);
+    batch_.assign(std::make_move_iterator(queue_.begin()),
+                  std::make_move_iterator(queue_.begin() + n));
+    queue_.erase(queue_.begin(), queue_.begin() + n);
+    in_flight_ = n;
+    in_flight_oldest_ = batch_.front().enqueued_monotonic_nanos;
+    body_ = EncodeWriteRequest(batch_, external_labels_);
+    attempt_ = 0;
+    retry_at_ = now;
+  }
+  if (now < retry_at_) {
+    return retry_at_;
+  }
+  int64_t timeout = options_.request_timeout_nanos;
+  if (send_deadline != kNever) {
+    timeout = std::min(timeout, send_deadline - now);
+    if (timeout <= 0) {
+      return kNever;  // past the flush deadline: the caller drops what is left
+    }
+  }
+  const SendResult result = sender_.Send(body_, timeout);
+  stats_.CountRequest(result.http_status);
+  const Verdict verdict = Classify(result.http_status);
+  if (verdict == Verdict::kRetry) {
+    ++stats_.retries;
+    FABRICMON_LOG_EVERY_MINUTE(Warning)
+        << "remote_write " << endpoint_name_ << ": "
+        << (result.http_status == 0 ? std::string("no response")
+                                    : absl::StrCat("HTTP ", result.http_status))
+        << " (" << result.error << "); retrying " << batch_.size() << " samples with backoff";
+    now = clock_.MonotonicNanos();
+    retry_at_ = now + backoff_.Delay(attempt_++);
+    return retry_at_;
+  }
+  if (verdict == Verdict::kDelivered) {
+    stats_.samples_sent += batch_.size();
+  } else {
+    stats_.samples_failed += batch_.size();
+    FABRICMON_LOG_EVERY_MINUTE(Warning)
+        << "remote_write " << endpoint_name_ << ": HTTP " << result.http_status << " ("
+        << result.error << "): the receiver refused " << batch_.size()
+        << " samples; dropped, not retried";
+  }
+  batch_.clear();
+  body_.clear();
+  absl::MutexLock lock(&mu_);
+  in_flight_ = 0;
+  in_flight_oldest_ = kNever;
+  return now;  // more may be due at once
+}
+
+void Shard::Wait(int64_t deadline) {
+  absl::MutexLock lock(&mu_);
+  if (!woken_ && deadline > clock_.MonotonicNanos()) {
+    const int64_t wait = deadline == kNever ? int64_t{3600} * 1000000000
+                                            : deadline - clock_.MonotonicNanos();
+    work_.WaitWithTimeout(&mu_, absl::Nanoseconds(wait));
+  }
+  woken_ = false;
+}
+
+void Shard::Wake() {
+  absl::MutexLock lock(&mu_);
+  woken_ = true;
+  work_.Signal();
+}
+
+size_t Shard::Pending() const {
+  absl::MutexLock lock(&mu_);
+  return queue_.size() + in_flight_;
+}
+
+int64_t Shard::OldestEnqueued() const {
+  absl::MutexLock lock(&mu_);
+  int64_t oldest = in_flight_oldest_;
+  if (!queue_.empty()) {
+    oldest = std::min(oldest, queue_.front().enqueued_monotonic_nanos);
+  }
+  return oldest;
+}
+
+size_t Shard::DropAll() {
+  absl::MutexLock lock(&mu_);
+  const size_t dropped = queue_.size() + in_flight_;
+  queue_.clear();
+  batch_.clear();
+  body_.clear();
+  in_flight_ = 0;
+  in_flight_oldest_ = kNever;
+  stats_.samples_dropped_shutdown += dropped;
+  return dropped;
+}
+
+}  // namespace fabricmon::remote_write

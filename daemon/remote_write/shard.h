@@ -1,0 +1,114 @@
+#pragma once
+
+// One queue shard of a remote-write endpoint: a bounded FIFO of samples and the one batch it is
+// sending. A series always maps to the same shard (Endpoint routes by its label hash), and a
+// shard sends one batch at a time and retries it until it is delivered or refused, so each
+// series' samples reach the receiver in order, as remote write requires.
+//
+// No thread of its own: Step() does whatever is due and says when it wants to run next, so tests
+// drive it on a fake clock; Endpoint gives each shard a thread that calls it.
+//
+// Thread-safety: Push(), Pending() and OldestEnqueued() from any thread; Step() from one
+// thread at a time (it calls the Sender, which is not thread-safe).
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "daemon/common/clock.h"
+#include "daemon/remote_write/encoder.h"
+#include "daemon/remote_write/retry.h"
+#include "daemon/remote_write/sender.h"
+
+namespace fabricmon::remote_write {
+
+struct QueueOptions {
+  uint32_t shards = 4;
+  uint32_t max_samples_per_send = 2000;
+  int64_t batch_send_deadline_nanos = int64_t{1000} * 1000000;
+  uint64_t capacity_samples = 1000000;  // queued per endpoint (shared equally by its shards)
+  int64_t min_backoff_nanos = int64_t{30} * 1000000;
+  int64_t max_backoff_nanos = int64_t{5000} * 1000000;
+  int64_t request_timeout_nanos = int64_t{30000} * 1000000;
+};
+
+// An endpoint's counters, shared by its shards. Thread-safe.
+struct EndpointStats {
+  std::atomic<uint64_t> samples_sent{0};
+  std::atomic<uint64_t> samples_failed{0};              // refused by the receiver (not retried)
+  std::atomic<uint64_t> samples_dropped_queue_full{0};  // never queued: the buffer was full
+  std::atomic<uint64_t> samples_dropped_shutdown{0};    // still queued at the flush deadline
+  std::atomic<uint64_t> retries{0};
+
+  void CountRequest(int http_status) ABSL_LOCKS_EXCLUDED(mu);
+  // Requests by status code ("200", "429", ...; "error" for no response).
+  std::map<std::string, uint64_t> Requests() const ABSL_LOCKS_EXCLUDED(mu);
+
+  mutable absl::Mutex mu;
+  std::map<int, uint64_t> requests ABSL_GUARDED_BY(mu);
+};
+
+class Shard {
+ public:
+  static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+
+  // Keeps references to everything; all must outlive the shard. `capacity` samples at most wait
+  // in the queue (the batch being sent is apart from them). `external_labels` sorted by name.
+  Shard(const QueueOptions& options, uint64_t capacity, const LabelPairs& external_labels,
+        Sender& sender, EndpointStats& stats, const Clock& clock, uint64_t seed,
+        std::string endpoint_name);
+
+  // Queues what fits and counts the rest as dropped (queue_full); never blocks on the network.
+  // Returns how many were dropped. Wakes a Wait() when there is work.
+  size_t Push(absl::Span<const PendingSample> samples) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Does what is due at the clock's monotonic now: starts a batch when max_samples_per_send are
+  // queued, or the oldest has waited batch_send_deadline (any queued sample when `flush`), and
+  // sends it or retries it once its backoff has passed. Sends at most once per call. A request
+  // may not outlast `send_deadline` (monotonic; kNever: request_timeout alone). Returns the
+  // monotonic time it wants to run next: ≤ now for at once, kNever when only a Push can give it
+  // work.
+  int64_t Step(bool flush, int64_t send_deadline = kNever) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Blocks until `deadline` (monotonic, on the real clock) or until Push() or Wake() brings work.
+  void Wait(int64_t deadline) ABSL_LOCKS_EXCLUDED(mu_);
+  void Wake() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Samples queued plus those of the batch in flight.
+  size_t Pending() const ABSL_LOCKS_EXCLUDED(mu_);
+  // When the oldest pending sample was queued (monotonic); kNever when none is.
+  int64_t OldestEnqueued() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Drops everything pending and counts it (dropped, reason shutdown). Returns how many.
+  size_t DropAll() ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  const QueueOptions& options_;
+  const uint64_t capacity_;
+  const LabelPairs& external_labels_;
+  Sender& sender_;
+  EndpointStats& stats_;
+  const Clock& clock_;
+  const std::string endpoint_name_;
+  Backoff backoff_;  // Step() only
+
+  // The batch being sent: Step() only, except the counts others read under mu_.
+  std::vector<PendingSample> batch_;
+  std::string body_;  // batch_ encoded (kept across its retries)
+  uint32_t attempt_ = 0;
+  int64_t retry_at_ = 0;
+
+  mutable absl::Mutex mu_;
+  absl::CondVar work_;
+  bool woken_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<PendingSample> queue_ ABSL_GUARDED_BY(mu_);
+  size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t in_flight_oldest_ ABSL_GUARDED_BY(mu_) = kNever;
+};
+
+}  // namespace fabricmon::remote_write

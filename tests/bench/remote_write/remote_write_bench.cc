@@ -1,0 +1,234 @@
+// Remote-write throughput: samples per second per core that the aggregator's remote_write client
+// encodes (protobuf + snappy) and sends (libcurl, keep-alive) to a local receiver, and bytes per
+// sample on the wire. The receiver is a forked child (a minimal HTTP/1.1 server answering 204),
+// so this process' CPU time is the client's alone.
+//
+//   fabricmon_remote_write_bench [--series=N] [--rounds=N] [--shards=N] [--per_send=N]
+//   BENCH_SMOKE=1: tiny sizes (seconds, not a measurement).
+//
+// Prints:
+//   encode only: <samples/s per core> samples/s per core, <bytes> bytes/sample
+//   encode+send: <samples/s per core> samples/s per core (<cpu s> CPU s, <wall s> s wall, ...)
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "daemon/common/clock.h"
+#include "daemon/remote_write/curl_sender.h"
+#include "daemon/remote_write/encoder.h"
+#include "daemon/remote_write/endpoint.h"
+
+namespace {
+
+using fabricmon::remote_write::PendingSample;
+
+double CpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
+         (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+}
+
+// One connection: requests with Content-Length bodies, each answered 204, until EOF.
+void Serve(int fd) {
+  std::string buffer;
+  char chunk[1 << 16];
+  while (true) {
+    size_t header_end;
+    while ((header_end = buffer.find("\r\n\r\n")) == std::string::npos) {
+      const ssize_t n = read(fd, chunk, sizeof(chunk));
+      if (n <= 0) {
+        close(fd);
+        return;
+      }
+      buffer.append(chunk, n);
+    }
+    size_t length = 0;
+    const size_t at = buffer.find("Content-Length: ");
+    if (at != std::string::npos && at < header_end) {
+      length = std::strtoull(buffer.c_str() + at + 16, nullptr, 10);
+    }
+    while (buffer.size() < header_end + 4 + length) {
+      const ssize_t n = read(fd, chunk, sizeof(chunk));
+      if (n <= 0) {
+        close(fd);
+        return;
+      }
+      buffer.append(chunk, n);
+    }
+    buffer.erase(0, header_end + 4 + length);
+    static const char kReply[] = "HTTP/1.1 204 No Content\r\nContent-Length: 0\r\n\r\n";
+    if (write(fd, kReply, sizeof(kReply) - 1) < 0) {
+      close(fd);
+      return;
+    }
+  }
+}
+
+// Forks a receiver on a loopback port; returns (pid, port).
+std::pair<pid_t, int> StartReceiver() {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0 ||
+      listen(listener, 64) != 0) {
+    std::perror("bind/listen");
+    std::exit(1);
+  }
+  socklen_t size = sizeof(address);
+  getsockname(listener, reinterpret_cast<sockaddr*>(&address), &size);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    while (true) {
+      const int fd = accept(listener, nullptr, nullptr);
+      if (fd >= 0) {
+        std::thread(Serve, fd).detach();  // the child is killed at the end
+      }
+    }
+  }
+  close(listener);
+  return {pid, ntohs(address.sin_port)};
+}
+
+int64_t Flag(int argc, char** argv, const char* name, int64_t fallback) {
+  const std::string prefix = absl::StrCat("--", name, "=");
+  for (int i = 1; i < argc; ++i) {
+    int64_t value;
+    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0 &&
+        absl::SimpleAtoi(argv[i] + prefix.size(), &value)) {
+      return value;
+    }
+  }
+  return fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  namespace rw = fabricmon::remote_write;
+  const bool smoke = std::getenv("BENCH_SMOKE") != nullptr;
+  // Defaults: ~ one DGX node's 3,000 series × 32 nodes, 1 Hz for 10 s.
+  const int64_t series_count = Flag(argc, argv, "series", smoke ? 2000 : 100000);
+  const int64_t rounds = Flag(argc, argv, "rounds", smoke ? 3 : 10);
+  const int64_t shards = Flag(argc, argv, "shards", 4);
+  const int64_t per_send = Flag(argc, argv, "per_send", 2000);
+
+  // Label sets shaped like an ib_sysfs series: name, node, device, port.
+  std::vector<std::shared_ptr<const rw::LabelSet>> series;
+  series.reserve(series_count);
+  for (int64_t i = 0; i < series_count; ++i) {
+    series.push_back(rw::MakeLabelSet(
+        absl::StrCat("fabricmon_ib_port_counter_", i % 40, "_total"),
+        {{"node", absl::StrCat("gpu-node-", i / 3000)},
+         {"device", absl::StrCat("mlx5_", (i / 40) % 18)},
+         {"port", "1"}}));
+  }
+  const int64_t base_ms = 1700000000000;
+  auto round_samples = [&](int64_t round) {
+    std::vector<PendingSample> samples;
+    samples.reserve(series.size());
+    for (int64_t i = 0; i < series_count; ++i) {
+      // Counter-like values: growing, different per series.
+      samples.push_back({series[i], base_ms + round * 1000,
+                         static_cast<double>(i * 1000003 + round * 4096), 0});
+    }
+    return samples;
+  };
+
+  // 1. Encoding alone, batch by batch as a shard does.
+  {
+    const std::vector<PendingSample> samples = round_samples(0);
+    // One round unmeasured: the heap grows to its working size (page faults) first.
+    for (size_t start = 0; start < samples.size(); start += per_send) {
+      const size_t n = std::min<size_t>(per_send, samples.size() - start);
+      (void)rw::EncodeWriteRequest(absl::MakeConstSpan(samples).subspan(start, n), {});
+    }
+    const double cpu0 = CpuSeconds();
+    size_t bytes = 0;
+    int64_t encoded = 0;
+    for (int64_t r = 0; r < rounds; ++r) {
+      for (size_t start = 0; start < samples.size(); start += per_send) {
+        const size_t n = std::min<size_t>(per_send, samples.size() - start);
+        bytes += rw::EncodeWriteRequest(absl::MakeConstSpan(samples).subspan(start, n), {}).size();
+        encoded += n;
+      }
+    }
+    const double cpu = CpuSeconds() - cpu0;
+    std::printf("encode only: %.0f samples/s per core, %.2f bytes/sample (snappy, %lld per "
+                "request)\n",
+                encoded / cpu, static_cast<double>(bytes) / encoded,
+                static_cast<long long>(per_send));
+  }
+
+  // 2. Encode and send through an Endpoint to the local receiver.
+  auto [pid, port] = StartReceiver();
+  rw::HttpOptions http;
+  http.url = absl::StrCat("http://127.0.0.1:", port, "/api/v1/write");
+  rw::QueueOptions queue;
+  queue.shards = static_cast<uint32_t>(shards);
+  queue.max_samples_per_send = static_cast<uint32_t>(per_send);
+  queue.capacity_samples = static_cast<uint64_t>(series_count) * rounds + 1;
+  queue.batch_send_deadline_nanos = 5'000'000;
+  auto endpoint = rw::Endpoint::Create(
+      {"bench", {{"cluster", "bench"}}, queue},
+      [&http]() -> absl::StatusOr<std::unique_ptr<rw::Sender>> {
+        auto sender = rw::CurlSender::Create(http);
+        if (!sender.ok()) {
+          return sender.status();
+        }
+        return std::unique_ptr<rw::Sender>(*std::move(sender));
+      },
+      fabricmon::RealClock::Get());
+  if (!endpoint.ok()) {
+    std::fprintf(stderr, "%s\n", endpoint.status().ToString().c_str());
+    kill(pid, SIGKILL);
+    return 1;
+  }
+  std::vector<std::vector<PendingSample>> all;
+  for (int64_t r = 0; r < rounds; ++r) {
+    all.push_back(round_samples(r));
+  }
+  const double cpu0 = CpuSeconds();
+  const auto wall0 = std::chrono::steady_clock::now();
+  (*endpoint)->Start();
+  for (const auto& samples : all) {
+    (*endpoint)->Append(samples);
+  }
+  while ((*endpoint)->Pending() > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const double cpu = CpuSeconds() - cpu0;
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  (*endpoint)->Shutdown(0);
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+  const uint64_t sent = (*endpoint)->stats().samples_sent.load();
+  const uint64_t total = static_cast<uint64_t>(series_count) * rounds;
+  std::printf("encode+send: %.0f samples/s per core (%.2f CPU s, %.2f s wall, %lld series x %lld "
+              "rounds, %lld shards, %lld per request)\n",
+              sent / cpu, cpu, wall, static_cast<long long>(series_count),
+              static_cast<long long>(rounds), static_cast<long long>(shards),
+              static_cast<long long>(per_send));
+  if (sent != total) {
+    std::fprintf(stderr, "sent %llu of %llu samples\n", static_cast<unsigned long long>(sent),
+                 static_cast<unsigned long long>(total));
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,204 @@
+#include "daemon/aggregator/remote_write_feed.h"
+
+#include <cmath>
+
+#include "collectors/core/sample.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/fake_clock.h"
+
+namespace fabricmon::aggregator {
+namespace {
+
+using remote_write::LabelPairs;
+
+// Keeps every request body (thread-safe: the endpoint's shard thread sends).
+class CapturingSender final : public remote_write::Sender {
+ public:
+  explicit CapturingSender(std::vector<std::string>& bodies, absl::Mutex& mu)
+      : bodies_(bodies), mu_(mu) {}
+  remote_write::SendResult Send(const std::string& body, int64_t) override {
+    absl::MutexLock lock(&mu_);
+    bodies_.push_back(body);
+    return {200, ""};
+  }
+
+ private:
+  std::vector<std::string>& bodies_;
+  absl::Mutex& mu_;
+};
+
+struct Received {
+  LabelPairs labels;
+  int64_t timestamp_ms;
+  double value;
+};
+
+class RemoteWriteFeedTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<RemoteWriteFeed> MakeFeed(LabelPairs external = {}) {
+    remote_write::QueueOptions queue;
+    queue.shards = 2;
+    auto endpoint = remote_write::Endpoint::Create(
+        {"test", std::move(external), queue},
+        [this]() -> absl::StatusOr<std::unique_ptr<remote_write::Sender>> {
+          return std::unique_ptr<remote_write::Sender>(
+              std::make_unique<CapturingSender>(bodies_, mu_));
+        },
+        clock_);
+    EXPECT_TRUE(endpoint.ok());
+    std::vector<RemoteWriteFeed::EndpointEntry> endpoints;
+    endpoints.push_back({*std::move(endpoint), int64_t{5} * 1000000000});
+    return std::make_unique<RemoteWriteFeed>(std::move(endpoints), clock_);
+  }
+  // Everything the receiver got, by series (labels as "k=v,..."), in arrival order.
+  std::map<std::string, std::vector<Received>> ReceivedBySeries() {
+    absl::MutexLock lock(&mu_);
+    std::map<std::string, std::vector<Received>> out;
+    for (const std::string& body : bodies_) {
+      auto request = remote_write::DecodeWriteRequest(body);
+      EXPECT_TRUE(request.ok());
+      for (const auto& series : request->timeseries()) {
+        LabelPairs labels;
+        std::string key;
+        for (const auto& label : series.labels()) {
+          labels.emplace_back(label.name(), label.value());
+          key += label.name() + "=" + label.value() + ",";
+        }
+        for (const auto& sample : series.samples()) {
+          out[key].push_back({labels, sample.timestamp(), sample.value()});
+        }
+      }
+    }
+    return out;
+  }
+
+  testing::FakeClock clock_;
+  absl::Mutex mu_;
+  std::vector<std::string> bodies_;
+};
+
+TEST_F(RemoteWriteFeedTest, SendsStoredSamplesAsMetricsShowsThemAtTheirTimestamps) {
+  NodeState node("gpu-node-1", 4, 1000);
+  const collectors::SeriesDesc bytes = collectors::CounterSeries(
+      "ib_sysfs", "fabricmon_ib_port_xmit_data_bytes_total", "h", collectors::Unit::kBytes, 64,
+      collectors::Overflow::kWraps, 4.0, {{"device", "mlx5_0"}, {"port", "1"}});
+  const collectors::SeriesDesc temp = collectors::GaugeSeries(
+      "ib_sysfs", "fabricmon_ib_port_state", "h", collectors::Unit::kNone, 1.0,
+      {{"port", "1"}, {"device", "mlx5_0"}});
+  auto a = node.DeclareSlot(bytes, 0);
+  auto b = node.DeclareSlot(temp, 0);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::vector<SlotRef> slots = {*a, *b};
+  auto feed = MakeFeed({{"cluster", "c1"}, {"node", "external-never-wins"}});
+  auto stream = feed->OpenStream();
+  const int64_t t0 = clock_.NowUnixNanos() - 2'000'000'123;  // the agent's timestamps
+  const int64_t t1 = t0 + 1'000'000'000;
+  ASSERT_TRUE(node.AppendBatchToSlots(1, 0, t0, slots, std::vector<uint64_t>{100, 4},
+                                      {true, true}, clock_.NowUnixNanos())
+                  .stored);
+  stream->OnStored(node, slots, {true, true});
+  ASSERT_TRUE(node.AppendBatchToSlots(2, 0, t1, slots, std::vector<uint64_t>{250, 0},
+                                      {true, false}, clock_.NowUnixNanos())
+                  .stored);
+  stream->OnStored(node, slots, {true, false});
+  feed->Shutdown();
+
+  auto received = ReceivedBySeries();
+  ASSERT_EQ(received.size(), 2u);
+  const std::string bytes_key =
+      "__name__=fabricmon_ib_port_xmit_data_bytes_total,cluster=c1,device=mlx5_0,"
+      "node=gpu-node-1,port=1,";
+  ASSERT_TRUE(received.count(bytes_key)) << received.begin()->first;
+  const auto& counter = received[bytes_key];
+  ASSERT_EQ(counter.size(), 2u);
+  EXPECT_EQ(counter[0].timestamp_ms, t0 / 1000000);  // the agent's time, to the millisecond
+  EXPECT_EQ(counter[0].value, 400);                  // raw × scale, as /metrics exports it
+  EXPECT_EQ(counter[1].timestamp_ms, t1 / 1000000);
+  EXPECT_EQ(counter[1].value, 1000);
+  const std::string state_key =
+      "__name__=fabricmon_ib_port_state,cluster=c1,device=mlx5_0,node=gpu-node-1,port=1,";
+  ASSERT_TRUE(received.count(state_key));
+  ASSERT_EQ(received[state_key].size(), 1u);  // absent from the second batch: nothing sent
+  EXPECT_EQ(received[state_key][0].value, 4);
+}
+
+TEST_F(RemoteWriteFeedTest, ARetiredSlotSendsNothing) {
+  NodeState node("n", 4, 1000);
+  auto a = node.DeclareSlot(collectors::GaugeSeries("c", "fabricmon_x", "h",
+                                                    collectors::Unit::kNone, 1.0, {}),
+                            0);
+  ASSERT_TRUE(a.ok());
+  auto feed = MakeFeed();
+  auto stream = feed->OpenStream();
+  SlotRef stale = *a;
+  ++stale.generation;  // as if retired and reused since the stream declared it
+  stream->OnStored(node, {stale}, {true});
+  feed->Shutdown();
+  EXPECT_TRUE(ReceivedBySeries().empty());
+}
+
+TEST_F(RemoteWriteFeedTest, FamiliesAreSentEachTickAndAClearedFindingIsMarkedStale) {
+  auto feed = MakeFeed();
+  auto finding = [](const std::string& node) {
+    prometheus::ClientMetric metric;
+    metric.label = {{"kind", "link_flapping"}, {"severity", "critical"}, {"node", node}};
+    metric.gauge.value = 1;
+    return metric;
+  };
+  prometheus::MetricFamily active;
+  active.name = "fabricmon_finding_active";
+  active.type = prometheus::MetricType::Gauge;
+  active.metric = {finding("a"), finding("b")};
+  prometheus::MetricFamily other;
+  other.name = "fabricmon_aggregator_samples_total";
+  other.type = prometheus::MetricType::Counter;
+  other.metric.emplace_back();
+  other.metric.back().counter.value = 7;
+  feed->ForwardFamilies({active, other}, 1'700'000'000'000'000'000);
+  active.metric = {finding("b")};
+  feed->ForwardFamilies({active, other}, 1'700'000'001'000'000'000);
+  feed->Shutdown();
+  auto received = ReceivedBySeries();
+  ASSERT_EQ(received.size(), 3u);
+  const auto& total = received["__name__=fabricmon_aggregator_samples_total,"];
+  ASSERT_EQ(total.size(), 2u);  // every tick, counters as counters
+  EXPECT_EQ(total[1].value, 7);
+  const auto& a = received["__name__=fabricmon_finding_active,kind=link_flapping,node=a,"
+                           "severity=critical,"];
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].value, 1);
+  EXPECT_EQ(a[0].timestamp_ms, 1'700'000'000'000);
+  EXPECT_TRUE(remote_write::IsStaleNaN(a[1].value));  // cleared: ends now
+  EXPECT_EQ(a[1].timestamp_ms, 1'700'000'001'000);
+  const auto& b = received["__name__=fabricmon_finding_active,kind=link_flapping,node=b,"
+                           "severity=critical,"];
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[1].value, 1);
+}
+
+TEST_F(RemoteWriteFeedTest, ExportsItsMetricsPerEndpoint) {
+  auto feed = MakeFeed();
+  feed->Append({{remote_write::MakeLabelSet("fabricmon_x", {}), 1, 1, clock_.MonotonicNanos()}});
+  feed->Shutdown();
+  std::map<std::string, double> values;
+  for (const auto& family : feed->Collect()) {
+    for (const auto& metric : family.metric) {
+      std::string key = family.name;
+      for (const auto& label : metric.label) {
+        key += "," + label.name + "=" + label.value;
+      }
+      values[key] = family.type == prometheus::MetricType::Counter ? metric.counter.value
+                                                                  : metric.gauge.value;
+    }
+  }
+  EXPECT_EQ(values["fabricmon_remote_write_samples_sent_total,endpoint=test"], 1);
+  EXPECT_EQ(values["fabricmon_remote_write_requests_total,code=200,endpoint=test"], 1);
+  EXPECT_EQ(values["fabricmon_remote_write_samples_pending,endpoint=test"], 0);
+  EXPECT_EQ(values["fabricmon_remote_write_samples_dropped_total,endpoint=test,reason=queue_full"],
+            0);
+  EXPECT_EQ(values.count("fabricmon_remote_write_oldest_pending_age_seconds,endpoint=test"), 1u);
+}
+
+}  // namespace
+}  // namespace fabricmon::aggregator

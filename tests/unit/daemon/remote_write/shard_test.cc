@@ -1,0 +1,271 @@
+#include "daemon/remote_write/shard.h"
+
+#include <deque>
+#include <set>
+
+#include "daemon/remote_write/endpoint.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/fake_clock.h"
+
+namespace fabricmon::remote_write {
+namespace {
+
+constexpr int64_t kMs = 1000000;
+
+// Answers with the scripted codes in turn (200 once the script is used up) and keeps every
+// request body it was given; each send takes `latency` of fake time.
+class ScriptedSender final : public Sender {
+ public:
+  explicit ScriptedSender(testing::FakeClock& clock) : clock_(clock) {}
+  SendResult Send(const std::string& body, int64_t timeout_nanos) override {
+    timeouts.push_back(timeout_nanos);
+    clock_.AdvanceNanos(latency);
+    SendResult result;
+    result.http_status = codes.empty() ? 200 : codes.front();
+    if (!codes.empty()) {
+      codes.pop_front();
+    }
+    bodies.push_back(body);
+    statuses.push_back(result.http_status);
+    return result;
+  }
+  std::deque<int> codes;
+  std::vector<std::string> bodies;
+  std::vector<int> statuses;
+  std::vector<int64_t> timeouts;
+  int64_t latency = 0;
+
+ private:
+  testing::FakeClock& clock_;
+};
+
+// The (series name, value) pairs of a request body, in order.
+std::vector<std::pair<std::string, double>> Contents(const std::string& body) {
+  std::vector<std::pair<std::string, double>> out;
+  absl::StatusOr<v1::prompb::WriteRequest> request = DecodeWriteRequest(body);
+  EXPECT_TRUE(request.ok()) << request.status();
+  if (!request.ok()) {
+    return out;
+  }
+  for (const auto& series : request->timeseries()) {
+    for (const auto& sample : series.samples()) {
+      out.emplace_back(series.labels(0).value(), sample.value());
+    }
+  }
+  return out;
+}
+
+class ShardTest : public ::testing::Test {
+ protected:
+  ShardTest() : sender_(clock_) {
+    options_.max_samples_per_send = 3;
+    options_.batch_send_deadline_nanos = 1000 * kMs;
+    options_.min_backoff_nanos = 100 * kMs;
+    options_.max_backoff_nanos = 800 * kMs;
+    options_.request_timeout_nanos = 5000 * kMs;
+  }
+  Shard MakeShard(uint64_t capacity) {
+    return Shard(options_, capacity, external_, sender_, stats_, clock_, 42, "test");
+  }
+  PendingSample Sample(const std::string& name, double value) {
+    return {MakeLabelSet(name, {}), 1000, value, clock_.MonotonicNanos()};
+  }
+
+  testing::FakeClock clock_;
+  QueueOptions options_;
+  LabelPairs external_;
+  ScriptedSender sender_;
+  EndpointStats stats_;
+};
+
+TEST_F(ShardTest, SendsAFullBatchAtOnceAndAShortOneAtItsDeadline) {
+  Shard shard = MakeShard(100);
+  EXPECT_EQ(shard.Step(false), Shard::kNever);  // nothing queued
+  shard.Push({Sample("a", 1), Sample("b", 2)});
+  const int64_t due = shard.Step(false);
+  EXPECT_EQ(due, clock_.MonotonicNanos() + 1000 * kMs);  // short batch: waits for its deadline
+  EXPECT_TRUE(sender_.bodies.empty());
+  EXPECT_EQ(shard.Pending(), 2u);
+  shard.Push({Sample("c", 3), Sample("d", 4)});
+  shard.Step(false);  // 4 queued ≥ 3: a full batch goes now
+  ASSERT_EQ(sender_.bodies.size(), 1u);
+  EXPECT_THAT(Contents(sender_.bodies[0]),
+              ::testing::ElementsAre(::testing::Pair("a", 1), ::testing::Pair("b", 2),
+                                     ::testing::Pair("c", 3)));
+  EXPECT_EQ(shard.Step(false), due);  // "d" waits for the deadline of the oldest queued
+  clock_.AdvanceMillis(999);
+  shard.Step(false);
+  EXPECT_EQ(sender_.bodies.size(), 1u);
+  clock_.AdvanceMillis(1);
+  shard.Step(false);
+  ASSERT_EQ(sender_.bodies.size(), 2u);
+  EXPECT_THAT(Contents(sender_.bodies[1]), ::testing::ElementsAre(::testing::Pair("d", 4)));
+  EXPECT_EQ(stats_.samples_sent.load(), 4u);
+  EXPECT_EQ(shard.Pending(), 0u);
+  EXPECT_EQ(shard.OldestEnqueued(), Shard::kNever);
+}
+
+TEST_F(ShardTest, RetriesServerErrorsAndTooManyRequestsWithGrowingJitteredBackoff) {
+  Shard shard = MakeShard(100);
+  sender_.codes = {500, 429, 503, 0, 200};  // 0: no response (connection refused)
+  shard.Push({Sample("a", 1), Sample("b", 2), Sample("c", 3)});
+  std::vector<int64_t> waits;
+  for (int i = 0; i < 5; ++i) {
+    const int64_t now = clock_.MonotonicNanos();
+    const int64_t next = shard.Step(false);
+    if (i < 4) {
+      ASSERT_GT(next, now);
+      waits.push_back(next - now);
+      EXPECT_EQ(shard.Step(false), next);  // not before its time
+      clock_.AdvanceNanos(next - now);
+    }
+  }
+  ASSERT_EQ(sender_.bodies.size(), 5u);
+  for (const std::string& body : sender_.bodies) {
+    EXPECT_EQ(body, sender_.bodies[0]);  // the same batch each time: nothing lost or reordered
+  }
+  // Attempt n waits within [d/2, d], d = min(800 ms, 100 ms × 2^n).
+  const int64_t limits[] = {100 * kMs, 200 * kMs, 400 * kMs, 800 * kMs};
+  for (size_t i = 0; i < waits.size(); ++i) {
+    EXPECT_GE(waits[i], limits[i] / 2) << i;
+    EXPECT_LE(waits[i], limits[i]) << i;
+  }
+  EXPECT_EQ(stats_.samples_sent.load(), 3u);
+  EXPECT_EQ(stats_.samples_failed.load(), 0u);
+  EXPECT_EQ(stats_.retries.load(), 4u);
+  EXPECT_THAT(stats_.Requests(),
+              ::testing::ElementsAre(::testing::Pair("200", 1), ::testing::Pair("429", 1),
+                                     ::testing::Pair("500", 1), ::testing::Pair("503", 1),
+                                     ::testing::Pair("error", 1)));
+}
+
+TEST_F(ShardTest, NeverRetriesOtherClientErrors) {
+  for (int code : {400, 401, 403, 404, 413, 302}) {
+    EndpointStats stats;
+    ScriptedSender sender(clock_);
+    Shard shard(options_, 100, external_, sender, stats, clock_, 1, "test");
+    sender.codes = {code};
+    shard.Push({Sample("a", 1), Sample("b", 2), Sample("c", 3), Sample("d", 4)});
+    shard.Step(false);  // refused: dropped and counted
+    EXPECT_EQ(stats.samples_failed.load(), 3u) << code;
+    EXPECT_EQ(stats.retries.load(), 0u) << code;
+    clock_.AdvanceMillis(1000);
+    shard.Step(false);  // the next batch, not the refused one again
+    ASSERT_EQ(sender.bodies.size(), 2u) << code;
+    EXPECT_THAT(Contents(sender.bodies[1]), ::testing::ElementsAre(::testing::Pair("d", 4)));
+    EXPECT_EQ(stats.samples_sent.load(), 1u);
+  }
+}
+
+TEST_F(ShardTest, ABoundedBufferCountsWhatItDrops) {
+  Shard shard = MakeShard(4);
+  EXPECT_EQ(shard.Push({Sample("a", 1), Sample("b", 2), Sample("c", 3)}), 0u);
+  EXPECT_EQ(shard.Push({Sample("d", 4), Sample("e", 5), Sample("f", 6)}), 2u);
+  EXPECT_EQ(stats_.samples_dropped_queue_full.load(), 2u);
+  sender_.codes = {500};
+  shard.Step(false);  // a batch of 3 in flight, retrying: the queue has room for 3 more
+  EXPECT_EQ(shard.Pending(), 4u);
+  EXPECT_EQ(shard.Push({Sample("g", 7), Sample("h", 8), Sample("i", 9), Sample("j", 10)}), 1u);
+  EXPECT_EQ(stats_.samples_dropped_queue_full.load(), 3u);
+  EXPECT_EQ(shard.Pending(), 7u);
+}
+
+TEST_F(ShardTest, OldestPendingCountsTheBatchInFlight) {
+  Shard shard = MakeShard(100);
+  const int64_t first = clock_.MonotonicNanos();
+  shard.Push({Sample("a", 1), Sample("b", 2), Sample("c", 3)});
+  clock_.AdvanceMillis(10);
+  shard.Push({Sample("d", 4)});
+  sender_.codes = {500};
+  shard.Step(false);
+  EXPECT_EQ(shard.OldestEnqueued(), first);
+}
+
+TEST_F(ShardTest, FlushSendsShortBatchesAndNoRequestOutlastsTheDeadline) {
+  Shard shard = MakeShard(100);
+  shard.Push({Sample("a", 1)});
+  const int64_t deadline = clock_.MonotonicNanos() + 300 * kMs;
+  shard.Step(true, deadline);  // no waiting for the batch deadline when flushing
+  ASSERT_EQ(sender_.timeouts.size(), 1u);
+  EXPECT_EQ(sender_.timeouts[0], 300 * kMs);  // capped by the flush deadline
+  sender_.codes = {500};
+  shard.Push({Sample("b", 2)});
+  shard.Step(true, deadline);
+  clock_.AdvanceMillis(400);
+  EXPECT_EQ(shard.Step(true, deadline), Shard::kNever);  // past the deadline: no more tries
+  EXPECT_EQ(sender_.bodies.size(), 2u);
+  EXPECT_EQ(shard.DropAll(), 1u);
+  EXPECT_EQ(stats_.samples_dropped_shutdown.load(), 1u);
+}
+
+TEST(EndpointTest, KeepsEachSeriesOnOneShardInOrder) {
+  testing::FakeClock clock;
+  QueueOptions queue;
+  queue.shards = 4;
+  queue.max_samples_per_send = 1000;
+  queue.capacity_samples = 100000;
+  std::vector<ScriptedSender*> senders;
+  auto endpoint = Endpoint::Create(
+      {"test", {}, queue},
+      [&]() -> absl::StatusOr<std::unique_ptr<Sender>> {
+        auto sender = std::make_unique<ScriptedSender>(clock);
+        senders.push_back(sender.get());
+        return std::unique_ptr<Sender>(std::move(sender));
+      },
+      clock);
+  ASSERT_TRUE(endpoint.ok());
+  std::vector<std::shared_ptr<const LabelSet>> series;
+  for (int i = 0; i < 64; ++i) {
+    series.push_back(MakeLabelSet("s" + std::to_string(i), {}));
+  }
+  for (int t = 0; t < 5; ++t) {
+    std::vector<PendingSample> batch;
+    for (const auto& s : series) {
+      batch.push_back({s, t, static_cast<double>(t), clock.MonotonicNanos()});
+    }
+    (*endpoint)->Append(batch);
+  }
+  EXPECT_EQ((*endpoint)->Pending(), 64u * 5);
+  // The short batches wait for their deadline; Shutdown sends them at once.
+  (*endpoint)->Start();
+  (*endpoint)->Shutdown(1000 * kMs);
+  std::map<std::string, std::set<ScriptedSender*>> shard_of;
+  std::map<std::string, std::vector<double>> values;
+  for (ScriptedSender* sender : senders) {
+    for (const std::string& body : sender->bodies) {
+      for (const auto& [name, value] : Contents(body)) {
+        shard_of[name].insert(sender);
+        values[name].push_back(value);
+      }
+    }
+  }
+  ASSERT_EQ(shard_of.size(), 64u);
+  std::set<ScriptedSender*> used;
+  for (const auto& [name, shards] : shard_of) {
+    EXPECT_EQ(shards.size(), 1u) << name;
+    used.insert(*shards.begin());
+    EXPECT_THAT(values[name], ::testing::ElementsAre(0, 1, 2, 3, 4)) << name;
+  }
+  EXPECT_GT(used.size(), 1u);  // 64 series spread over more than one of 4 shards
+  EXPECT_EQ((*endpoint)->stats().samples_sent.load(), 64u * 5);
+  EXPECT_EQ((*endpoint)->Pending(), 0u);
+}
+
+TEST(EndpointTest, AppendAfterShutdownIsCountedNotQueued) {
+  testing::FakeClock clock;
+  auto endpoint = Endpoint::Create(
+      {"test", {}, QueueOptions{}},
+      [&]() -> absl::StatusOr<std::unique_ptr<Sender>> {
+        return std::unique_ptr<Sender>(std::make_unique<ScriptedSender>(clock));
+      },
+      clock);
+  ASSERT_TRUE(endpoint.ok());
+  (*endpoint)->Shutdown(0);
+  (*endpoint)->Append({{MakeLabelSet("a", {}), 1, 1, 0}});
+  EXPECT_EQ((*endpoint)->stats().samples_dropped_shutdown.load(), 1u);
+  EXPECT_EQ((*endpoint)->Pending(), 0u);
+}
+
+}  // namespace
+}  // namespace fabricmon::remote_write
