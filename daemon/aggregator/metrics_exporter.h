@@ -43,7 +43,7 @@ class MetricsExporter final : public prometheus::Collectable {
   // The node health and aggregator families alone (fabricmon_node_*, fabricmon_aggregator_*),
   // without the nodes' series: what remote write sends besides the stored samples.
   std::vector<prometheus::MetricFamily> HealthFamilies() const {
-    std::vector<std::shared_ptr<NodeState>> up_nodes;
+    std::vector<std::shared_ptr<store::NodeState>> up_nodes;
     return OwnFamilies(&up_nodes);
   }
 

@@ -11,6 +11,7 @@ namespace fabricmon::aggregator {
 namespace {
 
 using remote_write::LabelPairs;
+using store::NodeState;
 
 // Keeps every request body (thread-safe: the endpoint's shard thread sends).
 class CapturingSender final : public remote_write::Sender {
