@@ -43,8 +43,8 @@ class ReplayClock final : public Clock {
 };
 
 // The store limits the aggregator derives from the same configuration (aggregator_main.cc).
-aggregator::StoreOptions StoreOptionsFor(const v1::AggregatorConfig& config) {
-  aggregator::StoreOptions options;
+store::StoreOptions StoreOptionsFor(const v1::AggregatorConfig& config) {
+  store::StoreOptions options;
   if (config.samples_per_series() > 0) options.samples_per_series = config.samples_per_series();
   if (config.max_series_per_node() > 0) options.max_series_per_node = config.max_series_per_node();
   if (config.max_new_series_per_second() > 0) {
@@ -65,10 +65,10 @@ aggregator::StoreOptions StoreOptionsFor(const v1::AggregatorConfig& config) {
 
 // One recorded agent stream, as AgentStream keeps it.
 struct Stream {
-  std::shared_ptr<aggregator::NodeState> node;
+  std::shared_ptr<store::NodeState> node;
   wire::StreamDecoder decoder;
-  std::vector<aggregator::SlotRef> stream_to_node;
-  absl::flat_hash_map<uint32_t, std::vector<aggregator::SlotRef>> layout_slots;
+  std::vector<store::SlotRef> stream_to_node;
+  absl::flat_hash_map<uint32_t, std::vector<store::SlotRef>> layout_slots;
   bool broken = false;  // a message was refused: the live stream ended there
 };
 
@@ -185,7 +185,7 @@ class Replayer {
       Refuse(record.stream);
       return;
     }
-    absl::StatusOr<aggregator::SeriesStore::Attachment> attached =
+    absl::StatusOr<store::SeriesStore::Attachment> attached =
         store_.Attach(hello, record.stream, [] {}, clock_.NowUnixNanos());
     Stream& stream = streams_[record.stream];
     if (!attached.ok()) {
@@ -205,7 +205,7 @@ class Replayer {
           !stream.decoder.Declare(declaration.id()).ok()) {
         return false;
       }
-      absl::StatusOr<aggregator::SlotRef> slot =
+      absl::StatusOr<store::SlotRef> slot =
           stream.node->DeclareSlot(*desc, clock_.MonotonicNanos());
       if (!slot.ok()) {
         return false;
@@ -242,7 +242,7 @@ class Replayer {
       }
     }
     const int64_t now = clock_.NowUnixNanos();
-    const aggregator::NodeState::AppendResult result = stream.node->AppendBatchToSlots(
+    const store::NodeState::AppendResult result = stream.node->AppendBatchToSlots(
         batch.sequence(), batch.dropped_before(), batch.timestamp_unix_nanos(), it->second,
         decoded_.values, decoded_.present, now);
     if (result.forgotten || result.out_of_range_position.has_value()) {
@@ -305,7 +305,7 @@ class Replayer {
   const ReplayOptions& options_;
   const std::function<void(const TimelineEvent&)>& on_event_;
   ReplayClock clock_;
-  aggregator::SeriesStore store_;
+  store::SeriesStore store_;
   const int64_t tick_nanos_;
   detectors::DetectionEngine engine_;
   std::map<uint64_t, Stream> streams_;
