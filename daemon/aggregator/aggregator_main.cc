@@ -38,7 +38,7 @@
 #include "daemon/detectors/engine.h"
 #include "daemon/exposition/http_server_limits.h"
 #ifdef FABRICMON_HAVE_IB_TOPOLOGY
-#include "collectors/ib_fabric/ibnetdiscover_parser.h"
+#include "collectors/fabric_model/ibnetdiscover_parser.h"
 #endif
 #include "fabricmon/v1/config.pb.h"
 #include "grpcpp/grpcpp.h"
