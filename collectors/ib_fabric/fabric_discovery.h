@@ -14,7 +14,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "collectors/ib_fabric/topology.h"
+#include "collectors/fabric_model/subnet.h"
 
 namespace fabricmon::collectors::ib_fabric {
 

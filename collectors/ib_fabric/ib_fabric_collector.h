@@ -37,7 +37,7 @@
 #include "collectors/ib_fabric/fabric_discovery.h"
 #include "collectors/ib_fabric/mad_pipeline.h"
 #include "collectors/ib_fabric/pma.h"
-#include "collectors/ib_fabric/topology.h"
+#include "collectors/fabric_model/subnet.h"
 #include "daemon/common/clock.h"
 #include "fabricmon/v1/config.pb.h"
 

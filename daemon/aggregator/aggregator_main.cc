@@ -42,7 +42,7 @@
 #include "daemon/recording/recorder.h"
 #include "daemon/remote_write/config.h"
 #ifdef FABRICMON_HAVE_IB_TOPOLOGY
-#include "collectors/ib_fabric/ibnetdiscover_parser.h"
+#include "collectors/fabric_model/ibnetdiscover_parser.h"
 #endif
 #include "fabricmon/v1/config.pb.h"
 #include "grpcpp/grpcpp.h"

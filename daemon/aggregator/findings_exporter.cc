@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/detectors/finding.h"
-#include "daemon/detectors/topology.h"
+#include "daemon/detectors/cable_graph.h"
 #include "prometheus/client_metric.h"
 #include "prometheus/metric_type.h"
 

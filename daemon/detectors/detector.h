@@ -15,7 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "daemon/store/series_store.h"
 #include "daemon/detectors/finding.h"
-#include "daemon/detectors/topology.h"
+#include "daemon/detectors/cable_graph.h"
 #include "fabricmon/v1/config.pb.h"
 
 namespace fabricmon::detectors {

@@ -22,7 +22,7 @@
 #include "daemon/detectors/detector.h"
 #include "daemon/detectors/finding_tracker.h"
 #include "daemon/detectors/providers.h"
-#include "daemon/detectors/topology.h"
+#include "daemon/detectors/cable_graph.h"
 #include "daemon/store/series_store.h"
 #include "fabricmon/v1/config.pb.h"
 #include "fabricmon/v1/diagnostics.pb.h"

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/detectors/topology.h"
+#include "daemon/detectors/cable_graph.h"
 
 namespace fabricmon::detectors {
 

@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "collectors/ib_fabric/ibnetdiscover_parser.h"
-#include "collectors/ib_fabric/topology.h"
+#include "collectors/fabric_model/ibnetdiscover_parser.h"
+#include "collectors/fabric_model/subnet.h"
 #include "tests/fuzz/fuzz_target.h"
 
 FABRICMON_FUZZ_TARGET(ibnetdiscover) {

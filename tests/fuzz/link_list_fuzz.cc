@@ -9,7 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
-#include "daemon/detectors/topology.h"
+#include "daemon/detectors/cable_graph.h"
 #include "tests/fuzz/fuzz_target.h"
 
 FABRICMON_FUZZ_TARGET(link_list) {

@@ -6,7 +6,7 @@
 #include "collectors/ib_sysfs/ib_counters_parser.h"
 #include "daemon/agent/cycle_builder.h"
 #include "daemon/agent/series_table.h"
-#include "daemon/detectors/topology.h"
+#include "daemon/detectors/cable_graph.h"
 #include "daemon/wire/batch_codec.h"
 #include "daemon/wire/series_codec.h"
 #include "gmock/gmock.h"

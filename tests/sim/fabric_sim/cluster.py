@@ -22,7 +22,7 @@ Files written per node (under <root>/nodes/<name>/):
   nvml.state  the NVML stand-in's state (tests/fakes/nvml_standin/README.md): 8 GPUs x 18 links.
 Fabric-wide files (under <root>/):
   fabric.net   ibsim topology (ibnetdiscover-like; caguid=/switchguid= lines pin every GUID)
-  links.txt    the aggregator's link list (daemon/detectors/topology.h format)
+  links.txt    the aggregator's link list (daemon/detectors/cable_graph.h format)
 
 Python 3 standard library only.
 """

@@ -14,7 +14,7 @@
 #include "collectors/ib_fabric/ib_fabric_collector.h"
 #include "collectors/ib_fabric/mad_pipeline.h"
 #include "collectors/ib_fabric/pma.h"
-#include "collectors/ib_fabric/topology.h"
+#include "collectors/fabric_model/subnet.h"
 #include "tests/testing/fake_clock.h"
 
 namespace fabricmon::collectors::ib_fabric_testing {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "collectors/ib_fabric/ibnetdiscover_parser.h"
+#include "collectors/fabric_model/ibnetdiscover_parser.h"
 #include "daemon/common/file_reader.h"
 #include "daemon/detectors/engine.h"
 #include "daemon/detectors/families.h"

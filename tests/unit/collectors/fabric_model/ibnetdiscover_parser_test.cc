@@ -1,4 +1,4 @@
-#include "collectors/ib_fabric/ibnetdiscover_parser.h"
+#include "collectors/fabric_model/ibnetdiscover_parser.h"
 
 #include <random>
 #include <string>

@@ -1,4 +1,4 @@
-#include "collectors/ib_fabric/topology.h"
+#include "collectors/fabric_model/subnet.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -24,7 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "collectors/ib_fabric/topology.h"
+#include "collectors/fabric_model/subnet.h"
 
 namespace fabricmon::collectors::ib_fabric {
 

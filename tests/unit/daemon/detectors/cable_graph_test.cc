@@ -1,4 +1,4 @@
-#include "daemon/detectors/topology.h"
+#include "daemon/detectors/cable_graph.h"
 
 #include "gtest/gtest.h"
 #include "tests/unit/daemon/detectors/detector_test_util.h"

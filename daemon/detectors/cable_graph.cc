@@ -1,4 +1,4 @@
-#include "daemon/detectors/topology.h"
+#include "daemon/detectors/cable_graph.h"
 
 #include <algorithm>
 
