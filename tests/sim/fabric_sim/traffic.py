@@ -81,9 +81,12 @@ class PortModel:
         self._written = {}
         self._paths = {}
         # Narrow counters start low (weeks of uptime on a healthy port) so that no scenario runs
-        # into saturation by accident; pinned ones are set explicitly.
+        # into saturation by accident; pinned ones are set explicitly. The capture generator
+        # saturates every mlx5_1 port 1 on purpose (gen_sysfs_tree.SATURATED_PORT), SymbolError
+        # included: left at 65535, symbol errors injected on an mlx5_1 port could not show (the
+        # campaign's IB misses on dgx-1798 mlx5_1).
         for rel in ("counters/link_downed", "counters/link_error_recovery",
-                    "counters/port_xmit_wait"):
+                    "counters/port_xmit_wait", "counters/symbol_error"):
             self.values[rel] = rng.randrange(0, 4) if rel != "counters/port_xmit_wait" else \
                 rng.randrange(0, 10**6)
 
