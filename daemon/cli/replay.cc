@@ -125,7 +125,7 @@ class Replayer {
       }
       return;
     }
-    v1::AgentMessage message;
+    v1::AgentMessage& message = message_;  // reused: its repeated fields keep their memory
     if (!message.ParseFromString(record.payload)) {
       Refuse(record.stream);
       return;
@@ -310,6 +310,7 @@ class Replayer {
   detectors::DetectionEngine engine_;
   std::map<uint64_t, Stream> streams_;
   wire::DecodedBatch decoded_;
+  v1::AgentMessage message_;
   std::map<std::string, v1::Finding> active_;  // by finding id, as of the last tick
   int64_t next_tick_ = 0;
   absl::Time wall_start_;

@@ -169,6 +169,7 @@ void Recorder::Enqueue(uint8_t type, uint64_t stream, absl::string_view node,
 void Recorder::Flush() {
   absl::MutexLock lock(&mu_);
   const uint64_t target = enqueued_records_;
+  flush_requested_ = true;
   auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return written_records_ >= target || !active_.load(std::memory_order_relaxed);
   };
@@ -184,10 +185,12 @@ void Recorder::WriterLoop() {
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !queue_.empty() || stopping_;
+        return queue_.size() >= options_.write_bytes || flush_requested_ || stopping_;
       };
-      // Wakes at least every second while idle, to close an old segment and apply max_age.
-      mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(1));
+      // Wakes at least every max_write_delay: writes what is queued, closes an old segment and
+      // applies max_age while idle.
+      mu_.AwaitWithTimeout(absl::Condition(&ready), options_.max_write_delay);
+      flush_requested_ = false;
       chunk.clear();
       chunk.swap(queue_);
       first = queue_first_unix_nanos_;
@@ -223,9 +226,17 @@ void Recorder::WriteChunk(const std::string& chunk, int64_t first_unix_nanos) {
   if (fd_ < 0 && !OpenSegment(first_unix_nanos)) {
     return;
   }
+  absl::string_view bytes = chunk;
+  if (options_.zstd_level > 0) {
+    block_.clear();
+    // A block that fails to compress is written as it is (the format allows both).
+    if (AppendZstdBlock(chunk, first_unix_nanos, options_.zstd_level, block_)) {
+      bytes = block_;
+    }
+  }
   size_t done = 0;
-  while (done < chunk.size()) {
-    const ssize_t n = write(fd_, chunk.data() + done, chunk.size() - done);
+  while (done < bytes.size()) {
+    const ssize_t n = write(fd_, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       // A partial write leaves a torn record at the tail, which readers skip.
@@ -242,6 +253,9 @@ void Recorder::WriteChunk(const std::string& chunk, int64_t first_unix_nanos) {
   segments_.back().bytes += done;
   total_bytes_ += done;
   bytes_written_.fetch_add(done, std::memory_order_relaxed);
+  if (block_.capacity() > (size_t{4} << 20)) {
+    std::string().swap(block_);
+  }
 }
 
 bool Recorder::OpenSegment(int64_t start_unix_nanos) {
