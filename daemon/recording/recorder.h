@@ -22,15 +22,15 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/time/time.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "daemon/common/clock.h"
 
 namespace fabricmon::recording {
 
 struct RecorderOptions {
-  std::string directory;                  // created if absent
-  uint64_t max_bytes = uint64_t{1} << 30;  // all segments together
+  std::string directory;                                   // created if absent
+  uint64_t max_bytes = uint64_t{1} << 30;                  // all segments together
   int64_t max_age_nanos = int64_t{86400} * 1'000'000'000;  // 0: no age limit
   // A segment is closed when it reaches this size or age; 0 derives them from the bounds
   // (an eighth of each, within 64 KiB..256 MiB and 1 s..1 h), so that dropping the oldest
@@ -126,7 +126,7 @@ class Recorder {
   absl::Mutex mu_;
   std::string queue_ ABSL_GUARDED_BY(mu_);  // framed records waiting for the writer
   int64_t queue_first_unix_nanos_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t last_unix_nanos_ ABSL_GUARDED_BY(mu_) = 0;  // receive times never go backwards
+  int64_t last_unix_nanos_ ABSL_GUARDED_BY(mu_) = 0;    // receive times never go backwards
   uint64_t enqueued_records_ ABSL_GUARDED_BY(mu_) = 0;  // records queued so far
   uint64_t written_records_ ABSL_GUARDED_BY(mu_) = 0;   // of those, written (or dropped)
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -207,8 +207,7 @@ TEST(RecorderTest, WriteErrorStopsRecordingWithoutBlocking) {
 TEST(RecorderCompressionTest, CompressedBlocksReadBack) {
   testing::TempTree tree;
   FakeClock clock;
-  absl::StatusOr<std::unique_ptr<Recorder>> recorder =
-      Recorder::Start(Options(tree.root()), clock);
+  absl::StatusOr<std::unique_ptr<Recorder>> recorder = Recorder::Start(Options(tree.root()), clock);
   ASSERT_THAT(recorder.status(), IsOk());
   uint64_t raw = 0;
   for (int i = 0; i < 1000; ++i) {
