@@ -204,8 +204,8 @@ bool IsReservedFamily(absl::string_view name) {
   // The aggregator's exporter (metrics_exporter.cc), the detection engine (engine.cc), the
   // saturated-counter flags (text_exposition.h) and the recording (recording_metrics.cc).
   constexpr absl::string_view kReservedPrefixes[] = {
-      "fabricmon_node_",     "fabricmon_aggregator_", "fabricmon_finding",
-      "fabricmon_detector_", "fabricmon_topology_",   "fabricmon_series_saturated",
+      "fabricmon_node_",      "fabricmon_aggregator_", "fabricmon_finding",
+      "fabricmon_detector_",  "fabricmon_topology_",   "fabricmon_series_saturated",
       "fabricmon_recording_",
   };
   for (absl::string_view prefix : kReservedPrefixes) {
