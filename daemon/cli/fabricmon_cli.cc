@@ -58,8 +58,9 @@ ABSL_FLAG(std::string, link_list, "", "replay: link-list file (overrides config 
 ABSL_FLAG(std::string, topology_file, "",
           "replay: ibnetdiscover output (overrides config topology_file).");
 ABSL_FLAG(bool, fast, false, "replay: as fast as possible (the default).");
-ABSL_FLAG(double, speed, 0,
-          "replay: recorded seconds per wall-clock second (1: as recorded); 0: as fast as possible.");
+ABSL_FLAG(
+    double, speed, 0,
+    "replay: recorded seconds per wall-clock second (1: as recorded); 0: as fast as possible.");
 ABSL_FLAG(int, timeout_s, 10, "RPC deadline in seconds.");
 ABSL_FLAG(bool, json, false, "Print the service's answer as JSON (one object) instead of text.");
 ABSL_FLAG(bool, all, false, "findings: include recently cleared findings.");
@@ -501,9 +502,8 @@ int ExportRecording() {
     return kExitUsage;
   }
   replay::ExportOptions options;
-  for (const auto& [text, target] :
-       {std::pair{absl::GetFlag(FLAGS_from), &options.from_unix_nanos},
-        std::pair{absl::GetFlag(FLAGS_to), &options.to_unix_nanos}}) {
+  for (const auto& [text, target] : {std::pair{absl::GetFlag(FLAGS_from), &options.from_unix_nanos},
+                                     std::pair{absl::GetFlag(FLAGS_to), &options.to_unix_nanos}}) {
     absl::StatusOr<int64_t> time = replay::ParseTime(text);
     if (!time.ok()) {
       std::cerr << "fabricmon record export: " << time.status().message() << "\n";
@@ -564,9 +564,9 @@ absl::Status LoadReplayOptions(replay::ReplayOptions& options) {
   }
   if (!options.config.topology_file().empty()) {
 #ifdef FABRICMON_HAVE_IB_TOPOLOGY
-    absl::StatusOr<std::string> text = ReadOperatorFile(
-        options.config.topology_file(), collectors::ib_fabric::kMaxTopologyFileBytes,
-        "topology_file");
+    absl::StatusOr<std::string> text =
+        ReadOperatorFile(options.config.topology_file(),
+                         collectors::ib_fabric::kMaxTopologyFileBytes, "topology_file");
     if (!text.ok()) return text.status();
     absl::StatusOr<collectors::ib_fabric::ParsedTopology> parsed =
         collectors::ib_fabric::ParseIbnetdiscover(*text);
@@ -626,8 +626,8 @@ int Replay(const std::string& path) {
       return;
     }
     const v1::Finding& f = event.finding;
-    std::string severity = absl::AsciiStrToLower(
-        absl::StripPrefix(v1::Severity_Name(f.severity()), "SEVERITY_"));
+    std::string severity =
+        absl::AsciiStrToLower(absl::StripPrefix(v1::Severity_Name(f.severity()), "SEVERITY_"));
     std::printf("%s %-11s %-8s %s: %s\n", Rfc3339(event.at_unix_nanos).c_str(),
                 replay::EventKindName(event.kind), severity.c_str(), f.kind().c_str(),
                 f.summary().c_str());
@@ -662,17 +662,16 @@ int Replay(const std::string& path) {
     AppendSortedJson(root, text);
     std::printf("%s\n", text.c_str());
   } else {
-    std::printf("replayed %llu records (%llu streams, %llu batches, %llu samples) from %s to %s; "
-                "%llu ticks; %llu messages refused; %llu damaged bytes skipped\n",
-                static_cast<unsigned long long>(s.records),
-                static_cast<unsigned long long>(s.streams),
-                static_cast<unsigned long long>(s.batches),
-                static_cast<unsigned long long>(s.samples),
-                s.records > 0 ? Rfc3339(s.first_unix_nanos).c_str() : "-",
-                s.records > 0 ? Rfc3339(s.last_unix_nanos).c_str() : "-",
-                static_cast<unsigned long long>(s.ticks),
-                static_cast<unsigned long long>(s.refused_messages),
-                static_cast<unsigned long long>(s.damage.skipped_bytes));
+    std::printf(
+        "replayed %llu records (%llu streams, %llu batches, %llu samples) from %s to %s; "
+        "%llu ticks; %llu messages refused; %llu damaged bytes skipped\n",
+        static_cast<unsigned long long>(s.records), static_cast<unsigned long long>(s.streams),
+        static_cast<unsigned long long>(s.batches), static_cast<unsigned long long>(s.samples),
+        s.records > 0 ? Rfc3339(s.first_unix_nanos).c_str() : "-",
+        s.records > 0 ? Rfc3339(s.last_unix_nanos).c_str() : "-",
+        static_cast<unsigned long long>(s.ticks),
+        static_cast<unsigned long long>(s.refused_messages),
+        static_cast<unsigned long long>(s.damage.skipped_bytes));
   }
   if (s.damage.bad_header) {
     std::cerr << "fabricmon replay: " << path << " is not a fabricmon recording (or holds one "
@@ -710,13 +709,20 @@ int main(int argc, char** argv) {
       {"1", "the aggregator answered with an error, or could not be reached"},
       {"2", "usage error: unknown flag or command, bad value, unreadable TLS file"},
   };
-  info.value_names = {{"aggregator", "HOST:PORT"}, {"nodes", "a,b,c"},
-                      {"tls_ca", "FILE"},          {"tls_cert", "FILE"},
-                      {"tls_key", "FILE"},         {"tls_server_name", "NAME"},
-                      {"timeout_s", "SECONDS"},    {"dir", "DIR"},
-                      {"from", "TIME"},            {"to", "TIME"},
-                      {"config", "FILE"},          {"link_list", "FILE"},
-                      {"topology_file", "FILE"},   {"speed", "N"}};
+  info.value_names = {{"aggregator", "HOST:PORT"},
+                      {"nodes", "a,b,c"},
+                      {"tls_ca", "FILE"},
+                      {"tls_cert", "FILE"},
+                      {"tls_key", "FILE"},
+                      {"tls_server_name", "NAME"},
+                      {"timeout_s", "SECONDS"},
+                      {"dir", "DIR"},
+                      {"from", "TIME"},
+                      {"to", "TIME"},
+                      {"config", "FILE"},
+                      {"link_list", "FILE"},
+                      {"topology_file", "FILE"},
+                      {"speed", "N"}};
   info.flags_file = __FILE__;
   fabricmon::ParsedCommandLine parsed = fabricmon::ParseCommandLine(argc, argv, info);
   if (parsed.exit_status.has_value()) {
@@ -731,9 +737,9 @@ int main(int argc, char** argv) {
   }
   // Known commands and how many arguments each takes, checked before any connection.
   const std::string command = args[1];
-  const std::map<std::string, size_t> arity = {
-      {"nodes", 0},    {"node", 1},   {"findings", 0}, {"diagnose", 0},
-      {"topology", 0}, {"record", 1}, {"replay", 1}};
+  const std::map<std::string, size_t> arity = {{"nodes", 0},    {"node", 1},     {"findings", 0},
+                                               {"diagnose", 0}, {"topology", 0}, {"record", 1},
+                                               {"replay", 1}};
   auto known = arity.find(command);
   if (known == arity.end()) {
     std::cerr << "fabricmon: unknown command '" << command << "'; see --help\n";
@@ -747,7 +753,8 @@ int main(int argc, char** argv) {
   // Offline commands: they read files, and never connect.
   if (command == "record") {
     if (std::string(args[2]) != "export") {
-      std::cerr << "fabricmon record: unknown subcommand '" << args[2] << "' (export); see --help\n";
+      std::cerr << "fabricmon record: unknown subcommand '" << args[2]
+                << "' (export); see --help\n";
       return fabricmon::kExitUsage;
     }
     return fabricmon::cli::ExportRecording();

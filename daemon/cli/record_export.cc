@@ -18,7 +18,7 @@ namespace {
 
 // What a stream open at the window's start needs carried into it, in arrival order.
 struct StreamContext {
-  std::vector<recording::Record> records;  // hello, declarations, layouts
+  std::vector<recording::Record> records;      // hello, declarations, layouts
   std::optional<recording::Record> inventory;  // the latest inventory update
 };
 
@@ -126,8 +126,8 @@ absl::StatusOr<ExportSummary> ExportRecording(const std::string& directory,
   flush();
   if (std::fflush(out) != 0) write_failed = true;
   if (write_failed) {
-    return absl::UnavailableError(absl::StrCat("writing the recording failed (",
-                                               std::strerror(errno), "); the output is incomplete"));
+    return absl::UnavailableError(absl::StrCat(
+        "writing the recording failed (", std::strerror(errno), "); the output is incomplete"));
   }
   return summary;
 }

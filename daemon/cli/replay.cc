@@ -57,8 +57,7 @@ store::StoreOptions StoreOptionsFor(const v1::AggregatorConfig& config) {
   options.max_nodes = config.max_nodes() > 0 ? config.max_nodes() : 20000;
   options.max_series_total = config.max_series_total() > 0 ? config.max_series_total() : 10000000;
   options.node_retention_nanos =
-      int64_t{config.has_node_retention_s() ? config.node_retention_s() : 86400} *
-      kNanosPerSecond;
+      int64_t{config.has_node_retention_s() ? config.node_retention_s() : 86400} * kNanosPerSecond;
   // No per-peer budget: the recording holds what the aggregator admitted, from whichever peer.
   return options;
 }
@@ -89,11 +88,10 @@ class Replayer {
         !valid.ok()) {
       return valid;
     }
-    engine_.SetAgentTopologyRetention(
-        int64_t{options_.config.has_agent_topology_retention_s()
-                    ? options_.config.agent_topology_retention_s()
-                    : 600} *
-        kNanosPerSecond);
+    engine_.SetAgentTopologyRetention(int64_t{options_.config.has_agent_topology_retention_s()
+                                                  ? options_.config.agent_topology_retention_s()
+                                                  : 600} *
+                                      kNanosPerSecond);
     if (!options_.link_list.empty()) {
       if (absl::Status set = engine_.SetLinkList(options_.link_list); !set.ok()) {
         return set;
@@ -125,7 +123,7 @@ class Replayer {
       }
       return;
     }
-    v1::AgentMessage message;
+    v1::AgentMessage& message = message_;  // reused: its repeated fields keep their memory
     if (!message.ParseFromString(record.payload)) {
       Refuse(record.stream);
       return;
@@ -310,6 +308,7 @@ class Replayer {
   detectors::DetectionEngine engine_;
   std::map<uint64_t, Stream> streams_;
   wire::DecodedBatch decoded_;
+  v1::AgentMessage message_;
   std::map<std::string, v1::Finding> active_;  // by finding id, as of the last tick
   int64_t next_tick_ = 0;
   absl::Time wall_start_;

@@ -30,8 +30,8 @@ struct ReplayOptions {
   // The aggregator's configuration: store limits, detector thresholds and tick_ms. Its
   // link_list_file and topology_file are not read here (the caller passes their content).
   v1::AggregatorConfig config;
-  std::string link_list;                 // a link-list file's content, or empty
-  std::optional<v1::Inventory> fabric;   // cabling parsed from an ibnetdiscover file
+  std::string link_list;                // a link-list file's content, or empty
+  std::optional<v1::Inventory> fabric;  // cabling parsed from an ibnetdiscover file
   // Recorded seconds per wall-clock second; 0: as fast as possible.
   double speed = 0;
 };
@@ -42,15 +42,15 @@ const char* EventKindName(EventKind kind);  // "raised", "escalated", "deescalat
 struct TimelineEvent {
   int64_t at_unix_nanos = 0;  // recorded time of the tick that saw the change
   EventKind kind = EventKind::kRaised;
-  v1::Finding finding;        // as the CLI's `findings` shows it (cleared: its last state)
+  v1::Finding finding;  // as the CLI's `findings` shows it (cleared: its last state)
 };
 
 struct ReplaySummary {
   uint64_t records = 0;
   uint64_t streams = 0;
-  uint64_t batches = 0;            // batches stored
-  uint64_t samples = 0;            // samples stored
-  uint64_t refused_messages = 0;   // records that did not parse or that the store refused
+  uint64_t batches = 0;           // batches stored
+  uint64_t samples = 0;           // samples stored
+  uint64_t refused_messages = 0;  // records that did not parse or that the store refused
   uint64_t ticks = 0;
   int64_t first_unix_nanos = 0;
   int64_t last_unix_nanos = 0;

@@ -1,6 +1,7 @@
 #include "daemon/recording/record_format.h"
 
 #include <zlib.h>
+#include <zstd.h>
 
 #include <cstring>
 
@@ -66,7 +67,8 @@ bool ParseBody(absl::string_view body, Record& record) {
   }
   const uint8_t type = static_cast<uint8_t>(body[0]);
   if (type != static_cast<uint8_t>(RecordType::kMessage) &&
-      type != static_cast<uint8_t>(RecordType::kStreamEnd)) {
+      type != static_cast<uint8_t>(RecordType::kStreamEnd) &&
+      type != static_cast<uint8_t>(RecordType::kZstdBlock)) {
     return false;
   }
   const size_t node_size = GetLE(body.data() + 17, 2);
@@ -80,6 +82,73 @@ bool ParseBody(absl::string_view body, Record& record) {
   const absl::string_view payload = body.substr(kBodyFixedBytes + node_size);
   record.payload.assign(payload.data(), payload.size());
   return true;
+}
+
+bool AppendZstdBlock(absl::string_view framed, int64_t receive_unix_nanos, int level,
+                     std::string& out) {
+  std::string compressed(ZSTD_compressBound(framed.size()), '\0');
+  const size_t n =
+      ZSTD_compress(compressed.data(), compressed.size(), framed.data(), framed.size(), level);
+  if (ZSTD_isError(n) || n > kMaxBodyBytes - kBodyFixedBytes) {
+    return false;
+  }
+  compressed.resize(n);
+  AppendRecord(RecordType::kZstdBlock, 0, receive_unix_nanos, "", compressed, out);
+  return true;
+}
+
+struct RecordParser::Inner {
+  std::string content;
+  std::unique_ptr<RecordParser> parser;
+};
+
+RecordParser::~RecordParser() = default;
+
+bool RecordParser::OpenBlock(const std::string& payload) {
+  const unsigned long long size = ZSTD_getFrameContentSize(payload.data(), payload.size());
+  // The writer always records the size; a block claiming more than a record may hold is damage
+  // (and must not make the reader allocate it).
+  if (size == ZSTD_CONTENTSIZE_UNKNOWN || size == ZSTD_CONTENTSIZE_ERROR || size > kMaxBodyBytes) {
+    return false;
+  }
+  auto inner = std::make_unique<Inner>();
+  inner->content.resize(size);
+  const size_t n =
+      ZSTD_decompress(inner->content.data(), inner->content.size(), payload.data(), payload.size());
+  if (ZSTD_isError(n) || n != size) {
+    return false;
+  }
+  inner->parser = std::unique_ptr<RecordParser>(new RecordParser(absl::string_view()));
+  inner->parser->data_ = inner->content;
+  inner->parser->pos_ = 0;
+  inner->parser->damage_ = ReadDamage();
+  inner->parser->inner_only_ = true;
+  inner_ = std::move(inner);
+  return true;
+}
+
+bool RecordParser::Next(Record& record) {
+  for (;;) {
+    if (inner_ != nullptr) {
+      if (inner_->parser->Next(record)) {
+        return true;
+      }
+      const ReadDamage& d = inner_->parser->damage();
+      damage_.skipped_bytes += d.skipped_bytes;
+      damage_.damaged_regions += d.damaged_regions;
+      inner_.reset();
+    }
+    if (!NextFramed(record)) {
+      return false;
+    }
+    if (record.type != RecordType::kZstdBlock) {
+      return true;
+    }
+    if (inner_only_ || !OpenBlock(record.payload)) {
+      ++damage_.damaged_regions;
+      damage_.skipped_bytes += record.payload.size();
+    }
+  }
 }
 
 RecordParser::RecordParser(absl::string_view file) : data_(file) {
@@ -99,7 +168,7 @@ void RecordParser::Resync() {
   pos_ = to;
 }
 
-bool RecordParser::Next(Record& record) {
+bool RecordParser::NextFramed(Record& record) {
   while (pos_ < data_.size()) {
     const size_t left = data_.size() - pos_;
     if (left < kRecordPrefixBytes) {

@@ -12,9 +12,14 @@
 // reconnect, a takeover); `payload` is a serialized fabricmon.v1.AgentMessage for kMessage and
 // empty for kStreamEnd. The magic lets a reader find the next record after a damaged one: a torn
 // tail (a crash mid-write) or flipped bytes cost the records they touch, not the file.
+//
+// kZstdBlock holds other records, compressed: its payload is one zstd frame whose content is
+// framed records as above (no header, no blocks within). Readers hand out the records inside;
+// a damaged block costs its records.
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -33,6 +38,7 @@ inline constexpr size_t kMaxNodeNameBytes = 253;
 enum class RecordType : uint8_t {
   kMessage = 1,    // an AgentMessage the aggregator accepted (hello, declarations, layouts, ...)
   kStreamEnd = 2,  // the stream ended (the agent went away, or the aggregator ended it)
+  kZstdBlock = 3,  // records compressed together (never returned by RecordParser)
 };
 
 struct Record {
@@ -58,23 +64,38 @@ struct ReadDamage {
   bool bad_header = false;       // not a recording file at all (nothing was read)
 };
 
+// `framed` (records as AppendRecord wrote them, without a file header) compressed into one
+// kZstdBlock record appended to `out`, stamped `receive_unix_nanos`; false (nothing appended)
+// when zstd fails or the block would exceed kMaxBodyBytes.
+bool AppendZstdBlock(absl::string_view framed, int64_t receive_unix_nanos, int level,
+                     std::string& out);
+
 // Reads records from a file's bytes (header included). Never trusts a byte: a record is returned
 // only when its magic, length, CRC and body layout all check out; otherwise the reader counts the
-// damage and resynchronises on the next magic.
+// damage and resynchronises on the next magic. Compressed blocks are opened and their records
+// returned in order.
 class RecordParser {
  public:
   explicit RecordParser(absl::string_view file);
+  ~RecordParser();
   // The next good record, or false at the end.
   bool Next(Record& record);
   const ReadDamage& damage() const { return damage_; }
 
  private:
+  struct Inner;  // the records of a decompressed block
   // Skips to the next record magic at or after pos_ + 1, counting what is skipped.
   void Resync();
+  // Next record of data_ from pos_, blocks not opened.
+  bool NextFramed(Record& record);
+  // Decompresses a block's payload and starts reading its records; false when it is damaged.
+  bool OpenBlock(const std::string& payload);
 
   absl::string_view data_;
   size_t pos_ = 0;
   ReadDamage damage_;
+  bool inner_only_ = false;  // reading a block's content: no header, no nested blocks
+  std::unique_ptr<Inner> inner_;
 };
 
 // Parses one record body (no prefix); false when its layout does not check out.

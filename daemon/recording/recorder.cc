@@ -37,7 +37,8 @@ absl::Status MakeDirectories(const std::string& path) {
   for (size_t slash = path.find('/', 1);; slash = path.find('/', slash + 1)) {
     const std::string prefix = slash == std::string::npos ? path : path.substr(0, slash);
     if (!prefix.empty() && mkdir(prefix.c_str(), 0750) != 0 && errno != EEXIST) {
-      return absl::InternalError(absl::StrCat("cannot create ", prefix, ": ", std::strerror(errno)));
+      return absl::InternalError(
+          absl::StrCat("cannot create ", prefix, ": ", std::strerror(errno)));
     }
     if (slash == std::string::npos) break;
   }
@@ -46,7 +47,8 @@ absl::Status MakeDirectories(const std::string& path) {
     return absl::FailedPreconditionError(absl::StrCat(path, " is not a directory"));
   }
   if (access(path.c_str(), W_OK | X_OK) != 0) {
-    return absl::PermissionDeniedError(absl::StrCat(path, " is not writable: ", std::strerror(errno)));
+    return absl::PermissionDeniedError(
+        absl::StrCat(path, " is not writable: ", std::strerror(errno)));
   }
   return absl::OkStatus();
 }
@@ -71,12 +73,13 @@ absl::string_view RecordingErrorName(RecordingError error) {
 
 absl::Status ValidateRecorderOptions(const RecorderOptions& options) {
   if (options.directory.empty() || options.directory[0] != '/') {
-    return absl::InvalidArgumentError(
-        absl::StrCat("recording.directory must be an absolute path, not '", options.directory, "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "recording.directory must be an absolute path, not '", options.directory, "'"));
   }
   if (options.max_bytes < kMinMaxBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "recording.max_bytes must be at least ", kMinMaxBytes, " (1 MiB), not ", options.max_bytes));
+    return absl::InvalidArgumentError(absl::StrCat("recording.max_bytes must be at least ",
+                                                   kMinMaxBytes, " (1 MiB), not ",
+                                                   options.max_bytes));
   }
   if (options.max_age_nanos != 0 && options.max_age_nanos < 60 * kNanosPerSecond) {
     return absl::InvalidArgumentError(
@@ -143,7 +146,8 @@ void Recorder::Enqueue(uint8_t type, uint64_t stream, absl::string_view node,
   }
   // Node names are checked by the hello (≤ 253 bytes) and payloads by max_message_bytes; a
   // caller breaking that is a bug, and the record is left out rather than written damaged.
-  if (node.size() > kMaxNodeNameBytes || payload.size() > kMaxBodyBytes - kBodyFixedBytes - node.size()) {
+  if (node.size() > kMaxNodeNameBytes ||
+      payload.size() > kMaxBodyBytes - kBodyFixedBytes - node.size()) {
     return;
   }
   const size_t framed = kRecordPrefixBytes + kBodyFixedBytes + node.size() + payload.size();
@@ -169,6 +173,7 @@ void Recorder::Enqueue(uint8_t type, uint64_t stream, absl::string_view node,
 void Recorder::Flush() {
   absl::MutexLock lock(&mu_);
   const uint64_t target = enqueued_records_;
+  flush_requested_ = true;
   auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return written_records_ >= target || !active_.load(std::memory_order_relaxed);
   };
@@ -184,10 +189,12 @@ void Recorder::WriterLoop() {
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !queue_.empty() || stopping_;
+        return queue_.size() >= options_.write_bytes || flush_requested_ || stopping_;
       };
-      // Wakes at least every second while idle, to close an old segment and apply max_age.
-      mu_.AwaitWithTimeout(absl::Condition(&ready), absl::Seconds(1));
+      // Wakes at least every max_write_delay: writes what is queued, closes an old segment and
+      // applies max_age while idle.
+      mu_.AwaitWithTimeout(absl::Condition(&ready), options_.max_write_delay);
+      flush_requested_ = false;
       chunk.clear();
       chunk.swap(queue_);
       first = queue_first_unix_nanos_;
@@ -223,9 +230,17 @@ void Recorder::WriteChunk(const std::string& chunk, int64_t first_unix_nanos) {
   if (fd_ < 0 && !OpenSegment(first_unix_nanos)) {
     return;
   }
+  absl::string_view bytes = chunk;
+  if (options_.zstd_level > 0) {
+    block_.clear();
+    // A block that fails to compress is written as it is (the format allows both).
+    if (AppendZstdBlock(chunk, first_unix_nanos, options_.zstd_level, block_)) {
+      bytes = block_;
+    }
+  }
   size_t done = 0;
-  while (done < chunk.size()) {
-    const ssize_t n = write(fd_, chunk.data() + done, chunk.size() - done);
+  while (done < bytes.size()) {
+    const ssize_t n = write(fd_, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       // A partial write leaves a torn record at the tail, which readers skip.
@@ -233,8 +248,8 @@ void Recorder::WriteChunk(const std::string& chunk, int64_t first_unix_nanos) {
       segments_.back().bytes += done;
       total_bytes_ += done;
       bytes_written_.fetch_add(done, std::memory_order_relaxed);
-      Stop(RecordingError::kWrite, absl::StrCat("writing ", segments_.back().path, ": ",
-                                                std::strerror(error)));
+      Stop(RecordingError::kWrite,
+           absl::StrCat("writing ", segments_.back().path, ": ", std::strerror(error)));
       return;
     }
     done += static_cast<size_t>(n);
@@ -242,6 +257,9 @@ void Recorder::WriteChunk(const std::string& chunk, int64_t first_unix_nanos) {
   segments_.back().bytes += done;
   total_bytes_ += done;
   bytes_written_.fetch_add(done, std::memory_order_relaxed);
+  if (block_.capacity() > (size_t{4} << 20)) {
+    std::string().swap(block_);
+  }
 }
 
 bool Recorder::OpenSegment(int64_t start_unix_nanos) {
@@ -296,8 +314,8 @@ void Recorder::ApplyRetention(int64_t now_unix_nanos) {
     const Segment& oldest = segments_.front();
     if (unlink(oldest.path.c_str()) != 0 && errno != ENOENT) {
       Count(RecordingError::kDelete);
-      FABRICMON_LOG_EVERY_MINUTE(Warning) << "recording: cannot remove " << oldest.path << ": "
-                                          << std::strerror(errno);
+      FABRICMON_LOG_EVERY_MINUTE(Warning)
+          << "recording: cannot remove " << oldest.path << ": " << std::strerror(errno);
       break;  // tried again next round; never skip to a newer one
     }
     total_bytes_ -= std::min(total_bytes_, oldest.bytes);

@@ -23,13 +23,14 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "daemon/common/clock.h"
 
 namespace fabricmon::recording {
 
 struct RecorderOptions {
-  std::string directory;                  // created if absent
-  uint64_t max_bytes = uint64_t{1} << 30;  // all segments together
+  std::string directory;                                   // created if absent
+  uint64_t max_bytes = uint64_t{1} << 30;                  // all segments together
   int64_t max_age_nanos = int64_t{86400} * 1'000'000'000;  // 0: no age limit
   // A segment is closed when it reaches this size or age; 0 derives them from the bounds
   // (an eighth of each, within 64 KiB..256 MiB and 1 s..1 h), so that dropping the oldest
@@ -38,6 +39,12 @@ struct RecorderOptions {
   int64_t segment_age_nanos = 0;
   // What may wait for the writer thread; beyond it records are dropped (queue_full).
   size_t queue_bytes = size_t{64} << 20;
+  // The writer takes the queue once it holds this much, or after max_write_delay: fewer, larger
+  // writes, and blocks large enough to compress well. A crash loses what was still queued.
+  size_t write_bytes = size_t{256} << 10;
+  absl::Duration max_write_delay = absl::Seconds(1);
+  // zstd level of the blocks written (each write is one block); 0: records written as they are.
+  int zstd_level = 1;
 };
 
 // The configured bounds make sense: InvalidArgument naming the problem otherwise.
@@ -119,10 +126,11 @@ class Recorder {
   absl::Mutex mu_;
   std::string queue_ ABSL_GUARDED_BY(mu_);  // framed records waiting for the writer
   int64_t queue_first_unix_nanos_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t last_unix_nanos_ ABSL_GUARDED_BY(mu_) = 0;  // receive times never go backwards
+  int64_t last_unix_nanos_ ABSL_GUARDED_BY(mu_) = 0;    // receive times never go backwards
   uint64_t enqueued_records_ ABSL_GUARDED_BY(mu_) = 0;  // records queued so far
   uint64_t written_records_ ABSL_GUARDED_BY(mu_) = 0;   // of those, written (or dropped)
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool flush_requested_ ABSL_GUARDED_BY(mu_) = false;
   std::atomic<bool> active_{true};
 
   // Writer thread's.
@@ -137,6 +145,7 @@ class Recorder {
   std::atomic<uint64_t> bytes_on_disk_{0};
   std::atomic<int64_t> oldest_unix_nanos_{0};
   std::array<std::atomic<uint64_t>, static_cast<size_t>(RecordingError::kCount)> errors_{};
+  std::string block_;  // writer thread: a chunk compressed
   std::thread writer_;
 };
 

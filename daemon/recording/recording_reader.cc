@@ -10,10 +10,10 @@
 #include <cstring>
 
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "daemon/common/file_reader.h"
 
 namespace fabricmon::recording {
@@ -23,7 +23,7 @@ constexpr absl::string_view kSegmentPrefix = "segment-";
 constexpr absl::string_view kSegmentSuffix = ".fmrec";
 
 absl::Status ErrnoStatus(int error, absl::string_view what) {
-  return absl::Status(error == ENOENT ? absl::StatusCode::kNotFound
+  return absl::Status(error == ENOENT   ? absl::StatusCode::kNotFound
                       : error == EACCES ? absl::StatusCode::kPermissionDenied
                                         : absl::StatusCode::kUnavailable,
                       absl::StrCat(what, ": ", std::strerror(error)));
@@ -65,7 +65,8 @@ class MappedFile {
     return absl::OkStatus();
   }
   absl::string_view bytes() const {
-    return data_ == nullptr ? absl::string_view() : absl::string_view(static_cast<char*>(data_), size_);
+    return data_ == nullptr ? absl::string_view()
+                            : absl::string_view(static_cast<char*>(data_), size_);
   }
 
  private:

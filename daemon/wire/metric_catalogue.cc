@@ -207,7 +207,7 @@ bool IsReservedFamily(absl::string_view name) {
   constexpr absl::string_view kReservedPrefixes[] = {
       "fabricmon_node_",     "fabricmon_aggregator_", "fabricmon_finding",
       "fabricmon_detector_", "fabricmon_topology_",   "fabricmon_series_saturated",
-      "fabricmon_recording_",     "fabricmon_remote_write_",
+      "fabricmon_recording_",  "fabricmon_remote_write_",
   };
   for (absl::string_view prefix : kReservedPrefixes) {
     if (absl::StartsWith(name, prefix)) {

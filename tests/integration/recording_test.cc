@@ -109,11 +109,11 @@ TEST_F(RecordingTest, RecordsAcceptedMessagesOnly) {
 // A replay stores what the live store stored, and the same recording replays identically.
 TEST_F(RecordingTest, ReplayStoresWhatLiveIngestStored) {
   for (const char* node : {"node01", "node02"}) {
-    std::vector<v1::AgentMessage> messages = {HelloMessage(node, "boot-1", 1),
-                                              CounterDeclarations(1, 3), LayoutMessage(1, {1, 2, 3})};
+    std::vector<v1::AgentMessage> messages = {
+        HelloMessage(node, "boot-1", 1), CounterDeclarations(1, 3), LayoutMessage(1, {1, 2, 3})};
     for (int i = 1; i <= 20; ++i) {
-      messages.push_back(BatchMessage(i, 1'700'000'000'000'000'000 + i * 100 * kMillis, 1,
-                                      {i, 2 * i, 3}));
+      messages.push_back(
+          BatchMessage(i, 1'700'000'000'000'000'000 + i * 100 * kMillis, 1, {i, 2 * i, 3}));
     }
     Send(messages);
   }

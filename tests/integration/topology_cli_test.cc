@@ -126,5 +126,31 @@ TEST_F(TopologyCliTest, ASeriesRetentionUnderAMinuteStopsTheAggregator) {
                                            "least 60, not 5"));
 }
 
+// A recording block that makes no sense stops the start (exit 2) and says what is wrong.
+TEST_F(TopologyCliTest, NonsenseRecordingStopsTheAggregator) {
+  tree_.WriteFile("a_file", "not a directory");
+  const std::pair<std::string, std::string> cases[] = {
+      {"recording { directory: \"relative/dir\" }", "must be an absolute path"},
+      {"recording { directory: \"/tmp/x\" max_bytes: 1000 }", "at least 1048576"},
+      {"recording { directory: \"/tmp/x\" max_age_s: 5 }", "at least 60, not 5"},
+      {"recording { max_bytes: 10000000 }", "without a directory"},
+      {"recording { directory: \"" + tree_.root() + "/a_file\" }", "not a directory"},
+  };
+  int n = 0;
+  for (const auto& [text, message] : cases) {
+    SCOPED_TRACE(text);
+    const std::string config = tree_.root() + "/aggregator.textproto";
+    std::ofstream(config) << text << "\n";
+    std::vector<std::string> argv = AggregatorArgv(SharedFixture(kX5));
+    argv.push_back("--config=" + config);
+    DaemonProcess aggregator;  // one process per case
+    ASSERT_TRUE(aggregator.Start(argv, absl::StrCat(tree_.root(), "/aggregator-", ++n, ".log")));
+    std::optional<int> code = aggregator.Wait(absl::Seconds(20));
+    ASSERT_TRUE(code.has_value()) << "still running; log:\n" << aggregator.Log();
+    EXPECT_EQ(*code, 2) << aggregator.Log();
+    EXPECT_THAT(aggregator.Log(), HasSubstr(message));
+  }
+}
+
 }  // namespace
 }  // namespace fabricmon::testing

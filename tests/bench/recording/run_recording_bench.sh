@@ -71,10 +71,3 @@ awk -v b="$bytes" -v s="$samples" \
   'BEGIN { printf "bytes per sample on disk: %.3f (%d bytes, %d samples)\n", b / s, b, s }'
 awk -v s="$samples" -v t0="$start" -v t1="$end" \
   'BEGIN { printf "replay: %.2f M samples/s on one core (%d samples in %.2f s, whole process)\n", s / (t1 - t0) / 1e6, s, t1 - t0 }'
-if command -v zstd > /dev/null; then
-  for level in 1 3; do
-    z=$(cat "$work"/recording/*.fmrec | zstd -q -"$level" -c | wc -c)
-    awk -v z="$z" -v s="$samples" -v l="$level" \
-      'BEGIN { printf "zstd -%d of the segments: %.3f bytes per sample\n", l, z / s }'
-  done
-fi

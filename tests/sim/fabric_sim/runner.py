@@ -706,6 +706,21 @@ def check_replay(harness, live, out=print):
     failures = []
     if runs[0][0] != runs[1][0]:
         failures.append("two replays of the same recording printed different timelines")
+    # `fabricmon record export` of the whole recording replays to the same timeline.
+    exported = os.path.join(harness.root, "export.fmrec")
+    with open(exported, "wb") as f:
+        result = subprocess.run([harness.bins.cli, "record", "export",
+                                 "--dir=" + harness.recording_dir(), "--from=0",
+                                 "--to=4102444800"], stdout=f, stderr=subprocess.PIPE, timeout=60)
+    if result.returncode != 0:
+        failures.append("fabricmon record export exited %d: %s"
+                        % (result.returncode, result.stderr.decode(errors="replace")))
+    else:
+        again = subprocess.run([argv[0], "replay", exported] + argv[3:], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, timeout=120)
+        if again.returncode != 0 or again.stdout != runs[0][0]:
+            failures.append("the replay of `fabricmon record export` of the whole recording "
+                            "differs from the replay of the directory")
     doc = json.loads(runs[0][0])
     summary = doc.get("summary", {})
     # The last version of each incident the replay raised (a later escalation replaces it).

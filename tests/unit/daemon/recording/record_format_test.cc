@@ -114,13 +114,46 @@ TEST(RecordFormatTest, GarbageBetweenRecordsIsSkipped) {
   EXPECT_EQ(damage.skipped_bytes, 4u + 4 + 8 + 16);
 }
 
+// A compressed block reads as the records in it; a damaged block costs its records only, and a
+// block that claims an absurd size is refused without allocating it.
+TEST(RecordFormatTest, CompressedBlocks) {
+  std::string inner_a, inner_b;
+  for (int i = 0; i < 5; ++i) AppendRecord(Make(i), inner_a);
+  for (int i = 5; i < 10; ++i) AppendRecord(Make(i), inner_b);
+  std::string file(kFileHeader);
+  ASSERT_TRUE(AppendZstdBlock(inner_a, 1, 1, file));
+  const size_t second = file.size();
+  ASSERT_TRUE(AppendZstdBlock(inner_b, 2, 1, file));
+  AppendRecord(Make(10), file);
+  std::vector<Record> read = ReadAll(file);
+  ASSERT_EQ(read.size(), 11u);
+  for (int i = 0; i < 11; ++i) ExpectSame(read[i], Make(i));
+
+  std::string damaged = file;
+  damaged[second + kRecordPrefixBytes + kBodyFixedBytes + 10] ^= 0x40;  // inside block 2's frame
+  ReadDamage damage;
+  read = ReadAll(damaged, &damage);
+  ASSERT_EQ(read.size(), 6u);
+  ExpectSame(read[4], Make(4));
+  ExpectSame(read[5], Make(10));
+  // At least the block; the reader may also stop at record magics in its literals on the way.
+  EXPECT_GE(damage.damaged_regions, 1u);
+
+  // A well-framed block whose zstd frame claims 2^40 bytes of content.
+  std::string liar(kFileHeader);
+  const std::string frame("\x28\xb5\x2f\xfd\x84\x00\x00\x00\x00\x00\x01\x00\x00", 13);
+  AppendRecord(RecordType::kZstdBlock, 0, 1, "", frame, liar);
+  EXPECT_TRUE(ReadAll(liar, &damage).empty());
+  EXPECT_EQ(damage.damaged_regions, 1u);
+}
+
 TEST(RecordFormatTest, BodyWithImpossibleNodeLengthIsRefused) {
   std::string body(kBodyFixedBytes, '\0');
   body[0] = 1;
   body[17] = 10;  // node of 10 bytes in a body that has none
   Record r;
   EXPECT_FALSE(ParseBody(body, r));
-  body[0] = 9;  // unknown type
+  body[0] = 9;  // unknown type (3 is a compressed block)
   body[17] = 0;
   EXPECT_FALSE(ParseBody(body, r));
   body[0] = 2;

@@ -120,9 +120,8 @@ TEST(MetricCatalogueTest, ReservedFamiliesAreTheAggregatorsOwn) {
   for (const char* name :
        {"fabricmon_node_up", "fabricmon_node_clock_steps_total", "fabricmon_finding_active",
         "fabricmon_findings_total", "fabricmon_aggregator_rejected_messages_total",
-        "fabricmon_detector_tick_seconds", "fabricmon_topology_links",
-        "fabricmon_series_saturated", "fabricmon_recording_bytes_written_total",
-        "fabricmon_recording_active"}) {
+        "fabricmon_detector_tick_seconds", "fabricmon_topology_links", "fabricmon_series_saturated",
+        "fabricmon_recording_bytes_written_total", "fabricmon_recording_active"}) {
     EXPECT_TRUE(IsReservedFamily(name)) << name;
   }
   EXPECT_FALSE(IsReservedFamily("fabricmon_netdev_info"));
