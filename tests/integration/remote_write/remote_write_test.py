@@ -84,12 +84,11 @@ def metric(samples, name, **labels):
 
 def agent_series(samples):
     """The agents' series of a /metrics scrape as a scrape stores them: node-labelled families
-    other than the aggregator's own, without the saturation flags remote write does not send,
-    and without empty labels (an empty label is no label)."""
+    other than the aggregator's own (with the saturation flags beside them), without empty
+    labels (an empty label is no label)."""
     out = {}
     for name, labels, value in samples:
-        if ("node" not in labels or name.startswith("fabricmon_node_") or
-                name == "fabricmon_series_saturated"):
+        if "node" not in labels or name.startswith("fabricmon_node_"):
             continue
         out[key_of(name, {k: v for k, v in labels.items() if v != ""})] = value
     return out
@@ -280,7 +279,8 @@ def run_engines(args, workdir, procs):
 
         def complete():
             last[0] = read()
-            return sum(len(s) for s in last[0].values()) >= stored
+            return sum(len(s) for (name, _), s in last[0].items()
+                       if name != "fabricmon_series_saturated") >= stored
         try:
             wait_for("the engine to hold %d samples" % stored, complete, timeout_s=15,
                      interval_s=0.5, procs=procs)
@@ -299,7 +299,9 @@ def run_engines(args, workdir, procs):
             extra = sorted(set(series) - want_keys)[:5]
             raise Failure("%s: series differ from /metrics; missing %s; extra %s" %
                           (engine, missing, extra))
-        total = sum(len(s) for s in series.values())
+        # Stored samples, the saturation flags (sent beside each pinned sample) apart.
+        total = sum(len(s) for (name, _), s in series.items()
+                    if name != "fabricmon_series_saturated")
         if total != stored:
             raise Failure("%s holds %d samples of the agents' series, the aggregator stored %d" %
                           (engine, total, stored))
@@ -541,9 +543,11 @@ def run_receiver(args, workdir, procs):
     stored = metric(final, "fabricmon_aggregator_samples_total")
 
     def agent_samples(series):
-        # The agent's series (fabricmon_node_* are the aggregator's own, sent each tick).
+        # The agent's series (fabricmon_node_* are the aggregator's own, sent each tick, and
+        # the saturation flags go beside stored samples).
         return sum(len(s) for labels, s in series if ("node", "nodeA") in labels and
-                   not dict(labels)["__name__"].startswith("fabricmon_node_"))
+                   not dict(labels)["__name__"].startswith(("fabricmon_node_",
+                                                            "fabricmon_series_saturated")))
 
     got = agent_samples(accepted) + agent_samples(failed)
     if got != stored:

@@ -123,6 +123,38 @@ TEST_F(RemoteWriteFeedTest, SendsStoredSamplesAsMetricsShowsThemAtTheirTimestamp
   EXPECT_EQ(received[state_key][0].value, 4);
 }
 
+TEST_F(RemoteWriteFeedTest, APinnedSaturatingCounterIsFlaggedUntilItMovesAgain) {
+  NodeState node("n", 4, 1000);
+  auto a = node.DeclareSlot(
+      collectors::CounterSeries("ib_sysfs", "fabricmon_ib_port_symbol_errors_total", "h",
+                                collectors::Unit::kNone, 16, collectors::Overflow::kSaturates,
+                                1.0, {{"device", "mlx5_0"}}),
+      0);
+  ASSERT_TRUE(a.ok());
+  auto feed = MakeFeed();
+  auto stream = feed->OpenStream();
+  const int64_t t0 = clock_.NowUnixNanos();
+  uint64_t sequence = 0;
+  for (uint64_t raw : {uint64_t{65535}, uint64_t{65535}, uint64_t{3}, uint64_t{4}}) {
+    ++sequence;
+    ASSERT_TRUE(node.AppendBatchToSlots(sequence, 0, t0 + sequence * 1'000'000'000, {*a},
+                                        std::vector<uint64_t>{raw}, {true}, t0)
+                    .stored);
+    stream->OnStored(node, {*a}, {true});
+  }
+  feed->Shutdown();
+  auto received = ReceivedBySeries();
+  const auto& flag = received["__name__=fabricmon_series_saturated,device=mlx5_0,"
+                              "metric=fabricmon_ib_port_symbol_errors_total,node=n,"];
+  ASSERT_EQ(flag.size(), 3u);  // pinned twice, then the end of the flag; nothing after
+  EXPECT_EQ(flag[0].value, 1);
+  EXPECT_EQ(flag[1].value, 1);
+  EXPECT_TRUE(remote_write::IsStaleNaN(flag[2].value));
+  EXPECT_EQ(flag[2].timestamp_ms, (t0 + 3'000'000'000) / 1000000);
+  EXPECT_EQ(received["__name__=fabricmon_ib_port_symbol_errors_total,device=mlx5_0,node=n,"].size(),
+            4u);
+}
+
 TEST_F(RemoteWriteFeedTest, ARetiredSlotSendsNothing) {
   NodeState node("n", 4, 1000);
   auto a = node.DeclareSlot(collectors::GaugeSeries("c", "fabricmon_x", "h",
