@@ -23,7 +23,9 @@ found at run time, every child dying with this script).
   answers 500 then 429 (the same batch must come again, and then be accepted), 400 (dropped and
   counted, never sent again), and goes away for 3 s (retried until it is back, then delivered).
   At the end every sample the aggregator stored reached the receiver once or was refused by a
-  400, and the aggregator's counters say exactly that.
+  400, and the aggregator's counters say exactly that. Every request carries the remote-write
+  headers, the bearer token from bearer_token_file and the configured extra header; the token
+  never appears in the aggregator's log.
 
 Usage:
   remote_write_test.py --case=engines|receiver --aggregator=BIN --agent=BIN --fixtures=DIR
@@ -413,6 +415,7 @@ class FakeReceiver:
     def __init__(self):
         self.lock = threading.Lock()
         self.script = []
+        self.required = {}  # headers every request must carry (else 415)
         self.requests = []
         self.server = None
         self.thread = None
@@ -426,7 +429,9 @@ class FakeReceiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 headers_ok = (self.headers.get("Content-Encoding") == "snappy" and
                               self.headers.get("Content-Type") == "application/x-protobuf" and
-                              self.headers.get("X-Prometheus-Remote-Write-Version") == "0.1.0")
+                              self.headers.get("X-Prometheus-Remote-Write-Version") == "0.1.0" and
+                              all(self.headers.get(k) == v
+                                  for k, v in receiver.required.items()))
                 try:
                     series = prompb.parse_write_request(body)
                 except ValueError as e:
@@ -468,12 +473,16 @@ def count(series):
 
 
 def run_receiver(args, workdir, procs):
+    token = "s3cr3t-%d" % os.getpid()
+    token_file = write(os.path.join(workdir, "token"), token + "\n")
     receiver = FakeReceiver().start()
     receiver.script = [500, 429]
+    receiver.required = {"Authorization": "Bearer " + token, "X-Scope-OrgID": "fabric"}
     config = ("tls { insecure_plaintext: true }\n"
               'remote_write { url: "http://127.0.0.1:%d/api/v1/write" name: "fake" '
+              'bearer_token_file: "%s" headers { key: "X-Scope-OrgID" value: "fabric" } '
               "queue { shards: 1 batch_send_deadline_ms: 100 min_backoff_ms: 50 "
-              "max_backoff_ms: 400 } }\n" % receiver.port)
+              "max_backoff_ms: 400 } }\n" % (receiver.port, token_file))
     daemons = Daemons(args, workdir, procs)
     daemons.start_aggregator(config)
     daemons.start_agents(["nodeA"])
@@ -517,6 +526,7 @@ def run_receiver(args, workdir, procs):
         restarted = FakeReceiver()
         restarted.requests = receiver.requests
         restarted.lock = receiver.lock
+        restarted.required = receiver.required
         receiver = restarted.start(port)
         daemons.wait_batches(metric(scrape(daemons.metrics_port),
                                     "fabricmon_aggregator_batches_total") + 2)
@@ -527,8 +537,12 @@ def run_receiver(args, workdir, procs):
 
     requests = receiver.snapshot()
     for code, body, series in requests:
-        if series is None:
-            raise Failure("a request the receiver could not decode (or without the headers)")
+        if series is None or code == 415:
+            raise Failure("a request the receiver could not decode, or without the remote-write "
+                          "headers, the bearer token and the configured header")
+    with open(os.path.join(workdir, "logs", "aggregator.log"), errors="replace") as f:
+        if token in f.read():
+            raise Failure("the bearer token appears in the aggregator's log")
     for refused in (r for r in requests if r[0] == 400):
         if sum(1 for r in requests if r[1] == refused[1]) != 1:
             raise Failure("a batch refused with 400 was sent again")
