@@ -58,8 +58,8 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
           cached.flagged = false;
         }
         const int64_t timestamp_ms = ToMillis(latest->timestamp_unix_nanos);
-        samples_.push_back({cached.set, timestamp_ms,
-                            collectors::ExportedValue(series.desc, latest->raw), now});
+        samples_.push_back(
+            {cached.set, timestamp_ms, collectors::ExportedValue(series.desc, latest->raw), now});
         // The saturation flag /metrics shows beside a pinned saturating counter: 1 while it is
         // pinned, then a staleness marker when it moves again (a reset).
         const bool saturated = series.desc.IsSaturated(latest->raw);
@@ -115,24 +115,24 @@ void RemoteWriteFeed::Append(absl::Span<const PendingSample> samples) {
 void RemoteWriteFeed::ForwardEachTick(
     std::function<int64_t()> last_tick,
     std::function<std::vector<prometheus::MetricFamily>()> collect, int64_t poll_nanos) {
-  tick_thread_ = std::thread([this, last_tick = std::move(last_tick),
-                              collect = std::move(collect), poll_nanos] {
-    int64_t forwarded_tick = 0;
-    while (true) {
-      {
-        absl::MutexLock lock(&stop_mu_);
-        stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Nanoseconds(poll_nanos));
-        if (stopping_) {
-          return;
+  tick_thread_ = std::thread(
+      [this, last_tick = std::move(last_tick), collect = std::move(collect), poll_nanos] {
+        int64_t forwarded_tick = 0;
+        while (true) {
+          {
+            absl::MutexLock lock(&stop_mu_);
+            stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Nanoseconds(poll_nanos));
+            if (stopping_) {
+              return;
+            }
+          }
+          const int64_t tick = last_tick();
+          if (tick != 0 && tick != forwarded_tick) {
+            forwarded_tick = tick;
+            ForwardFamilies(collect(), clock_.NowUnixNanos());
+          }
         }
-      }
-      const int64_t tick = last_tick();
-      if (tick != 0 && tick != forwarded_tick) {
-        forwarded_tick = tick;
-        ForwardFamilies(collect(), clock_.NowUnixNanos());
-      }
-    }
-  });
+      });
 }
 
 void RemoteWriteFeed::ForwardFamilies(const std::vector<prometheus::MetricFamily>& families,
@@ -150,7 +150,8 @@ void RemoteWriteFeed::ForwardFamilies(const std::vector<prometheus::MetricFamily
       for (const auto& label : metric.label) {
         pairs.emplace_back(label.name, label.value);
       }
-      std::shared_ptr<const LabelSet> set = remote_write::MakeLabelSet(family.name, std::move(pairs));
+      std::shared_ptr<const LabelSet> set =
+          remote_write::MakeLabelSet(family.name, std::move(pairs));
       std::string key;
       for (const auto& [name, value] : set->labels) {
         absl::StrAppend(&key, name, "\x1f", value, "\x1e");
@@ -159,8 +160,8 @@ void RemoteWriteFeed::ForwardFamilies(const std::vector<prometheus::MetricFamily
       if (auto it = last_forwarded_.find(key); it != last_forwarded_.end()) {
         set = it->second;
       }
-      samples.push_back({set, timestamp_ms, counter ? metric.counter.value : metric.gauge.value,
-                         now});
+      samples.push_back(
+          {set, timestamp_ms, counter ? metric.counter.value : metric.gauge.value, now});
       current.emplace(std::move(key), std::move(set));
     }
   }
@@ -227,9 +228,9 @@ std::vector<prometheus::MetricFamily> RemoteWriteFeed::Collect() const {
                         "(queue_full: its buffer was full; shutdown: still pending at the "
                         "shutdown flush deadline).",
                         MetricType::Counter);
-  auto pending = family("fabricmon_remote_write_samples_pending",
-                        "Samples queued or in flight for the remote_write endpoint.",
-                        MetricType::Gauge);
+  auto pending =
+      family("fabricmon_remote_write_samples_pending",
+             "Samples queued or in flight for the remote_write endpoint.", MetricType::Gauge);
   auto age = family("fabricmon_remote_write_oldest_pending_age_seconds",
                     "Seconds the oldest pending sample of the remote_write endpoint has waited "
                     "(0 when none is pending).",

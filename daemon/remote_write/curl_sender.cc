@@ -100,7 +100,8 @@ SendResult CurlSender::Send(const std::string& body, int64_t timeout_nanos) {
   error_[0] = '\0';
   curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
   curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, std::max<long>(1, static_cast<long>(timeout_nanos / 1000000)));
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
+                   std::max<long>(1, static_cast<long>(timeout_nanos / 1000000)));
   SendResult result;
   const CURLcode code = curl_easy_perform(curl);
   if (code != CURLE_OK) {
