@@ -188,6 +188,11 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
   return own;
 }
 
+std::vector<prometheus::MetricFamily> MetricsExporter::HealthFamilies() const {
+  std::vector<std::shared_ptr<store::NodeState>> up_nodes;
+  return OwnFamilies(&up_nodes);
+}
+
 std::vector<prometheus::MetricFamily> MetricsExporter::Collect() const {
   const int64_t start = clock_.MonotonicNanos();
   std::vector<std::shared_ptr<store::NodeState>> up_nodes;

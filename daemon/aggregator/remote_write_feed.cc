@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "collectors/core/sample.h"
+#include "daemon/exposition/text_exposition.h"
 
 namespace fabricmon::aggregator {
 namespace {
@@ -53,9 +54,26 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
           pairs.insert(pairs.end(), series.desc.labels.begin(), series.desc.labels.end());
           cached.set = remote_write::MakeLabelSet(series.desc.name, std::move(pairs));
           cached.generation = slot.generation;
+          cached.saturated_set.reset();
+          cached.flagged = false;
         }
-        samples_.push_back({cached.set, ToMillis(latest->timestamp_unix_nanos),
-                            collectors::ExportedValue(series.desc, latest->raw), now});
+        const int64_t timestamp_ms = ToMillis(latest->timestamp_unix_nanos);
+        samples_.push_back(
+            {cached.set, timestamp_ms, collectors::ExportedValue(series.desc, latest->raw), now});
+        // The saturation flag /metrics shows beside a pinned saturating counter: 1 while it is
+        // pinned, then a staleness marker when it moves again (a reset).
+        const bool saturated = series.desc.IsSaturated(latest->raw);
+        if (saturated || cached.flagged) {
+          if (cached.saturated_set == nullptr) {
+            LabelPairs pairs = {{"node", node.name()}, {"metric", series.desc.name}};
+            pairs.insert(pairs.end(), series.desc.labels.begin(), series.desc.labels.end());
+            cached.saturated_set =
+                remote_write::MakeLabelSet(exposition::kSaturatedFamily, std::move(pairs));
+          }
+          samples_.push_back({cached.saturated_set, timestamp_ms,
+                              saturated ? 1.0 : remote_write::StaleNaN(), now});
+          cached.flagged = saturated;
+        }
       }
     });
     if (!samples_.empty()) {
@@ -67,6 +85,8 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
   struct Cached {
     std::shared_ptr<const LabelSet> set;
     uint32_t generation = 0;
+    std::shared_ptr<const LabelSet> saturated_set;  // its fabricmon_series_saturated series
+    bool flagged = false;                           // the flag was sent as 1 last
   };
   RemoteWriteFeed& feed_;
   std::vector<Cached> labels_;          // by slot index
@@ -95,22 +115,24 @@ void RemoteWriteFeed::Append(absl::Span<const PendingSample> samples) {
 void RemoteWriteFeed::ForwardEachTick(
     std::function<int64_t()> last_tick,
     std::function<std::vector<prometheus::MetricFamily>()> collect, int64_t poll_nanos) {
-  tick_thread_ = std::thread([this, last_tick = std::move(last_tick),
-                                  collect = std::move(collect), poll_nanos] {
-    int64_t forwarded_tick = 0;
-    absl::MutexLock lock(&stop_mu_);
-    while (!stopping_) {
-      const int64_t tick = last_tick();
-      if (tick != 0 && tick != forwarded_tick) {
-        forwarded_tick = tick;
-        stop_mu_.Unlock();
-        ForwardFamilies(collect(), clock_.NowUnixNanos());
-        stop_mu_.Lock();
-        continue;
-      }
-      stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Nanoseconds(poll_nanos));
-    }
-  });
+  tick_thread_ = std::thread(
+      [this, last_tick = std::move(last_tick), collect = std::move(collect), poll_nanos] {
+        int64_t forwarded_tick = 0;
+        while (true) {
+          {
+            absl::MutexLock lock(&stop_mu_);
+            stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Nanoseconds(poll_nanos));
+            if (stopping_) {
+              return;
+            }
+          }
+          const int64_t tick = last_tick();
+          if (tick != 0 && tick != forwarded_tick) {
+            forwarded_tick = tick;
+            ForwardFamilies(collect(), clock_.NowUnixNanos());
+          }
+        }
+      });
 }
 
 void RemoteWriteFeed::ForwardFamilies(const std::vector<prometheus::MetricFamily>& families,
@@ -128,7 +150,8 @@ void RemoteWriteFeed::ForwardFamilies(const std::vector<prometheus::MetricFamily
       for (const auto& label : metric.label) {
         pairs.emplace_back(label.name, label.value);
       }
-      std::shared_ptr<const LabelSet> set = remote_write::MakeLabelSet(family.name, std::move(pairs));
+      std::shared_ptr<const LabelSet> set =
+          remote_write::MakeLabelSet(family.name, std::move(pairs));
       std::string key;
       for (const auto& [name, value] : set->labels) {
         absl::StrAppend(&key, name, "\x1f", value, "\x1e");
@@ -137,8 +160,8 @@ void RemoteWriteFeed::ForwardFamilies(const std::vector<prometheus::MetricFamily
       if (auto it = last_forwarded_.find(key); it != last_forwarded_.end()) {
         set = it->second;
       }
-      samples.push_back({set, timestamp_ms, counter ? metric.counter.value : metric.gauge.value,
-                         now});
+      samples.push_back(
+          {set, timestamp_ms, counter ? metric.counter.value : metric.gauge.value, now});
       current.emplace(std::move(key), std::move(set));
     }
   }
@@ -205,9 +228,9 @@ std::vector<prometheus::MetricFamily> RemoteWriteFeed::Collect() const {
                         "(queue_full: its buffer was full; shutdown: still pending at the "
                         "shutdown flush deadline).",
                         MetricType::Counter);
-  auto pending = family("fabricmon_remote_write_samples_pending",
-                        "Samples queued or in flight for the remote_write endpoint.",
-                        MetricType::Gauge);
+  auto pending =
+      family("fabricmon_remote_write_samples_pending",
+             "Samples queued or in flight for the remote_write endpoint.", MetricType::Gauge);
   auto age = family("fabricmon_remote_write_oldest_pending_age_seconds",
                     "Seconds the oldest pending sample of the remote_write endpoint has waited "
                     "(0 when none is pending).",

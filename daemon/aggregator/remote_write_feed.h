@@ -10,7 +10,8 @@
 //    families) each time the detectors ticked, at the time of forwarding, with a staleness
 //    marker for a series that a tick no longer has (a cleared finding stops matching queries
 //    at once). So remote storage alone serves the dashboards and alert rules.
-// The exposition's fabricmon_series_saturated flags are not sent (they restate a value).
+//  - beside a saturating counter pinned at its maximum, the fabricmon_series_saturated flag
+//    /metrics shows (1, then a staleness marker once the counter moves again).
 //
 // Thread-safety: everything is thread-safe; each endpoint has its own shards and threads
 // (remote_write/endpoint.h), so nothing here waits for a receiver.

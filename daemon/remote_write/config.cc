@@ -17,8 +17,9 @@ constexpr size_t kMaxTokenBytes = 64 << 10;
 // Headers the client sets itself, and headers that would break the request if set twice.
 bool IsReservedHeader(const std::string& name) {
   static const char* const kReserved[] = {
-      "content-encoding", "content-type", "x-prometheus-remote-write-version", "content-length",
-      "host", "transfer-encoding", "expect", "connection", "user-agent"};
+      "content-encoding", "content-type", "x-prometheus-remote-write-version",
+      "content-length",   "host",         "transfer-encoding",
+      "expect",           "connection",   "user-agent"};
   const std::string lower = absl::AsciiStrToLower(name);
   return std::find(std::begin(kReserved), std::end(kReserved), lower) != std::end(kReserved);
 }
@@ -66,8 +67,7 @@ absl::Status CheckUrl(const std::string& url) {
     authority = authority.substr(user + 1);
   }
   if (authority.empty() || authority[0] == ':') {
-    return absl::InvalidArgumentError(
-        absl::StrCat("url \"", RedactedUrl(url), "\" has no host"));
+    return absl::InvalidArgumentError(absl::StrCat("url \"", RedactedUrl(url), "\" has no host"));
   }
   return absl::OkStatus();
 }
@@ -129,9 +129,9 @@ absl::StatusOr<EndpointConfig> ParseOne(const v1::RemoteWriteConfig& config) {
     }
     std::string trimmed(absl::StripAsciiWhitespace(*token));
     if (trimmed.empty() || !IsHeaderValue(trimmed)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "bearer_token_file \"", config.bearer_token_file(),
-          "\" holds no token (empty, or control characters inside)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("bearer_token_file \"", config.bearer_token_file(),
+                       "\" holds no token (empty, or control characters inside)"));
     }
     out.http.bearer_token = std::move(trimmed);
   }
@@ -145,9 +145,9 @@ absl::StatusOr<EndpointConfig> ParseOne(const v1::RemoteWriteConfig& config) {
       return absl::InvalidArgumentError("tls: cert_file and key_file go together");
     }
     // Read now so that a missing or unreadable file stops the start rather than every request.
-    for (const auto& [path, what] : {std::pair{tls.ca_file(), "tls ca_file"},
-                                     std::pair{tls.cert_file(), "tls cert_file"},
-                                     std::pair{tls.key_file(), "tls key_file"}}) {
+    for (const auto& [path, what] :
+         {std::pair{tls.ca_file(), "tls ca_file"}, std::pair{tls.cert_file(), "tls cert_file"},
+          std::pair{tls.key_file(), "tls key_file"}}) {
       if (!path.empty()) {
         absl::StatusOr<std::string> read = ReadOperatorFile(path, 1 << 20, what);
         if (!read.ok()) {
@@ -170,15 +170,15 @@ absl::StatusOr<EndpointConfig> ParseOne(const v1::RemoteWriteConfig& config) {
   const uint32_t max_backoff = q.has_max_backoff_ms() ? q.max_backoff_ms() : 5000;
   const uint32_t timeout = q.has_request_timeout_ms() ? q.request_timeout_ms() : 30000;
   const uint32_t flush = q.has_flush_deadline_ms() ? q.flush_deadline_ms() : 5000;
-  for (absl::Status status : {
-           InRange<uint32_t>("shards", shards, 1, 256),
-           InRange<uint32_t>("max_samples_per_send", per_send, 1, 100000),
-           InRange<uint32_t>("batch_send_deadline_ms", deadline, 10, 60000),
-           InRange<uint64_t>("capacity_samples", capacity, per_send, uint64_t{1} << 32),
-           InRange<uint32_t>("min_backoff_ms", min_backoff, 1, 60000),
-           InRange<uint32_t>("max_backoff_ms", max_backoff, min_backoff, 600000),
-           InRange<uint32_t>("request_timeout_ms", timeout, 100, 600000),
-           InRange<uint32_t>("flush_deadline_ms", flush, 0, 60000)}) {
+  for (absl::Status status :
+       {InRange<uint32_t>("shards", shards, 1, 256),
+        InRange<uint32_t>("max_samples_per_send", per_send, 1, 100000),
+        InRange<uint32_t>("batch_send_deadline_ms", deadline, 10, 60000),
+        InRange<uint64_t>("capacity_samples", capacity, per_send, uint64_t{1} << 32),
+        InRange<uint32_t>("min_backoff_ms", min_backoff, 1, 60000),
+        InRange<uint32_t>("max_backoff_ms", max_backoff, min_backoff, 600000),
+        InRange<uint32_t>("request_timeout_ms", timeout, 100, 600000),
+        InRange<uint32_t>("flush_deadline_ms", flush, 0, 60000)}) {
     if (!status.ok()) {
       return status;
     }
@@ -220,9 +220,9 @@ absl::StatusOr<std::vector<EndpointConfig>> ParseRemoteWriteConfigs(
                           absl::StrCat("remote_write[", i, "]: ", parsed.status().message()));
     }
     if (!names.insert(parsed->endpoint.name).second) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "remote_write[", i, "]: endpoint name \"", parsed->endpoint.name,
-          "\" is used twice (set `name` to tell them apart)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("remote_write[", i, "]: endpoint name \"", parsed->endpoint.name,
+                       "\" is used twice (set `name` to tell them apart)"));
     }
     out.push_back(*std::move(parsed));
   }

@@ -3,7 +3,6 @@
 #include <curl/curl.h>
 
 #include <algorithm>
-#include <mutex>
 
 #include "absl/strings/str_cat.h"
 
@@ -22,18 +21,12 @@ size_t KeepStart(char* data, size_t size, size_t count, void* user) {
   return bytes;  // the rest is read and dropped, so the connection stays usable
 }
 
-bool GlobalInit() {
-  // curl_global_init is not thread-safe and must run once before any handle.
-  static const bool ok = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
-  return ok;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CurlSender>> CurlSender::Create(const HttpOptions& options) {
-  static std::once_flag once;
-  static bool initialized = false;
-  std::call_once(once, [] { initialized = GlobalInit(); });
+  // curl_global_init is not thread-safe and must run once before any handle (a function-local
+  // static is initialized exactly once, thread-safely).
+  static const bool initialized = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
   if (!initialized) {
     return absl::InternalError("curl_global_init failed");
   }
@@ -107,7 +100,8 @@ SendResult CurlSender::Send(const std::string& body, int64_t timeout_nanos) {
   error_[0] = '\0';
   curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());
   curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, std::max<long>(1, static_cast<long>(timeout_nanos / 1000000)));
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
+                   std::max<long>(1, static_cast<long>(timeout_nanos / 1000000)));
   SendResult result;
   const CURLcode code = curl_easy_perform(curl);
   if (code != CURLE_OK) {

@@ -36,10 +36,10 @@ class CurlSender final : public Sender {
 
  private:
   CurlSender() = default;
-  void* curl_ = nullptr;               // CURL*
-  void* headers_ = nullptr;            // curl_slist*
-  std::string response_;               // the start of the last response body (for errors)
-  char error_[256] = {};               // CURLOPT_ERRORBUFFER
+  void* curl_ = nullptr;     // CURL*
+  void* headers_ = nullptr;  // curl_slist*
+  std::string response_;     // the start of the last response body (for errors)
+  char error_[256] = {};     // CURLOPT_ERRORBUFFER
 };
 
 }  // namespace fabricmon::remote_write

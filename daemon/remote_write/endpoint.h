@@ -18,8 +18,8 @@
 #include "absl/types/span.h"
 #include "daemon/common/clock.h"
 #include "daemon/remote_write/encoder.h"
-#include "daemon/remote_write/shard.h"
 #include "daemon/remote_write/sender.h"
+#include "daemon/remote_write/shard.h"
 
 namespace fabricmon::remote_write {
 

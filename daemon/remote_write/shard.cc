@@ -44,8 +44,8 @@ size_t Shard::Push(absl::Span<const PendingSample> samples) {
   queue_.insert(queue_.end(), samples.begin(), samples.begin() + taken);
   // The thread sleeps until the oldest sample's deadline, or for ever when nothing is queued:
   // wake it for a first sample and for a full batch.
-  if (taken > 0 && (was_empty || (was_below_batch &&
-                                  queue_.size() >= options_.max_samples_per_send))) {
+  if (taken > 0 &&
+      (was_empty || (was_below_batch && queue_.size() >= options_.max_samples_per_send))) {
     woken_ = true;
     work_.Signal();
   }
@@ -63,7 +63,8 @@ int64_t Shard::Step(bool flush, int64_t send_deadline) {
     if (queue_.empty()) {
       return kNever;
     }
-    const int64_t due = queue_.front().enqueued_monotonic_nanos + options_.batch_send_deadline_nanos;
+    const int64_t due =
+        queue_.front().enqueued_monotonic_nanos + options_.batch_send_deadline_nanos;
     if (!flush && queue_.size() < options_.max_samples_per_send && now < due) {
       return due;
     }
@@ -121,8 +122,8 @@ int64_t Shard::Step(bool flush, int64_t send_deadline) {
 void Shard::Wait(int64_t deadline) {
   absl::MutexLock lock(&mu_);
   if (!woken_ && deadline > clock_.MonotonicNanos()) {
-    const int64_t wait = deadline == kNever ? int64_t{3600} * 1000000000
-                                            : deadline - clock_.MonotonicNanos();
+    const int64_t wait =
+        deadline == kNever ? int64_t{3600} * 1000000000 : deadline - clock_.MonotonicNanos();
     work_.WaitWithTimeout(&mu_, absl::Nanoseconds(wait));
   }
   woken_ = false;

@@ -21,7 +21,11 @@
     ($__rate_interval=1m, $__interval=15s, $__range=1h): an error fails, and so does an empty
     result unless the panel is in ALLOWLIST (with its reason). A second pass picks the first
     concrete value of every variable and checks that nothing errors. Finally `promtool check
-    metrics` must be silent on a scrape of the aggregator.
+    metrics` must be silent on a scrape of the aggregator. When `victoria-metrics` is installed,
+    the aggregator also remote-writes to a VictoriaMetrics (external labels cluster, job and
+    instance, as a scrape would add them), and
+    every query runs against it too, as a Grafana datasource: the same rules, except that a
+    target reading `up` or `scrape_*` may be empty there (nothing scrapes).
 
 Bounded waits, free ports, a temporary directory; every child dies with the test (SIGKILL by
 PR_SET_PDEATHSIG, SIGTERM/SIGKILL in `finally`). Exit 77 (ctest SKIP) when prometheus/promtool
@@ -370,7 +374,12 @@ def resolve_variables(prom, uid, dashboard, mode, missing_ok):
 METRIC_RE = re.compile(r"\b((?:fabricmon|scrape)_[a-z0-9_]+|up)\s*(?=[{\[)])")
 
 
-def run_queries(prom, dashboards, ibsim_ok, nvml_ok):
+# VictoriaMetrics fed by the aggregator's remote_write holds no scrape series: an empty result is
+# accepted for a target that reads `up` or `scrape_*` (they exist only where something scrapes).
+SCRAPE_ONLY_RE = re.compile(r"\b(?:up|scrape_[a-z0-9_]+)\s*(?=[{\[)])")
+
+
+def run_queries(prom, dashboards, ibsim_ok, nvml_ok, remote_write_only=False):
     allow = dict(ALLOWLIST)
     missing_ok = set()
     if not ibsim_ok:
@@ -418,6 +427,10 @@ def run_queries(prom, dashboards, ibsim_ok, nvml_ok):
                         continue
                     if key in allow:
                         allowed_empty.append("%s: %s" % (where, allow[key]))
+                        continue
+                    if remote_write_only and SCRAPE_ONLY_RE.search(t["expr"]):
+                        allowed_empty.append("%s: reads scrape series (up, scrape_*), which "
+                                             "remote write does not carry" % where)
                         continue
                     absent = sorted({m for m in METRIC_RE.findall(t["expr"])
                                      if not metric_present(m)})
@@ -470,9 +483,29 @@ def live_test(args, dashboards, workdir):
 
         # Aggregator: gRPC on port 0 (port file), /metrics on a free port (another if taken).
         port_file = os.path.join(workdir, "grpc.port")
+        # VictoriaMetrics as a second datasource, fed only by the aggregator's remote_write, with
+        # the cluster, job and instance labels the Prometheus path gets from its scrape.
+        vm_port = None
+        vm_binary = shutil.which("victoria-metrics")
+        remote_write = ""
+        if vm_binary is not None:
+            _, vm_port = procs.start_server(
+                "victoria-metrics",
+                lambda port: [vm_binary, "-storageDataPath=" + os.path.join(workdir, "vm"),
+                              "-httpListenAddr=127.0.0.1:%d" % port, "-retentionPeriod=1d",
+                              "-loggerLevel=ERROR", "-search.latencyOffset=0s"],
+                lambda port: http_get("http://127.0.0.1:%d/health" % port).strip() == "OK")
+            remote_write = (
+                'remote_write { url: "http://127.0.0.1:%d/api/v1/write" '
+                'external_labels { key: "cluster" value: "%s" } '
+                'external_labels { key: "job" value: "%s" } '
+                'external_labels { key: "instance" value: "aggregator-1" } '
+                'queue { batch_send_deadline_ms: 200 } }\n' % (vm_port, CLUSTER, JOB))
+        else:
+            log("note: victoria-metrics not installed: the dashboards are not run against it")
         with open(os.path.join(workdir, "aggregator.textproto"), "w") as f:
             f.write('tls { insecure_plaintext: true }\nnode_stale_after_ms: 10000\n'
-                    'detectors { tick_ms: 500 flap_window_s: 120 }\n')
+                    'detectors { tick_ms: 500 flap_window_s: 120 }\n' + remote_write)
 
         def aggregator_argv(port):
             if os.path.exists(port_file):
@@ -627,6 +660,17 @@ def live_test(args, dashboards, workdir):
             log("allowlisted empty:", line)
         for line in allowed_with_data:
             log("note: allowlisted panel has data now (the allowlist entry may go):", line)
+        if vm_port is not None:
+            http_get("http://127.0.0.1:%d/internal/force_flush" % vm_port)
+            vm_failures, vm_empty, _, vm_counts = run_queries(
+                PromApi("http://127.0.0.1:%d" % vm_port), dashboards, ibsim is not None,
+                nvml is not None, remote_write_only=True)
+            log("VictoriaMetrics (remote_write only): ran %d queries for %d targets" %
+                (vm_counts["queries"], vm_counts["targets"]))
+            for line in vm_empty:
+                if VERBOSE or "scrape series" not in line:
+                    log("VictoriaMetrics: allowlisted empty:", line)
+            failures += ["VictoriaMetrics: " + f for f in vm_failures]
 
         text = http_get(metrics_url)
         result = subprocess.run([promtool, "check", "metrics"], input=text.encode(),

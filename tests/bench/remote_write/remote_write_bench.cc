@@ -132,11 +132,10 @@ int main(int argc, char** argv) {
   std::vector<std::shared_ptr<const rw::LabelSet>> series;
   series.reserve(series_count);
   for (int64_t i = 0; i < series_count; ++i) {
-    series.push_back(rw::MakeLabelSet(
-        absl::StrCat("fabricmon_ib_port_counter_", i % 40, "_total"),
-        {{"node", absl::StrCat("gpu-node-", i / 3000)},
-         {"device", absl::StrCat("mlx5_", (i / 40) % 18)},
-         {"port", "1"}}));
+    series.push_back(rw::MakeLabelSet(absl::StrCat("fabricmon_ib_port_counter_", i % 40, "_total"),
+                                      {{"node", absl::StrCat("gpu-node-", i / 3000)},
+                                       {"device", absl::StrCat("mlx5_", (i / 40) % 18)},
+                                       {"port", "1"}}));
   }
   const int64_t base_ms = 1700000000000;
   auto round_samples = [&](int64_t round) {
@@ -144,8 +143,8 @@ int main(int argc, char** argv) {
     samples.reserve(series.size());
     for (int64_t i = 0; i < series_count; ++i) {
       // Counter-like values: growing, different per series.
-      samples.push_back({series[i], base_ms + round * 1000,
-                         static_cast<double>(i * 1000003 + round * 4096), 0});
+      samples.push_back(
+          {series[i], base_ms + round * 1000, static_cast<double>(i * 1000003 + round * 4096), 0});
     }
     return samples;
   };
@@ -169,10 +168,10 @@ int main(int argc, char** argv) {
       }
     }
     const double cpu = CpuSeconds() - cpu0;
-    std::printf("encode only: %.0f samples/s per core, %.2f bytes/sample (snappy, %lld per "
-                "request)\n",
-                encoded / cpu, static_cast<double>(bytes) / encoded,
-                static_cast<long long>(per_send));
+    std::printf(
+        "encode only: %.0f samples/s per core, %.2f bytes/sample (snappy, %lld per "
+        "request)\n",
+        encoded / cpu, static_cast<double>(bytes) / encoded, static_cast<long long>(per_send));
   }
 
   // 2. Encode and send through an Endpoint to the local receiver.
@@ -220,11 +219,11 @@ int main(int argc, char** argv) {
   waitpid(pid, nullptr, 0);
   const uint64_t sent = (*endpoint)->stats().samples_sent.load();
   const uint64_t total = static_cast<uint64_t>(series_count) * rounds;
-  std::printf("encode+send: %.0f samples/s per core (%.2f CPU s, %.2f s wall, %lld series x %lld "
-              "rounds, %lld shards, %lld per request)\n",
-              sent / cpu, cpu, wall, static_cast<long long>(series_count),
-              static_cast<long long>(rounds), static_cast<long long>(shards),
-              static_cast<long long>(per_send));
+  std::printf(
+      "encode+send: %.0f samples/s per core (%.2f CPU s, %.2f s wall, %lld series x %lld "
+      "rounds, %lld shards, %lld per request)\n",
+      sent / cpu, cpu, wall, static_cast<long long>(series_count), static_cast<long long>(rounds),
+      static_cast<long long>(shards), static_cast<long long>(per_send));
   if (sent != total) {
     std::fprintf(stderr, "sent %llu of %llu samples\n", static_cast<unsigned long long>(sent),
                  static_cast<unsigned long long>(total));

@@ -23,7 +23,9 @@ found at run time, every child dying with this script).
   answers 500 then 429 (the same batch must come again, and then be accepted), 400 (dropped and
   counted, never sent again), and goes away for 3 s (retried until it is back, then delivered).
   At the end every sample the aggregator stored reached the receiver once or was refused by a
-  400, and the aggregator's counters say exactly that.
+  400, and the aggregator's counters say exactly that. Every request carries the remote-write
+  headers, the bearer token from bearer_token_file and the configured extra header; the token
+  never appears in the aggregator's log.
 
 Usage:
   remote_write_test.py --case=engines|receiver --aggregator=BIN --agent=BIN --fixtures=DIR
@@ -84,12 +86,11 @@ def metric(samples, name, **labels):
 
 def agent_series(samples):
     """The agents' series of a /metrics scrape as a scrape stores them: node-labelled families
-    other than the aggregator's own, without the saturation flags remote write does not send,
-    and without empty labels (an empty label is no label)."""
+    other than the aggregator's own (with the saturation flags beside them), without empty
+    labels (an empty label is no label)."""
     out = {}
     for name, labels, value in samples:
-        if ("node" not in labels or name.startswith("fabricmon_node_") or
-                name == "fabricmon_series_saturated"):
+        if "node" not in labels or name.startswith("fabricmon_node_"):
             continue
         out[key_of(name, {k: v for k, v in labels.items() if v != ""})] = value
     return out
@@ -280,7 +281,8 @@ def run_engines(args, workdir, procs):
 
         def complete():
             last[0] = read()
-            return sum(len(s) for s in last[0].values()) >= stored
+            return sum(len(s) for (name, _), s in last[0].items()
+                       if name != "fabricmon_series_saturated") >= stored
         try:
             wait_for("the engine to hold %d samples" % stored, complete, timeout_s=15,
                      interval_s=0.5, procs=procs)
@@ -299,7 +301,9 @@ def run_engines(args, workdir, procs):
             extra = sorted(set(series) - want_keys)[:5]
             raise Failure("%s: series differ from /metrics; missing %s; extra %s" %
                           (engine, missing, extra))
-        total = sum(len(s) for s in series.values())
+        # Stored samples, the saturation flags (sent beside each pinned sample) apart.
+        total = sum(len(s) for (name, _), s in series.items()
+                    if name != "fabricmon_series_saturated")
         if total != stored:
             raise Failure("%s holds %d samples of the agents' series, the aggregator stored %d" %
                           (engine, total, stored))
@@ -411,6 +415,7 @@ class FakeReceiver:
     def __init__(self):
         self.lock = threading.Lock()
         self.script = []
+        self.required = {}  # headers every request must carry (else 415)
         self.requests = []
         self.server = None
         self.thread = None
@@ -424,7 +429,9 @@ class FakeReceiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 headers_ok = (self.headers.get("Content-Encoding") == "snappy" and
                               self.headers.get("Content-Type") == "application/x-protobuf" and
-                              self.headers.get("X-Prometheus-Remote-Write-Version") == "0.1.0")
+                              self.headers.get("X-Prometheus-Remote-Write-Version") == "0.1.0" and
+                              all(self.headers.get(k) == v
+                                  for k, v in receiver.required.items()))
                 try:
                     series = prompb.parse_write_request(body)
                 except ValueError as e:
@@ -466,12 +473,16 @@ def count(series):
 
 
 def run_receiver(args, workdir, procs):
+    token = "s3cr3t-%d" % os.getpid()
+    token_file = write(os.path.join(workdir, "token"), token + "\n")
     receiver = FakeReceiver().start()
     receiver.script = [500, 429]
+    receiver.required = {"Authorization": "Bearer " + token, "X-Scope-OrgID": "fabric"}
     config = ("tls { insecure_plaintext: true }\n"
               'remote_write { url: "http://127.0.0.1:%d/api/v1/write" name: "fake" '
+              'bearer_token_file: "%s" headers { key: "X-Scope-OrgID" value: "fabric" } '
               "queue { shards: 1 batch_send_deadline_ms: 100 min_backoff_ms: 50 "
-              "max_backoff_ms: 400 } }\n" % receiver.port)
+              "max_backoff_ms: 400 } }\n" % (receiver.port, token_file))
     daemons = Daemons(args, workdir, procs)
     daemons.start_aggregator(config)
     daemons.start_agents(["nodeA"])
@@ -515,6 +526,7 @@ def run_receiver(args, workdir, procs):
         restarted = FakeReceiver()
         restarted.requests = receiver.requests
         restarted.lock = receiver.lock
+        restarted.required = receiver.required
         receiver = restarted.start(port)
         daemons.wait_batches(metric(scrape(daemons.metrics_port),
                                     "fabricmon_aggregator_batches_total") + 2)
@@ -525,8 +537,12 @@ def run_receiver(args, workdir, procs):
 
     requests = receiver.snapshot()
     for code, body, series in requests:
-        if series is None:
-            raise Failure("a request the receiver could not decode (or without the headers)")
+        if series is None or code == 415:
+            raise Failure("a request the receiver could not decode, or without the remote-write "
+                          "headers, the bearer token and the configured header")
+    with open(os.path.join(workdir, "logs", "aggregator.log"), errors="replace") as f:
+        if token in f.read():
+            raise Failure("the bearer token appears in the aggregator's log")
     for refused in (r for r in requests if r[0] == 400):
         if sum(1 for r in requests if r[1] == refused[1]) != 1:
             raise Failure("a batch refused with 400 was sent again")
@@ -541,9 +557,11 @@ def run_receiver(args, workdir, procs):
     stored = metric(final, "fabricmon_aggregator_samples_total")
 
     def agent_samples(series):
-        # The agent's series (fabricmon_node_* are the aggregator's own, sent each tick).
+        # The agent's series (fabricmon_node_* are the aggregator's own, sent each tick, and
+        # the saturation flags go beside stored samples).
         return sum(len(s) for labels, s in series if ("node", "nodeA") in labels and
-                   not dict(labels)["__name__"].startswith("fabricmon_node_"))
+                   not dict(labels)["__name__"].startswith(("fabricmon_node_",
+                                                            "fabricmon_series_saturated")))
 
     got = agent_samples(accepted) + agent_samples(failed)
     if got != stored:

@@ -38,15 +38,16 @@ TEST(RemoteWriteConfigTest, ReadsTheTokenAndSortsExternalLabels) {
     headers { key: "X-Scope-OrgID" value: "fabric" }
     external_labels { key: "shard" value: "a" }
     external_labels { key: "cluster" value: "c1" }
-    bearer_token_file: ")" + tree.root() + R"(/token"
+    bearer_token_file: ")" +
+                      tree.root() + R"(/token"
   })");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   const EndpointConfig& c = (*parsed)[0];
   EXPECT_EQ(c.endpoint.name, "mimir");
   EXPECT_EQ(c.http.bearer_token, "s3cr3t");
   EXPECT_THAT(c.http.headers, ::testing::ElementsAre(::testing::Pair("X-Scope-OrgID", "fabric")));
-  EXPECT_THAT(c.endpoint.external_labels,
-              ::testing::ElementsAre(::testing::Pair("cluster", "c1"), ::testing::Pair("shard", "a")));
+  EXPECT_THAT(c.endpoint.external_labels, ::testing::ElementsAre(::testing::Pair("cluster", "c1"),
+                                                                 ::testing::Pair("shard", "a")));
 }
 
 TEST(RemoteWriteConfigTest, RefusesBadEndpoints) {
@@ -58,7 +59,8 @@ TEST(RemoteWriteConfigTest, RefusesBadEndpoints) {
       {R"(url: "http:///api/v1/write")", "no host"},
       {R"(url: "http://vm:8428/a b")", "spaces"},
       {R"(url: "http://vm" headers { key: "Content-Type" value: "x" })", "set by the remote-write"},
-      {R"(url: "http://vm" headers { key: "X-A" value: "a\r\nInjected: 1" })", "not a valid header"},
+      {R"(url: "http://vm" headers { key: "X-A" value: "a\r\nInjected: 1" })",
+       "not a valid header"},
       {R"(url: "http://vm" external_labels { key: "__x" value: "1" })", "not a label name"},
       {R"(url: "http://vm" external_labels { key: "1a" value: "1" })", "not a label name"},
       {R"(url: "http://vm" external_labels { key: "a" value: "" })", "empty value"},

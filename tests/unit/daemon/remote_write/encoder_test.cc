@@ -22,9 +22,9 @@ std::vector<std::pair<std::string, std::string>> Labels(const v1::prompb::TimeSe
 }
 
 TEST(LabelSetTest, SortsWithNameFirstAndDropsEmptyValues) {
-  auto set = MakeLabelSet("fabricmon_ib_port_xmit_data_bytes_total",
-                          {{"port", "1"}, {"node", "n1"}, {"device", "mlx5_0"}, {"empty", ""},
-                           {"Zeta", "z"}});
+  auto set = MakeLabelSet(
+      "fabricmon_ib_port_xmit_data_bytes_total",
+      {{"port", "1"}, {"node", "n1"}, {"device", "mlx5_0"}, {"empty", ""}, {"Zeta", "z"}});
   EXPECT_THAT(set->labels,
               ::testing::ElementsAre(
                   ::testing::Pair("Zeta", "z"),  // byte order: upper case sorts before '_'
@@ -41,8 +41,8 @@ TEST(LabelSetTest, SortsWithNameFirstAndDropsEmptyValues) {
 
 TEST(LabelSetTest, ADuplicateNameKeepsItsFirstValue) {
   auto set = MakeLabelSet("m", {{"a", "1"}, {"a", "2"}, {"__name__", "evil"}});
-  EXPECT_THAT(set->labels, ::testing::ElementsAre(::testing::Pair("__name__", "m"),
-                                                  ::testing::Pair("a", "1")));
+  EXPECT_THAT(set->labels,
+              ::testing::ElementsAre(::testing::Pair("__name__", "m"), ::testing::Pair("a", "1")));
 }
 
 TEST(EncoderTest, RoundTripsThroughSnappyAndProtobuf) {
@@ -61,10 +61,10 @@ TEST(EncoderTest, RoundTripsThroughSnappyAndProtobuf) {
   // One series per distinct label set, samples in order, external labels merged in sorted
   // order and never overriding the series' own (b keeps cluster="own").
   const auto& first = decoded->timeseries(0);
-  EXPECT_THAT(Labels(first), ::testing::ElementsAre(::testing::Pair("__name__", "fabricmon_a_total"),
-                                                    ::testing::Pair("cluster", "c1"),
-                                                    ::testing::Pair("node", "n1"),
-                                                    ::testing::Pair("shard", "s0")));
+  EXPECT_THAT(Labels(first), ::testing::ElementsAre(
+                                 ::testing::Pair("__name__", "fabricmon_a_total"),
+                                 ::testing::Pair("cluster", "c1"), ::testing::Pair("node", "n1"),
+                                 ::testing::Pair("shard", "s0")));
   ASSERT_EQ(first.samples_size(), 2);
   EXPECT_EQ(first.samples(0).timestamp(), 1700000000000);
   EXPECT_EQ(first.samples(0).value(), 1.5);

@@ -84,9 +84,9 @@ TEST_F(RemoteWriteFeedTest, SendsStoredSamplesAsMetricsShowsThemAtTheirTimestamp
   const collectors::SeriesDesc bytes = collectors::CounterSeries(
       "ib_sysfs", "fabricmon_ib_port_xmit_data_bytes_total", "h", collectors::Unit::kBytes, 64,
       collectors::Overflow::kWraps, 4.0, {{"device", "mlx5_0"}, {"port", "1"}});
-  const collectors::SeriesDesc temp = collectors::GaugeSeries(
-      "ib_sysfs", "fabricmon_ib_port_state", "h", collectors::Unit::kNone, 1.0,
-      {{"port", "1"}, {"device", "mlx5_0"}});
+  const collectors::SeriesDesc temp =
+      collectors::GaugeSeries("ib_sysfs", "fabricmon_ib_port_state", "h", collectors::Unit::kNone,
+                              1.0, {{"port", "1"}, {"device", "mlx5_0"}});
   auto a = node.DeclareSlot(bytes, 0);
   auto b = node.DeclareSlot(temp, 0);
   ASSERT_TRUE(a.ok() && b.ok());
@@ -95,12 +95,12 @@ TEST_F(RemoteWriteFeedTest, SendsStoredSamplesAsMetricsShowsThemAtTheirTimestamp
   auto stream = feed->OpenStream();
   const int64_t t0 = clock_.NowUnixNanos() - 2'000'000'123;  // the agent's timestamps
   const int64_t t1 = t0 + 1'000'000'000;
-  ASSERT_TRUE(node.AppendBatchToSlots(1, 0, t0, slots, std::vector<uint64_t>{100, 4},
-                                      {true, true}, clock_.NowUnixNanos())
+  ASSERT_TRUE(node.AppendBatchToSlots(1, 0, t0, slots, std::vector<uint64_t>{100, 4}, {true, true},
+                                      clock_.NowUnixNanos())
                   .stored);
   stream->OnStored(node, slots, {true, true});
-  ASSERT_TRUE(node.AppendBatchToSlots(2, 0, t1, slots, std::vector<uint64_t>{250, 0},
-                                      {true, false}, clock_.NowUnixNanos())
+  ASSERT_TRUE(node.AppendBatchToSlots(2, 0, t1, slots, std::vector<uint64_t>{250, 0}, {true, false},
+                                      clock_.NowUnixNanos())
                   .stored);
   stream->OnStored(node, slots, {true, false});
   feed->Shutdown();
@@ -124,11 +124,43 @@ TEST_F(RemoteWriteFeedTest, SendsStoredSamplesAsMetricsShowsThemAtTheirTimestamp
   EXPECT_EQ(received[state_key][0].value, 4);
 }
 
+TEST_F(RemoteWriteFeedTest, APinnedSaturatingCounterIsFlaggedUntilItMovesAgain) {
+  NodeState node("n", 4, 1000);
+  auto a = node.DeclareSlot(
+      collectors::CounterSeries("ib_sysfs", "fabricmon_ib_port_symbol_errors_total", "h",
+                                collectors::Unit::kNone, 16, collectors::Overflow::kSaturates, 1.0,
+                                {{"device", "mlx5_0"}}),
+      0);
+  ASSERT_TRUE(a.ok());
+  auto feed = MakeFeed();
+  auto stream = feed->OpenStream();
+  const int64_t t0 = clock_.NowUnixNanos();
+  uint64_t sequence = 0;
+  for (uint64_t raw : {uint64_t{65535}, uint64_t{65535}, uint64_t{3}, uint64_t{4}}) {
+    ++sequence;
+    ASSERT_TRUE(node.AppendBatchToSlots(sequence, 0, t0 + sequence * 1'000'000'000, {*a},
+                                        std::vector<uint64_t>{raw}, {true}, t0)
+                    .stored);
+    stream->OnStored(node, {*a}, {true});
+  }
+  feed->Shutdown();
+  auto received = ReceivedBySeries();
+  const auto& flag = received
+      ["__name__=fabricmon_series_saturated,device=mlx5_0,"
+       "metric=fabricmon_ib_port_symbol_errors_total,node=n,"];
+  ASSERT_EQ(flag.size(), 3u);  // pinned twice, then the end of the flag; nothing after
+  EXPECT_EQ(flag[0].value, 1);
+  EXPECT_EQ(flag[1].value, 1);
+  EXPECT_TRUE(remote_write::IsStaleNaN(flag[2].value));
+  EXPECT_EQ(flag[2].timestamp_ms, (t0 + 3'000'000'000) / 1000000);
+  EXPECT_EQ(received["__name__=fabricmon_ib_port_symbol_errors_total,device=mlx5_0,node=n,"].size(),
+            4u);
+}
+
 TEST_F(RemoteWriteFeedTest, ARetiredSlotSendsNothing) {
   NodeState node("n", 4, 1000);
-  auto a = node.DeclareSlot(collectors::GaugeSeries("c", "fabricmon_x", "h",
-                                                    collectors::Unit::kNone, 1.0, {}),
-                            0);
+  auto a = node.DeclareSlot(
+      collectors::GaugeSeries("c", "fabricmon_x", "h", collectors::Unit::kNone, 1.0, {}), 0);
   ASSERT_TRUE(a.ok());
   auto feed = MakeFeed();
   auto stream = feed->OpenStream();
@@ -165,15 +197,17 @@ TEST_F(RemoteWriteFeedTest, FamiliesAreSentEachTickAndAClearedFindingIsMarkedSta
   const auto& total = received["__name__=fabricmon_aggregator_samples_total,"];
   ASSERT_EQ(total.size(), 2u);  // every tick, counters as counters
   EXPECT_EQ(total[1].value, 7);
-  const auto& a = received["__name__=fabricmon_finding_active,kind=link_flapping,node=a,"
-                           "severity=critical,"];
+  const auto& a = received
+      ["__name__=fabricmon_finding_active,kind=link_flapping,node=a,"
+       "severity=critical,"];
   ASSERT_EQ(a.size(), 2u);
   EXPECT_EQ(a[0].value, 1);
   EXPECT_EQ(a[0].timestamp_ms, 1'700'000'000'000);
   EXPECT_TRUE(remote_write::IsStaleNaN(a[1].value));  // cleared: ends now
   EXPECT_EQ(a[1].timestamp_ms, 1'700'000'001'000);
-  const auto& b = received["__name__=fabricmon_finding_active,kind=link_flapping,node=b,"
-                           "severity=critical,"];
+  const auto& b = received
+      ["__name__=fabricmon_finding_active,kind=link_flapping,node=b,"
+       "severity=critical,"];
   ASSERT_EQ(b.size(), 2u);
   EXPECT_EQ(b[1].value, 1);
 }
@@ -190,7 +224,7 @@ TEST_F(RemoteWriteFeedTest, ExportsItsMetricsPerEndpoint) {
         key += "," + label.name + "=" + label.value;
       }
       values[key] = family.type == prometheus::MetricType::Counter ? metric.counter.value
-                                                                  : metric.gauge.value;
+                                                                   : metric.gauge.value;
     }
   }
   EXPECT_EQ(values["fabricmon_remote_write_samples_sent_total,endpoint=test"], 1);
