@@ -1,7 +1,7 @@
 #pragma once
 
 // Diagnostics gRPC service for the `fabricmon` CLI: nodes, their inventory and findings,
-// Diagnose, and the fabric topology. Findings come from a FindingsProvider and the topology from a
+// Diagnose, the fabric topology, and jobs (job_registry.h). Findings come from a FindingsProvider and the topology from a
 // TopologyProvider (both the detection engine); without one, its RPCs answer UNIMPLEMENTED rather
 // than an empty (and misleading) "nothing found".
 //
@@ -10,6 +10,7 @@
 
 #include "daemon/aggregator/authorization.h"
 #include "daemon/aggregator/ingest_stats.h"
+#include "daemon/aggregator/job_registry.h"
 #include "daemon/aggregator/series_store.h"
 #include "daemon/common/clock.h"
 #include "fabricmon/v1/diagnostics.grpc.pb.h"
@@ -36,6 +37,15 @@ class TopologyProvider {
   virtual v1::GetTopologyResponse GetTopology() const = 0;
 };
 
+// Each node's current traffic (RDMA, kernel, wait/pause, NVLink errors, GPU), for Diagnose's
+// side-by-side view of a job. Implemented by the detectors. Thread-safe.
+class TrafficProvider {
+ public:
+  virtual ~TrafficProvider() = default;
+  // One entry per node of `nodes` the store knows, in the order given.
+  virtual std::vector<v1::NodeTraffic> Traffic(const std::vector<std::string>& nodes) const = 0;
+};
+
 class DiagnosticsService final : public v1::Diagnostics::CallbackService {
  public:
   // Keeps references; `store`, `clock` and `stats` (refusals are counted there; may be null)
@@ -52,6 +62,10 @@ class DiagnosticsService final : public v1::Diagnostics::CallbackService {
   void SetFindingsProvider(const FindingsProvider* findings) { findings_ = findings; }
   // Borrowed; must outlive the service. Null: no topology.
   void SetTopologyProvider(const TopologyProvider* topology) { topology_ = topology; }
+  // Borrowed; must outlive the service. Null: StartJob/EndJob/ListJobs answer UNIMPLEMENTED.
+  void SetJobRegistry(JobRegistry* jobs) { jobs_ = jobs; }
+  // Borrowed; must outlive the service. Null: Diagnose answers without traffic.
+  void SetTrafficProvider(const TrafficProvider* traffic) { traffic_ = traffic; }
 
   grpc::ServerUnaryReactor* ListNodes(grpc::CallbackServerContext* context,
                                       const v1::ListNodesRequest* request,
@@ -68,6 +82,14 @@ class DiagnosticsService final : public v1::Diagnostics::CallbackService {
   grpc::ServerUnaryReactor* GetTopology(grpc::CallbackServerContext* context,
                                         const v1::GetTopologyRequest* request,
                                         v1::GetTopologyResponse* response) override;
+  grpc::ServerUnaryReactor* StartJob(grpc::CallbackServerContext* context,
+                                     const v1::StartJobRequest* request,
+                                     v1::Job* response) override;
+  grpc::ServerUnaryReactor* EndJob(grpc::CallbackServerContext* context,
+                                   const v1::EndJobRequest* request, v1::Job* response) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
+                                     const v1::ListJobsRequest* request,
+                                     v1::ListJobsResponse* response) override;
 
  private:
   // The one authorization check, first thing in every method: null when the caller is an
@@ -80,6 +102,8 @@ class DiagnosticsService final : public v1::Diagnostics::CallbackService {
   const int64_t stale_after_nanos_;
   const FindingsProvider* findings_ = nullptr;
   const TopologyProvider* topology_ = nullptr;
+  JobRegistry* jobs_ = nullptr;
+  const TrafficProvider* traffic_ = nullptr;
   const std::shared_ptr<const Authorization> authorization_;
   IngestStats* const stats_;
 };

@@ -57,6 +57,10 @@ class DetectionEngine final : public prometheus::Collectable,
   // switch topology and GUIDs then no longer name cables nor conflict with anyone.
   void SetAgentTopologyRetention(int64_t nanos) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Adds a detector that needs more than thresholds to be built (the straggler detector reads
+  // the aggregator's jobs). Call before Start().
+  void AddDetector(std::unique_ptr<Detector> detector) ABSL_LOCKS_EXCLUDED(tick_mu_);
+
   // One evaluation now (tests call this directly instead of Start()).
   void Tick() ABSL_LOCKS_EXCLUDED(tick_mu_);
   void Start();
