@@ -72,6 +72,7 @@ RUNBOOK_PANELS = {
     ("fabricmon-node", "Findings touching $node"): FINDING_ALERTS,
     ("fabricmon-job", "Findings touching $job_name"): FINDING_ALERTS,
     ("fabricmon-job", "Nodes down"): ["FabricmonAgentDown"],
+    ("fabricmon-job", "Stragglers"): ["FabricStraggler"],
     ("fabricmon-node", "Port state"): ["FabricPortDown", "FabricLinkFlapping"],
     ("fabricmon-node", "Port errors"): ["FabricPortErrors", "FabricLinkDegraded"],
     ("fabricmon-node", "Drops, ECN marks and pause storms"): ["FabricPauseStorm",

@@ -1,16 +1,18 @@
 #!/bin/sh
 # fabricmon PrologSlurmctld: runs once per job on the controller (slurm.conf:
-# PrologSlurmctld=/usr/lib/fabricmon/slurm/prolog-slurmctld.sh), as SlurmUser, with SLURM_JOB_ID
-# set. Registers the job with the aggregator (its nodes become peers for the straggler detector
-# and `fabricmon diagnose --job`), then gates it: with FABRICMON_GATE=enforce a warning-or-worse
-# finding on the job's nodes fails this prolog, and Slurm requeues a batch job (an interactive one
-# is cancelled). Never fails because fabricmon is unreachable: monitoring must not stop the cluster.
+# PrologSlurmctld=/etc/slurm/fabricmon-prolog-slurmctld.sh, copied from /usr/share/fabricmon/slurm/
+# and made executable), as SlurmUser, with SLURM_JOB_ID set. Registers the job with the
+# aggregator (its nodes become peers for the straggler detector and `fabricmon diagnose --job`),
+# then gates it: with FABRICMON_GATE=enforce a warning-or-worse finding on the job's nodes fails
+# this prolog, and Slurm requeues a batch job (an interactive one is cancelled). Never fails
+# because fabricmon is unreachable: monitoring must not stop the cluster.
 set -u
 env_file=${FABRICMON_SLURM_ENV:-/etc/fabricmon/slurm.env}
+# shellcheck source=/dev/null
 [ -r "$env_file" ] && . "$env_file"
 fabricmon=${FABRICMON:-fabricmon}
 args=${FABRICMON_ARGS:-}
-job=${SLURM_JOB_ID:?SLURM_JOB_ID is not set: run me as Slurm's PrologSlurmctld}
+job=${SLURM_JOB_ID:?SLURM_JOB_ID is not set: run me as the PrologSlurmctld of Slurm}
 
 # shellcheck disable=SC2086  # FABRICMON_ARGS is a list of flags
 if ! $fabricmon $args job start --name="$job" --slurm_job="$job" --source=slurm >/dev/null; then

@@ -1,10 +1,11 @@
 #!/bin/sh
 # fabricmon node Prolog: runs on every node of a job before it starts (slurm.conf:
-# Prolog=/usr/lib/fabricmon/slurm/prolog.sh), as root. Gates this node alone (SLURMD_NODENAME).
+# Prolog=/etc/slurm/fabricmon-prolog.sh), as root. Gates this node alone (SLURMD_NODENAME).
 # With FABRICMON_GATE=enforce a warning-or-worse finding fails the prolog: Slurm then DRAINS this
 # node and requeues the job. That is strong: read README "Slurm" before enabling it.
 set -u
 env_file=${FABRICMON_SLURM_ENV:-/etc/fabricmon/slurm.env}
+# shellcheck source=/dev/null
 [ -r "$env_file" ] && . "$env_file"
 fabricmon=${FABRICMON:-fabricmon}
 node=${SLURMD_NODENAME:-$(hostname -s)}

@@ -82,9 +82,9 @@ constexpr char kSlurm2311Configuring[] = R"(JobId=88231 JobName=allreduce-bench
    ResvPorts=(null)
 )";
 
-// Captured verbatim from Debian's slurm-wlm 22.05.8 (slurmctld and two slurmd on one machine, as
-// tests/integration/slurm_test.py runs them): `sbatch -N2 --wrap 'sleep 60'`, trailing blank
-// lines included.
+// Captured from Debian's slurm-wlm 22.05.8 (slurmctld and two slurmd on one machine, as
+// tests/integration/slurm_test.py runs them; only the working directory renamed):
+// `sbatch -N2 --wrap 'sleep 60'`, trailing blank lines included.
 constexpr char kCaptured2205TwoNodes[] = "JobId=1 JobName=wrap\n"
     "   UserId=root(0) GroupId=root(0) MCS_label=N/A\n"
     "   Priority=4294901759 Nice=0 Account=(null) QOS=(null)\n"
