@@ -15,12 +15,13 @@ What it checks:
   2. fmgpu02's link flaps (link_downed rises twice): gate --slurm_job / --job / --nodes=fmgpu02
      exit 1 naming link_flapping on fmgpu02; --nodes=fmgpu01 still 0;
   3. exit 2: an unknown Slurm job, no target, an unreachable aggregator;
-  4. an enforcing prolog (FABRICMON_GATE=enforce) keeps a job asking for fmgpu02 from running;
-  5. the EpilogSlurmctld ends the registration when the job is cancelled.
+  4. the EpilogSlurmctld ends the registration when the job is cancelled;
+  5. an enforcing prolog (FABRICMON_GATE=enforce) keeps a job asking for fmgpu02 from running.
 Exits 77 (skipped) when Slurm or munge is not installed.
 """
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -179,10 +180,16 @@ def run(args, work):
                      if line.strip().startswith("NodeList=")]
         expect(node_list == ["NodeList=fmgpu[01-03],fmlogin1"],
                "Slurm names the nodes with a hostlist expression", node_list)
-        status, out = cli("jobs")
-        expect(status == 0 and job in out and "slurm" in out and
-               ",".join(sorted(NODES)) in out, "the prolog registered job %s with its 4 nodes" % job,
-               out)
+        def registered():
+            status, out = cli("--json", "jobs")
+            if status != 0:
+                raise fmt.Failure("fabricmon jobs: exit %d\n%s" % (status, out))
+            return {j["name"]: j for j in json.loads(out).get("jobs", [])}
+
+        jobs = registered()
+        expect(job in jobs and jobs[job].get("nodes") == sorted(NODES) and
+               jobs[job].get("source") == "slurm",
+               "the prolog registered job %s with its 4 nodes" % job, jobs)
         status, out = cli("--json", "diagnose", "--slurm_job=" + job)
         expect(status == 0 and all(n in out for n in NODES),
                "diagnose --slurm_job asks about the job's nodes", out)
@@ -213,7 +220,11 @@ def run(args, work):
         status, out = cli("gate", "--nodes=fmgpu01", port=fmt.free_port())
         expect(status == 2, "gate with the aggregator unreachable: exit 2", out)
 
-        # 4. An enforcing PrologSlurmctld keeps a job off the flapping node.
+        # 4. Cancelling the job runs the EpilogSlurmctld: the registration ends.
+        subprocess.run(["scancel", job], env=env, timeout=30, check=True)
+        fmt.wait_for("the epilog to end job " + job,
+                     lambda: job not in registered(), 60, procs=procs)
+        # 5. An enforcing PrologSlurmctld keeps a job off the flapping node.
         write(env_file, open(env_file).read().replace("FABRICMON_GATE=warn",
                                                       "FABRICMON_GATE=enforce"))
         held = subprocess.run(["sbatch", "--parsable", "-N1", "-w", SICK, "-o", os.devnull,
@@ -222,18 +233,15 @@ def run(args, work):
         expect(held.returncode == 0, "sbatch -w " + SICK, held.stderr)
         held_job = held.stdout.strip().split(";")[0]
         fmt.wait_for("the prolog of job %s to run" % held_job,
-                     lambda: ("job %s" % held_job) in open(work + "/logs/prologs.log").read(),
+                     lambda: ("job %s: " % held_job) in open(work + "/logs/prologs.log").read(),
                      60, procs=procs)
         time.sleep(2)
         shown = scontrol("show", "job", held_job).stdout
         expect("JobState=RUNNING" not in shown and "JobState=COMPLETED" not in shown,
-               "job %s never ran on the unhealthy node" % held_job, shown)
+               "job %s never ran on the unhealthy node (%s)" % (held_job, " ".join(
+                   w for w in shown.split() if w.startswith(("JobState=", "Reason=")))), shown)
         subprocess.run(["scancel", held_job], env=env, timeout=30)
 
-        # 5. Cancelling the job runs the EpilogSlurmctld: the registration ends.
-        subprocess.run(["scancel", job], env=env, timeout=30, check=True)
-        fmt.wait_for("the epilog to end job " + job,
-                     lambda: job not in cli("jobs")[1], 60, procs=procs)
         log("PASS")
         return 0
     except fmt.Failure:
@@ -253,6 +261,8 @@ def main():
     parser.add_argument("--cli", required=True)
     parser.add_argument("--keep", action="store_true")
     args = parser.parse_args()
+    args.aggregator, args.agent, args.cli = (os.path.abspath(path) for path in
+                                             (args.aggregator, args.agent, args.cli))
     with fmt.workdir("fabricmon-slurm-", keep=args.keep, log=log) as work:
         try:
             return run(args, work)
