@@ -56,9 +56,10 @@ OWN_FLAGS = {
     "fabricmon-aggregator": ["config", "grpc_listen", "metrics_listen", "log_level", "link_list",
                              "topology_file", "port_file", "insecure_plaintext", "check_config"],
     "fabricmon": ["aggregator", "nodes", "timeout_s", "json", "all", "tls_ca", "tls_cert",
-                  "tls_key", "tls_server_name"],
+                  "tls_key", "tls_server_name", "name", "job", "slurm_job", "scontrol", "source"],
 }
-CLI_COMMANDS = ["nodes", "node NAME", "findings", "diagnose", "topology"]
+CLI_COMMANDS = ["nodes", "node NAME", "findings", "diagnose", "topology", "job start", "job end",
+                "jobs", "gate"]
 
 
 def check_help(name, binary):
