@@ -3,7 +3,7 @@
 
 The JSON files are the deliverable (Grafana loads them through dashboards/provisioning/ or the
 import dialog); this script is their source, so that the PromQL, the variables and the layout stay
-consistent across the four dashboards and every panel is placed by the same layout code (no
+consistent across the dashboards and every panel is placed by the same layout code (no
 overlaps, 24 columns). tests/dashboards/dashboards_test.py checks that the committed JSON equals
 this script's output, validates the structure and runs every query against a live Prometheus.
 
@@ -70,6 +70,9 @@ RUNBOOK_PANELS = {
     ("fabricmon-node", "Last seen"): ["FabricmonAgentStale"],
     ("fabricmon-node", "Saturated counters"): ["FabricmonCounterSaturated"],
     ("fabricmon-node", "Findings touching $node"): FINDING_ALERTS,
+    ("fabricmon-job", "Findings touching $job_name"): FINDING_ALERTS,
+    ("fabricmon-job", "Nodes down"): ["FabricmonAgentDown"],
+    ("fabricmon-job", "Stragglers"): ["FabricStraggler"],
     ("fabricmon-node", "Port state"): ["FabricPortDown", "FabricLinkFlapping"],
     ("fabricmon-node", "Port errors"): ["FabricPortErrors", "FabricLinkDegraded"],
     ("fabricmon-node", "Drops, ECN marks and pause storms"): ["FabricPauseStorm",
@@ -1294,11 +1297,96 @@ def self_dashboard():
 
 # ------------------------------------------------------------------------------------------
 
+def job_dashboard():
+    # A registered job's nodes (fabricmon_job_node_info, `fabricmon job start` or the Slurm
+    # prolog): every query keeps the series of those nodes by joining on node.
+    MEMBERS = 'max by (node) (fabricmon_job_node_info{%s, job_name="$job_name"})' % J
+
+    def of_job(expr):
+        return "(%s) * on (node) group_left %s" % (expr, MEMBERS)
+
+    d = Dashboard(
+        "fabricmon-job", "fabricmon / Job",
+        "One registered job (fabricmon job start, the Slurm prolog): its nodes, the findings that "
+        "touch them, its stragglers and its nodes' RDMA throughput, credit waits and PFC pauses "
+        "side by side.",
+        [datasource_variable(), cluster_variable(), job_variable(),
+         query_variable("job_name", "Fabric job",
+                        "label_values(fabricmon_job_node_info{%s}, job_name)" % J,
+                        description="Jobs registered with the aggregator (label job_name: "
+                                    "Prometheus owns `job`).")])
+
+    d.row("$job_name")
+    d.add(stat("Nodes", "Nodes of the job (fabricmon_job_node_info).",
+               "count(%s) or vector(0)" % MEMBERS), 6, 4)
+    d.add(stat("Nodes down", "Nodes of the job whose agent is not connected and sending.",
+               "count(%s == 0) or vector(0)" % of_job("max by (node) (fabricmon_node_up{%s})" % J),
+               thresholds_=thresholds("green", (1, "red"))), 6, 4)
+    d.add(stat("Findings on its nodes", "Active findings whose subject is one of the job's nodes.",
+               "count(%s) or vector(0)" % of_job("fabricmon_finding_active{%s}" % J),
+               thresholds_=thresholds("green", (1, "orange"))), 6, 4)
+    d.add(stat("Stragglers", "straggler findings: a node markedly slower than its job peers "
+               "while the job's GPUs are busy (README \"Findings\").",
+               "count(%s) or vector(0)" % of_job('fabricmon_finding_active{%s, kind="straggler"}'
+                                                  % J),
+               thresholds_=thresholds("green", (1, "orange"))), 6, 4)
+    d.add(table("Findings touching $job_name", "Active findings on the job's nodes, stragglers "
+                "included. `fabricmon diagnose --job=$job_name` adds those on the links and "
+                "switches the job's traffic crosses.",
+                [target("max by (kind, severity, node, device, port, peer) (%s)"
+                        % of_job("fabricmon_finding_active{%s}" % J))],
+                hide=("Value",), order=["severity", "kind", "node", "device", "port", "peer"],
+                overrides=[severity_override()], sort_by=[("severity", False)]), 24, 6)
+    d.add(table("Nodes of $job_name", "Each node: agent up, RDMA bytes/s (HCA port data in + "
+                "out, host ports), kernel netdev bytes/s.",
+                targets(of_job("max by (node) (fabricmon_node_up{%s})" % J),
+                        of_job("sum by (node) (rate(fabricmon_ib_port_xmit_data_bytes_total{%s, "
+                               'device!=""}[%s]) + rate(fabricmon_ib_port_rcv_data_bytes_total'
+                               '{%s, device!=""}[%s]))' % (J, RI, J, RI)),
+                        of_job("sum by (node) (rate(fabricmon_netdev_rx_bytes_total{%s}[%s]) + "
+                               "rate(fabricmon_netdev_tx_bytes_total{%s}[%s]))" % (J, RI, J, RI))),
+                rename={"Value #A": "up", "Value #B": "RDMA B/s", "Value #C": "kernel B/s"},
+                order=["node", "up", "RDMA B/s", "kernel B/s"],
+                overrides=[override_name("RDMA B/s", unit="Bps"),
+                           override_name("kernel B/s", unit="Bps")]), 24, 6)
+
+    d.row("Side by side")
+    d.add(timeseries("RDMA throughput per node", "HCA port data, in + out, per node of the job: a "
+                     "straggler sits below the others.",
+                     [target(of_job("sum by (node) (rate(fabricmon_ib_port_xmit_data_bytes_total"
+                                    '{%s, device!=""}[%s]) + rate('
+                                    "fabricmon_ib_port_rcv_data_bytes_total{%s, "
+                                    'device!=""}[%s]))' % (J, RI, J, RI)), "{{node}}")],
+                     unit="Bps"), 12, 8)
+    d.add(timeseries("RoCE RDMA throughput per node", "RoCE vport RDMA bytes per node (ethtool).",
+                     [target(of_job("sum by (node) (rate(fabricmon_roce_rdma_bytes_total{%s}[%s]))"
+                                    % (J, RI)), "{{node}}")], unit="Bps"), 12, 8)
+    d.add(timeseries("Credit waits per node (IB XmitWait share)", "Worst host port's XmitWait / "
+                     "(XmitWait + XmitData words) per node.",
+                     [target(of_job("max by (node) (%s)" % wait_share('%s, device!=""' % J,
+                                                                     by="node, device, port")),
+                             "{{node}}")], unit="percentunit"), 12, 8)
+    d.add(timeseries("PFC pauses per node (RoCE)", "Worst netdev's fraction of time paused (rx: "
+                     "paused by its peer; tx: pausing it) per node.",
+                     [target(of_job("max by (node) (rate("
+                                    "fabricmon_roce_pfc_pause_duration_seconds_total{%s}[%s]))"
+                                    % (J, RI)), "{{node}}")], unit="percentunit"), 12, 8)
+    d.add(timeseries("NVLink errors per node", "NVLink error counters per node, all links.",
+                     [target(of_job("sum by (node) (rate(fabricmon_nvlink_errors_total{%s}[%s]))"
+                                    % (J, RI)), "{{node}}")]), 12, 8)
+    d.add(timeseries("GPU utilization per node", "Busiest GPU of each node: the straggler "
+                     "detector judges a job only while its GPUs are busy.",
+                     [target(of_job("max by (node) (fabricmon_gpu_utilization_ratio{%s})" % J),
+                             "{{node}}")], unit="percentunit"), 12, 8)
+    return d
+
+
 DASHBOARDS = {
     "fabricmon-overview.json": overview,
     "fabricmon-node.json": node_dashboard,
     "fabricmon-congestion.json": congestion_dashboard,
     "fabricmon-self.json": self_dashboard,
+    "fabricmon-job.json": job_dashboard,
 }
 
 

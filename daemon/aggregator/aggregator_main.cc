@@ -38,6 +38,8 @@
 #include "daemon/common/systemd_notify.h"
 #include "daemon/common/tls.h"
 #include "daemon/detectors/engine.h"
+#include "daemon/detectors/node_traffic.h"
+#include "daemon/detectors/straggler.h"
 #include "daemon/exposition/http_server_limits.h"
 #include "daemon/recording/recorder.h"
 #include "daemon/remote_write/config.h"
@@ -373,6 +375,12 @@ int Run(const v1::AggregatorConfig& config, bool check) {
   }
   const int64_t tick = int64_t{config.detectors().tick_ms() > 0 ? config.detectors().tick_ms() : 1000} * 1000000;
   auto engine = std::make_shared<detectors::DetectionEngine>(store, clock, config.detectors(), tick);
+  // Jobs registered by operators (Slurm prolog, `fabricmon job start`): read by the straggler
+  // detector and Diagnose, kept in memory only.
+  auto jobs = std::make_shared<aggregator::JobRegistry>(clock);
+  engine->AddDetector(std::make_unique<detectors::StragglerDetector>(
+      detectors::StragglerOptionsFrom(config.detectors()), *jobs));
+  detectors::NodeTrafficReader traffic(store, clock);
   engine->SetAgentTopologyRetention(
       int64_t{config.has_agent_topology_retention_s() ? config.agent_topology_retention_s() : 600} *
       1000000000);
@@ -411,6 +419,8 @@ int Run(const v1::AggregatorConfig& config, bool check) {
   }
   diagnostics.SetFindingsProvider(engine.get());
   diagnostics.SetTopologyProvider(engine.get());
+  diagnostics.SetJobRegistry(jobs.get());
+  diagnostics.SetTrafficProvider(&traffic);
   const std::string grpc_listen = config.grpc_listen().empty() ? "127.0.0.1:7470" : config.grpc_listen();
   int bound_port = 0;
   grpc::ServerBuilder builder;
@@ -471,7 +481,7 @@ int Run(const v1::AggregatorConfig& config, bool check) {
   auto exporter = std::make_shared<aggregator::MetricsExporter>(
       store, stats, clock, aggregator::ExporterOptions{stale_after});
   auto findings_exporter = std::make_shared<aggregator::FindingsExporter>(*engine);
-  std::vector<std::shared_ptr<prometheus::Collectable>> collectables = {findings_exporter};
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables = {findings_exporter, jobs};
   if (recorder != nullptr) {
     collectables.push_back(std::make_shared<aggregator::RecordingMetrics>(recorder));
   }

@@ -1,8 +1,18 @@
 #include "daemon/aggregator/diagnostics_service.h"
 
+#include <optional>
+
 #include "daemon/common/logging.h"
 
 namespace fabricmon::aggregator {
+namespace {
+
+// absl and gRPC share the canonical status codes, value for value.
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+}  // namespace
 
 grpc::ServerUnaryReactor* DiagnosticsService::Refuse(grpc::CallbackServerContext* context) const {
   const PeerIdentity identity = PeerIdentityFromAuthContext(context->auth_context());
@@ -106,11 +116,36 @@ grpc::ServerUnaryReactor* DiagnosticsService::Diagnose(grpc::CallbackServerConte
                                  "this aggregator runs without detectors"));
     return reactor;
   }
-  if (request->nodes().empty() || request->nodes_size() > 100000) {
+  std::vector<std::string> nodes(request->nodes().begin(), request->nodes().end());
+  std::optional<v1::Job> job;
+  if (!request->job().empty()) {
+    if (!nodes.empty()) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                   "give node names or a job, not both"));
+      return reactor;
+    }
+    job = jobs_ != nullptr ? jobs_->Find(request->job()) : std::nullopt;
+    if (!job.has_value()) {
+      reactor->Finish(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                                   "no job named " + request->job().substr(0, 128) +
+                                       " is registered (fabricmon jobs lists them)"));
+      return reactor;
+    }
+    nodes.assign(job->nodes().begin(), job->nodes().end());
+  }
+  if (nodes.empty() || nodes.size() > 100000) {
     reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "give 1..100000 node names"));
     return reactor;
   }
-  *response = findings_->Diagnose({request->nodes().begin(), request->nodes().end()});
+  *response = findings_->Diagnose(nodes);
+  if (traffic_ != nullptr) {
+    for (v1::NodeTraffic& traffic : traffic_->Traffic(nodes)) {
+      *response->add_traffic() = std::move(traffic);
+    }
+  }
+  if (job.has_value()) {
+    *response->mutable_job() = std::move(*job);
+  }
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }
@@ -128,6 +163,70 @@ grpc::ServerUnaryReactor* DiagnosticsService::GetTopology(grpc::CallbackServerCo
     return reactor;
   }
   *response = topology_->GetTopology();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* DiagnosticsService::StartJob(grpc::CallbackServerContext* context,
+                                                       const v1::StartJobRequest* request,
+                                                       v1::Job* response) {
+  if (grpc::ServerUnaryReactor* refused = Refuse(context)) {
+    return refused;
+  }
+  auto* reactor = context->DefaultReactor();
+  if (jobs_ == nullptr) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this aggregator keeps no jobs"));
+    return reactor;
+  }
+  const PeerIdentity identity = PeerIdentityFromAuthContext(context->auth_context());
+  absl::StatusOr<v1::Job> job = jobs_->Start(
+      *request, identity.authenticated ? identity.Describe() : std::string("plaintext caller"));
+  if (!job.ok()) {
+    reactor->Finish(ToGrpcStatus(job.status()));
+    return reactor;
+  }
+  FABRICMON_LOG(Info) << "job " << job->name() << " started by " << job->started_by() << " on "
+                      << job->nodes_size() << " nodes";
+  *response = std::move(*job);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* DiagnosticsService::EndJob(grpc::CallbackServerContext* context,
+                                                     const v1::EndJobRequest* request,
+                                                     v1::Job* response) {
+  if (grpc::ServerUnaryReactor* refused = Refuse(context)) {
+    return refused;
+  }
+  auto* reactor = context->DefaultReactor();
+  if (jobs_ == nullptr) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this aggregator keeps no jobs"));
+    return reactor;
+  }
+  absl::StatusOr<v1::Job> job = jobs_->End(request->name());
+  if (!job.ok()) {
+    reactor->Finish(ToGrpcStatus(job.status()));
+    return reactor;
+  }
+  *response = std::move(*job);
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* DiagnosticsService::ListJobs(grpc::CallbackServerContext* context,
+                                                       const v1::ListJobsRequest*,
+                                                       v1::ListJobsResponse* response) {
+  if (grpc::ServerUnaryReactor* refused = Refuse(context)) {
+    return refused;
+  }
+  auto* reactor = context->DefaultReactor();
+  if (jobs_ == nullptr) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this aggregator keeps no jobs"));
+    return reactor;
+  }
+  for (v1::Job& job : jobs_->List()) {
+    *response->add_jobs() = std::move(job);
+  }
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

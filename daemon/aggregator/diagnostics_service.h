@@ -1,15 +1,17 @@
 #pragma once
 
 // Diagnostics gRPC service for the `fabricmon` CLI: nodes, their inventory and findings,
-// Diagnose, and the fabric topology. Findings come from a FindingsProvider and the topology from a
-// TopologyProvider (both the detection engine, daemon/detectors/providers.h); without one, its
-// RPCs answer UNIMPLEMENTED rather than an empty (and misleading) "nothing found".
+// Diagnose, the fabric topology, and jobs (job_registry.h). Findings come from a FindingsProvider,
+// the topology from a TopologyProvider and a job's traffic from a TrafficProvider (the detection
+// engine and its readers, daemon/detectors/providers.h); without one, its RPCs answer
+// UNIMPLEMENTED rather than an empty (and misleading) "nothing found".
 //
 // Only operators may call it (authorization.h): every method starts with Refuse(), which answers
 // PERMISSION_DENIED naming the refused identity and the config field that grants the role.
 
 #include "daemon/aggregator/authorization.h"
 #include "daemon/aggregator/ingest_stats.h"
+#include "daemon/aggregator/job_registry.h"
 #include "daemon/common/clock.h"
 #include "daemon/detectors/providers.h"
 #include "daemon/store/series_store.h"
@@ -33,6 +35,10 @@ class DiagnosticsService final : public v1::Diagnostics::CallbackService {
   void SetFindingsProvider(const detectors::FindingsProvider* findings) { findings_ = findings; }
   // Borrowed; must outlive the service. Null: no topology.
   void SetTopologyProvider(const detectors::TopologyProvider* topology) { topology_ = topology; }
+  // Borrowed; must outlive the service. Null: StartJob/EndJob/ListJobs answer UNIMPLEMENTED.
+  void SetJobRegistry(JobRegistry* jobs) { jobs_ = jobs; }
+  // Borrowed; must outlive the service. Null: Diagnose answers without traffic.
+  void SetTrafficProvider(const detectors::TrafficProvider* traffic) { traffic_ = traffic; }
 
   grpc::ServerUnaryReactor* ListNodes(grpc::CallbackServerContext* context,
                                       const v1::ListNodesRequest* request,
@@ -49,6 +55,14 @@ class DiagnosticsService final : public v1::Diagnostics::CallbackService {
   grpc::ServerUnaryReactor* GetTopology(grpc::CallbackServerContext* context,
                                         const v1::GetTopologyRequest* request,
                                         v1::GetTopologyResponse* response) override;
+  grpc::ServerUnaryReactor* StartJob(grpc::CallbackServerContext* context,
+                                     const v1::StartJobRequest* request,
+                                     v1::Job* response) override;
+  grpc::ServerUnaryReactor* EndJob(grpc::CallbackServerContext* context,
+                                   const v1::EndJobRequest* request, v1::Job* response) override;
+  grpc::ServerUnaryReactor* ListJobs(grpc::CallbackServerContext* context,
+                                     const v1::ListJobsRequest* request,
+                                     v1::ListJobsResponse* response) override;
 
  private:
   // The one authorization check, first thing in every method: null when the caller is an
@@ -61,6 +75,8 @@ class DiagnosticsService final : public v1::Diagnostics::CallbackService {
   const int64_t stale_after_nanos_;
   const detectors::FindingsProvider* findings_ = nullptr;
   const detectors::TopologyProvider* topology_ = nullptr;
+  JobRegistry* jobs_ = nullptr;
+  const detectors::TrafficProvider* traffic_ = nullptr;
   const std::shared_ptr<const Authorization> authorization_;
   IngestStats* const stats_;
 };

@@ -7,9 +7,15 @@
 //   fabricmon [--aggregator=HOST:PORT] topology         every cable the detectors know of
 //   fabricmon record export --dir=DIR --from=TIME --to=TIME [--nodes=a,b] > FILE
 //   fabricmon replay FILE|DIR [--config=AGGREGATOR_CONFIG] [--fast | --speed=N] [--json]
+//   fabricmon job start --name=ID (--nodes=a,b | --slurm_job=ID)   register a job
+//   fabricmon job end --name=ID                          forget it
+//   fabricmon jobs                                       registered jobs
+//   fabricmon diagnose --job=NAME | --slurm_job=ID       ... plus the nodes' traffic side by side
+//   fabricmon gate --nodes=a,b | --slurm_job=ID | --job=NAME
 //
 // Exit status: 0 success, 1 the aggregator answered with an error (or could not be reached),
-// 2 usage error (unknown flag or command, bad value).
+// 2 usage error (unknown flag or command, bad value). `gate` differs (for Slurm prologs): 0
+// healthy, 1 an active warning-or-worse finding touches the nodes, 2 usage error or no answer.
 
 #include <unistd.h>
 
@@ -18,6 +24,7 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,12 +40,13 @@
 #include "absl/time/time.h"
 #include "daemon/cli/record_export.h"
 #include "daemon/cli/replay.h"
+#include "daemon/cli/slurm.h"
 #include "daemon/common/command_line.h"
 #include "daemon/common/config_loader.h"
 #include "daemon/common/operator_file.h"
 #include "daemon/common/tls.h"
 #ifdef FABRICMON_HAVE_IB_TOPOLOGY
-#include "collectors/ib_fabric/ibnetdiscover_parser.h"
+#include "collectors/fabric_model/ibnetdiscover_parser.h"
 #endif
 #include "fabricmon/v1/diagnostics.grpc.pb.h"
 #include "google/protobuf/struct.pb.h"
@@ -46,7 +54,7 @@
 #include "grpcpp/grpcpp.h"
 
 ABSL_FLAG(std::string, aggregator, "127.0.0.1:7470", "HOST:PORT of the aggregator.");
-ABSL_FLAG(std::string, nodes, "", "Comma-separated node names (diagnose, record export).");
+ABSL_FLAG(std::string, nodes, "", "Comma-separated node names (diagnose, gate, job start, record export).");
 ABSL_FLAG(std::string, dir, "", "record export: the aggregator's recording.directory.");
 ABSL_FLAG(std::string, from, "",
           "record export: start of the window, RFC 3339 (2026-03-01T03:12:00Z) or Unix seconds.");
@@ -61,6 +69,13 @@ ABSL_FLAG(bool, fast, false, "replay: as fast as possible (the default).");
 ABSL_FLAG(
     double, speed, 0,
     "replay: recorded seconds per wall-clock second (1: as recorded); 0: as fast as possible.");
+ABSL_FLAG(std::string, name, "", "Job name (job start, job end): 1..128 of [A-Za-z0-9._:@+-].");
+ABSL_FLAG(std::string, job, "", "A registered job's name (diagnose, gate).");
+ABSL_FLAG(std::string, slurm_job, "",
+          "A Slurm job id whose nodes `scontrol show job` and `scontrol show hostnames` give "
+          "(diagnose, gate, job start).");
+ABSL_FLAG(std::string, scontrol, "scontrol", "The scontrol command (--slurm_job).");
+ABSL_FLAG(std::string, source, "cli", "job start: who registers the job (e.g. slurm).");
 ABSL_FLAG(int, timeout_s, 10, "RPC deadline in seconds.");
 ABSL_FLAG(bool, json, false, "Print the service's answer as JSON (one object) instead of text.");
 ABSL_FLAG(bool, all, false, "findings: include recently cleared findings.");
@@ -393,24 +408,107 @@ int Topology(v1::Diagnostics::Stub& stub) {
   return 0;
 }
 
-int Diagnose(v1::Diagnostics::Stub& stub) {
-  v1::DiagnoseRequest request;
-  for (absl::string_view node : absl::StrSplit(absl::GetFlag(FLAGS_nodes), ',', absl::SkipEmpty())) {
-    request.add_nodes(std::string(node));
+// The nodes --nodes or --slurm_job name, for a command that takes either; `allow_job` also
+// accepts --job (the aggregator resolves it). Exactly one must be given.
+struct Target {
+  std::vector<std::string> nodes;
+  std::string job;
+};
+absl::StatusOr<Target> ResolveTarget(const char* command, bool allow_job) {
+  const std::string nodes = absl::GetFlag(FLAGS_nodes);
+  const std::string slurm_job = absl::GetFlag(FLAGS_slurm_job);
+  const std::string job = allow_job ? absl::GetFlag(FLAGS_job) : "";
+  const int given = !nodes.empty() + !slurm_job.empty() + !job.empty();
+  if (given != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fabricmon ", command, ": give one of --nodes=a,b,c, --slurm_job=ID",
+        allow_job ? ", --job=NAME" : ""));
   }
-  if (request.nodes().empty()) {
-    std::cerr << "fabricmon diagnose: give --nodes=a,b,c\n";
-    return 2;
+  Target target;
+  target.job = job;
+  if (!nodes.empty()) {
+    if (absl::StrContains(nodes, "[")) {
+      return absl::InvalidArgumentError(
+          "--nodes takes plain names (a,b,c); for a Slurm hostlist such as gpu[01-04] use "
+          "--slurm_job, or expand it with `scontrol show hostnames`");
+    }
+    for (absl::string_view node : absl::StrSplit(nodes, ',', absl::SkipEmpty())) {
+      target.nodes.emplace_back(absl::StripAsciiWhitespace(node));
+    }
+  }
+  if (!slurm_job.empty()) {
+    absl::StatusOr<std::vector<std::string>> resolved =
+        ResolveSlurmJob(slurm_job, absl::GetFlag(FLAGS_scontrol),
+                        std::chrono::seconds(absl::GetFlag(FLAGS_timeout_s)));
+    if (!resolved.ok()) {
+      return absl::Status(resolved.status().code(),
+                          absl::StrCat("Slurm job ", slurm_job, ": ", resolved.status().message()));
+    }
+    target.nodes = *std::move(resolved);
+  }
+  return target;
+}
+
+// "12.3" MB/s, "4%", "-" where the node reports none of the series.
+std::string Cell(double value, double scale, const char* format) {
+  return value < 0 ? "-" : absl::StrFormat(format, value * scale);
+}
+
+void PrintTraffic(const v1::DiagnoseResponse& response) {
+  if (response.traffic().empty()) {
+    return;
+  }
+  std::set<std::string> stragglers;
+  for (const v1::Finding& finding : response.findings()) {
+    if (finding.kind() == "straggler" && finding.cleared_unix_nanos() == 0) {
+      stragglers.insert(finding.subject().node());
+    }
+  }
+  std::printf("\n%-24s %12s %12s %6s %6s %12s %5s %s\n", "NODE", "RDMA MB/s", "KERNEL MB/s",
+              "WAIT", "PAUSE", "NVLINK ERR/s", "GPU", "");
+  for (const v1::NodeTraffic& node : response.traffic()) {
+    std::printf("%-24s %12s %12s %6s %6s %12s %5s %s\n", node.node().c_str(),
+                Cell(node.rdma_bytes_per_second(), 1e-6, "%.1f").c_str(),
+                Cell(node.kernel_bytes_per_second(), 1e-6, "%.1f").c_str(),
+                Cell(node.wait_fraction(), 100, "%.0f%%").c_str(),
+                Cell(node.pause_fraction(), 100, "%.0f%%").c_str(),
+                Cell(node.nvlink_errors_per_second(), 1, "%.2f").c_str(),
+                Cell(node.gpu_utilization(), 100, "%.0f%%").c_str(),
+                stragglers.count(node.node()) ? "STRAGGLER" : "");
+  }
+}
+
+// Asks the aggregator's Diagnose about `target`.
+grpc::Status AskDiagnose(v1::Diagnostics::Stub& stub, const Target& target,
+                         v1::DiagnoseResponse* response) {
+  v1::DiagnoseRequest request;
+  request.set_job(target.job);
+  for (const std::string& node : target.nodes) {
+    request.add_nodes(node);
   }
   grpc::ClientContext context;
   Deadline(context);
+  return stub.Diagnose(&context, request, response);
+}
+
+int Diagnose(v1::Diagnostics::Stub& stub) {
+  absl::StatusOr<Target> target = ResolveTarget("diagnose", /*allow_job=*/true);
+  if (!target.ok()) {
+    std::cerr << target.status().message() << "\n";
+    return kExitUsage;
+  }
   v1::DiagnoseResponse response;
-  grpc::Status status = stub.Diagnose(&context, request, &response);
+  grpc::Status status = AskDiagnose(stub, *target, &response);
   if (!status.ok()) {
     return Fail(status);
   }
   if (PrintJson(response)) {
     return 0;
+  }
+  if (response.has_job()) {
+    std::printf("job %s: %d nodes, registered %s by %s\n", response.job().name().c_str(),
+                response.job().nodes_size(), Age(response.job().started_unix_nanos()).c_str(),
+                response.job().started_by().c_str());
   }
   std::printf("%s\n", response.verdict().c_str());
   for (const std::string& unknown : response.unknown_nodes()) {
@@ -418,6 +516,122 @@ int Diagnose(v1::Diagnostics::Stub& stub) {
   }
   for (const v1::Finding& finding : response.findings()) {
     PrintFinding(finding);
+  }
+  PrintTraffic(response);
+  return 0;
+}
+
+// For a Slurm prolog or epilog: 0 when no active warning-or-worse finding touches the nodes, 1
+// when one does (one line each on stdout), 2 when the question could not be asked or answered.
+int Gate(v1::Diagnostics::Stub& stub) {
+  absl::StatusOr<Target> target = ResolveTarget("gate", /*allow_job=*/true);
+  if (!target.ok()) {
+    std::cerr << target.status().message() << "\n";
+    return kExitUsage;
+  }
+  v1::DiagnoseResponse response;
+  grpc::Status status = AskDiagnose(stub, *target, &response);
+  if (!status.ok()) {
+    Fail(status);
+    return kExitUsage;  // no answer is not "healthy": the caller decides what to do
+  }
+  int unhealthy = 0;
+  for (const v1::Finding& finding : response.findings()) {
+    if (finding.cleared_unix_nanos() != 0 || finding.severity() < v1::SEVERITY_WARNING) {
+      continue;
+    }
+    ++unhealthy;
+    std::printf("%s %s %s: %s\n", finding.severity() == v1::SEVERITY_CRITICAL ? "critical" : "warning",
+                finding.kind().c_str(), SubjectText(finding.subject()).c_str(),
+                finding.summary().c_str());
+  }
+  if (!response.unknown_nodes().empty()) {
+    // Not a failure: a node without an agent has no findings to report, which the gate cannot
+    // tell from a healthy one; say so on stderr.
+    std::cerr << "fabricmon gate: not known to the aggregator (no agent?): "
+              << absl::StrJoin(response.unknown_nodes(), ",") << "\n";
+  }
+  if (unhealthy > 0) {
+    return 1;
+  }
+  std::printf("healthy: no active warning or critical finding touches %d node%s\n",
+              static_cast<int>(response.nodes_size() + response.unknown_nodes_size()),
+              response.nodes_size() + response.unknown_nodes_size() == 1 ? "" : "s");
+  return 0;
+}
+
+void PrintJob(const v1::Job& job) {
+  std::printf("%-24s %5d nodes  registered %s by %s (%s)  %s\n", job.name().c_str(),
+              job.nodes_size(), Age(job.started_unix_nanos()).c_str(), job.started_by().c_str(),
+              job.source().empty() ? "-" : job.source().c_str(),
+              absl::StrJoin(job.nodes(), ",").c_str());
+}
+
+int StartJob(v1::Diagnostics::Stub& stub) {
+  if (absl::GetFlag(FLAGS_name).empty()) {
+    std::cerr << "fabricmon job start: give --name=ID\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<Target> target = ResolveTarget("job start", /*allow_job=*/false);
+  if (!target.ok()) {
+    std::cerr << target.status().message() << "\n";
+    return kExitUsage;
+  }
+  v1::StartJobRequest request;
+  request.set_name(absl::GetFlag(FLAGS_name));
+  request.set_source(absl::GetFlag(FLAGS_source));
+  for (const std::string& node : target->nodes) {
+    request.add_nodes(node);
+  }
+  grpc::ClientContext context;
+  Deadline(context);
+  v1::Job job;
+  grpc::Status status = stub.StartJob(&context, request, &job);
+  if (!status.ok()) {
+    return Fail(status);
+  }
+  if (!PrintJson(job)) {
+    PrintJob(job);
+  }
+  return 0;
+}
+
+int EndJob(v1::Diagnostics::Stub& stub) {
+  if (absl::GetFlag(FLAGS_name).empty()) {
+    std::cerr << "fabricmon job end: give --name=ID\n";
+    return kExitUsage;
+  }
+  v1::EndJobRequest request;
+  request.set_name(absl::GetFlag(FLAGS_name));
+  grpc::ClientContext context;
+  Deadline(context);
+  v1::Job job;
+  grpc::Status status = stub.EndJob(&context, request, &job);
+  if (!status.ok()) {
+    return Fail(status);
+  }
+  if (!PrintJson(job)) {
+    std::printf("ended %s (%d nodes)\n", job.name().c_str(), job.nodes_size());
+  }
+  return 0;
+}
+
+int ListJobs(v1::Diagnostics::Stub& stub) {
+  grpc::ClientContext context;
+  Deadline(context);
+  v1::ListJobsResponse response;
+  grpc::Status status = stub.ListJobs(&context, v1::ListJobsRequest(), &response);
+  if (!status.ok()) {
+    return Fail(status);
+  }
+  if (PrintJson(response)) {
+    return 0;
+  }
+  if (response.jobs().empty()) {
+    std::printf("no jobs registered\n");
+  }
+  for (const v1::Job& job : response.jobs()) {
+    PrintJob(job);
   }
   return 0;
 }
@@ -697,17 +911,27 @@ int main(int argc, char** argv) {
       {"nodes", "every node: up, series, last seen, agent"},
       {"node NAME", "one node's inventory (HCAs, ports, netdevs, GPUs) and its findings"},
       {"findings [--all]", "active findings (--all: and recently cleared)"},
-      {"diagnose --nodes=a,b,c", "what in the fabric touches a job's nodes, most severe first"},
+      {"diagnose --nodes=a,b,c | --job=NAME | --slurm_job=ID",
+       "what in the fabric touches a job's nodes, most severe first, and their traffic side by "
+       "side"},
       {"topology", "every cable the detectors know, and from where"},
       {"record export --dir=DIR --from=TIME --to=TIME [--nodes=a,b]",
        "a window of the aggregator's recording as one file, on standard output"},
       {"replay FILE|DIR [--config=FILE] [--fast | --speed=N]",
        "rerun the detectors over a recording; print the findings timeline"},
+      {"job start --name=ID --nodes=a,b,c | --slurm_job=ID [--source=S]",
+       "register a job (its nodes are compared as peers: straggler findings)"},
+      {"job end --name=ID", "forget a registered job"},
+      {"jobs", "registered jobs"},
+      {"gate --nodes=a,b,c | --job=NAME | --slurm_job=ID",
+       "for Slurm prologs: exit 0 healthy, 1 a warning or critical finding touches the nodes "
+       "(one line each), 2 usage error or no answer"},
   };
   info.exit_statuses = {
       {"0", "success"},
-      {"1", "the aggregator answered with an error, or could not be reached"},
-      {"2", "usage error: unknown flag or command, bad value, unreadable TLS file"},
+      {"1", "the aggregator answered with an error, or could not be reached; gate: unhealthy"},
+      {"2", "usage error: unknown flag or command, bad value, unreadable TLS file; gate: also "
+            "no answer from the aggregator or scontrol"},
   };
   info.value_names = {{"aggregator", "HOST:PORT"},
                       {"nodes", "a,b,c"},
@@ -716,6 +940,11 @@ int main(int argc, char** argv) {
                       {"tls_key", "FILE"},
                       {"tls_server_name", "NAME"},
                       {"timeout_s", "SECONDS"},
+                      {"name", "ID"},
+                      {"job", "NAME"},
+                      {"slurm_job", "ID"},
+                      {"scontrol", "COMMAND"},
+                      {"source", "S"},
                       {"dir", "DIR"},
                       {"from", "TIME"},
                       {"to", "TIME"},
@@ -731,15 +960,14 @@ int main(int argc, char** argv) {
   std::vector<char*>& args = parsed.positional;
   if (args.size() < 2) {
     std::cerr << "fabricmon: give a command (nodes, node NAME, findings, diagnose, topology, "
-                 "record export, replay); "
-                 "see --help\n";
+                 "job start|end, jobs, gate, record export, replay); see --help\n";
     return fabricmon::kExitUsage;
   }
   // Known commands and how many arguments each takes, checked before any connection.
   const std::string command = args[1];
-  const std::map<std::string, size_t> arity = {{"nodes", 0},    {"node", 1},     {"findings", 0},
-                                               {"diagnose", 0}, {"topology", 0}, {"record", 1},
-                                               {"replay", 1}};
+  const std::map<std::string, size_t> arity = {
+      {"nodes", 0}, {"node", 1},   {"findings", 0}, {"diagnose", 0}, {"topology", 0},
+      {"job", 1},   {"jobs", 0},   {"gate", 0},     {"record", 1},   {"replay", 1}};
   auto known = arity.find(command);
   if (known == arity.end()) {
     std::cerr << "fabricmon: unknown command '" << command << "'; see --help\n";
@@ -761,6 +989,10 @@ int main(int argc, char** argv) {
   }
   if (command == "replay") {
     return fabricmon::cli::Replay(args[2]);
+  }
+  if (command == "job" && std::string(args[2]) != "start" && std::string(args[2]) != "end") {
+    std::cerr << "fabricmon job: give start or end; see --help\n";
+    return fabricmon::kExitUsage;
   }
   fabricmon::v1::TlsConfig tls;
   tls.set_ca_file(absl::GetFlag(FLAGS_tls_ca));
@@ -795,6 +1027,16 @@ int main(int argc, char** argv) {
   }
   if (command == "diagnose") {
     return fabricmon::cli::Diagnose(*stub);
+  }
+  if (command == "job") {
+    return std::string(args[2]) == "start" ? fabricmon::cli::StartJob(*stub)
+                                           : fabricmon::cli::EndJob(*stub);
+  }
+  if (command == "jobs") {
+    return fabricmon::cli::ListJobs(*stub);
+  }
+  if (command == "gate") {
+    return fabricmon::cli::Gate(*stub);
   }
   return fabricmon::cli::Topology(*stub);
 }

@@ -13,6 +13,7 @@
 #include "daemon/detectors/link_flap.h"
 #include "daemon/detectors/nvlink.h"
 #include "daemon/detectors/roce_detectors.h"
+#include "daemon/detectors/straggler.h"
 #include "daemon/detectors/tcp_fallback.h"
 #include "re2/re2.h"
 
@@ -147,6 +148,9 @@ absl::Status ValidateThresholds(const v1::DetectorThresholds& t) {
       return status;
     }
   }
+  if (absl::Status status = ValidateStragglerThresholds(t); !status.ok()) {
+    return status;
+  }
   if (!t.unclaimed_ca_ignore().empty()) {
     re2::RE2 pattern(t.unclaimed_ca_ignore(), re2::RE2::Quiet);
     if (!pattern.ok()) {
@@ -246,6 +250,11 @@ Topology DetectionEngine::BuildTopology(
   }
   topology.Resolve();
   return topology;
+}
+
+void DetectionEngine::AddDetector(std::unique_ptr<Detector> detector) {
+  absl::MutexLock tick_lock(&tick_mu_);
+  detectors_.push_back(std::move(detector));
 }
 
 void DetectionEngine::Tick() {

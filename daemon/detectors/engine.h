@@ -65,6 +65,10 @@ class DetectionEngine final : public FindingsProvider, public TopologyProvider {
   // switch topology and GUIDs then no longer name cables nor conflict with anyone.
   void SetAgentTopologyRetention(int64_t nanos) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Adds a detector that needs more than thresholds to be built (the straggler detector reads
+  // the aggregator's jobs). Call before the first Tick().
+  void AddDetector(std::unique_ptr<Detector> detector) ABSL_LOCKS_EXCLUDED(tick_mu_);
+
   // One evaluation now. The caller decides the cadence (tick_nanos() is the configured one).
   void Tick() ABSL_LOCKS_EXCLUDED(tick_mu_);
   int64_t tick_nanos() const { return tick_nanos_; }

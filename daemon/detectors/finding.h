@@ -47,7 +47,7 @@ struct Evidence {
 // start at 0: increase() over a counter that appears with its first finding misses that finding.
 inline constexpr const char* kFindingKinds[] = {
     "link_flapping", "link_degraded",     "congestion",   "congestion_spreading", "pause_storm",
-    "ecn_misconfigured", "tcp_fallback", "nvlink_degraded", "nvlink_down",
+    "ecn_misconfigured", "tcp_fallback", "nvlink_degraded", "nvlink_down", "straggler",
 };
 
 // What makes two findings one incident. A port, node or tree root is its subject; a cable is both
@@ -56,7 +56,7 @@ enum class Identity : uint8_t { kSubject, kCable };
 
 struct Finding {
   std::string kind;  // link_flapping, link_degraded, congestion, congestion_spreading, pause_storm,
-                     // ecn_misconfigured, tcp_fallback, nvlink_degraded, nvlink_down
+                     // ecn_misconfigured, tcp_fallback, nvlink_degraded, nvlink_down, straggler
   Severity severity = Severity::kWarning;
   Endpoint subject;
   Endpoint peer;     // other end of the subject's cable when known

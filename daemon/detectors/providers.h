@@ -1,8 +1,9 @@
 #pragma once
 
-// What the detection engine offers its readers (the Diagnostics service, replay): findings and
-// the cables it works with. Interfaces rather than the engine itself so that a reader can be
-// tested with a fixed answer; the engine implements both.
+// What the detection engine offers its readers (the Diagnostics service, replay): findings, the
+// cables it works with and each node's traffic; and what the detectors read from their owner: the
+// registered jobs. Interfaces rather than the classes themselves so that either side can be tested
+// with a fixed answer, and so that the detectors never depend on the aggregator.
 
 #include <string>
 #include <vector>
@@ -28,6 +29,23 @@ class TopologyProvider {
  public:
   virtual ~TopologyProvider() = default;
   virtual v1::GetTopologyResponse GetTopology() const = 0;
+};
+
+// Each node's current traffic (RDMA, kernel, wait/pause, NVLink errors, GPU), for Diagnose's
+// side-by-side view of a job. Implemented by the detectors (node_traffic.h). Thread-safe.
+class TrafficProvider {
+ public:
+  virtual ~TrafficProvider() = default;
+  // One entry per node of `nodes` the store knows, in the order given.
+  virtual std::vector<v1::NodeTraffic> Traffic(const std::vector<std::string>& nodes) const = 0;
+};
+
+// The jobs registered with the aggregator (name and nodes), for detectors that compare a job's
+// nodes with each other (straggler). Implemented by the aggregator's JobRegistry. Thread-safe.
+class JobsProvider {
+ public:
+  virtual ~JobsProvider() = default;
+  virtual std::vector<v1::Job> Jobs() const = 0;
 };
 
 }  // namespace fabricmon::detectors

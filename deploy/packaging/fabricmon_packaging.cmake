@@ -141,6 +141,13 @@ foreach(_fm_yml dashboards.yml datasources.yml)
                        "${CMAKE_INSTALL_DATAROOTDIR}/fabricmon/dashboards/provisioning" ${_fm_yml})
 endforeach()
 
+# CLI extras: the Slurm prolog/epilog examples, their env file and the opt-in drain webhook
+# (README "Jobs and Slurm"); examples to copy and adapt, so installed without the exec bit.
+install(FILES "${_fm_deploy}/slurm/prolog-slurmctld.sh" "${_fm_deploy}/slurm/epilog-slurmctld.sh"
+              "${_fm_deploy}/slurm/prolog.sh" "${_fm_deploy}/slurm/fabricmon-slurm.env.example"
+              "${_fm_deploy}/slurm/alertmanager-drain-webhook.py"
+        DESTINATION "${CMAKE_INSTALL_DATAROOTDIR}/fabricmon/slurm" COMPONENT cli)
+
 # --- maintainer scripts and conffiles (the CLI package has neither) ---
 foreach(_fm_component agent aggregator)
   set(FM_PACKAGE "fabricmon-${_fm_component}")

@@ -102,6 +102,9 @@ ALLOWLIST_WITHOUT_NVML = {
                   "NVLinks with errors in the time range", "Inactive NVLinks",
                   "NVLink5 recoveries", "GPU memory bandwidth utilization",
                   "NVLink error rate, top 10 links")}
+ALLOWLIST_WITHOUT_NVML.update({
+    ("fabricmon-job", title): "no NVML stand-in library in this build"
+    for title in ("NVLink errors per node", "GPU utilization per node")})
 VARIABLES_WITHOUT_NVML = {("fabricmon-node", "gpu")}
 
 VERBOSE = False
@@ -447,7 +450,7 @@ def live_test(args, dashboards, workdir):
     if prometheus is None or promtool is None:
         log("SKIP: prometheus/promtool (Debian package prometheus) not installed")
         return SKIP
-    for path in (args.agent, args.aggregator):
+    for path in (args.agent, args.aggregator, args.cli):
         if not path or not os.access(path, os.X_OK):
             log("SKIP: build output missing: %s" % path)
             return SKIP
@@ -563,6 +566,14 @@ def live_test(args, dashboards, workdir):
             procs.start("agent-" + node.name, [args.agent, "--config=" + config,
                                                "--log_level=warning"], env=env, cwd=cwd)
 
+        # A registered job of both nodes, for the job dashboard (fabricmon_job_node_info).
+        registered = subprocess.run(
+            [args.cli, "--aggregator=127.0.0.1:%d" % grpc_port, "job", "start",
+             "--name=sim-job", "--nodes=" + ",".join(node.name for node in nodes)],
+            capture_output=True, text=True, timeout=30)
+        if registered.returncode != 0:
+            raise Failure("fabricmon job start: %s" % (registered.stdout + registered.stderr))
+
         # Traffic and faults, every CYCLE_S until the end. Link-down events start once
         # Prometheus scrapes both nodes (increase() needs a sample before the event).
         faults_on = threading.Event()
@@ -626,7 +637,8 @@ def live_test(args, dashboards, workdir):
                  'fabricmon_finding_active{kind="link_flapping"}',
                  'fabricmon_finding_victims{kind="congestion_spreading"}',
                  "fabricmon_gpu_utilization_ratio" if nvml else "up",
-                 'fabricmon_roce_pfc_pause_duration_seconds_total']
+                 'fabricmon_roce_pfc_pause_duration_seconds_total',
+                 'fabricmon_job_node_info{job_name="sim-job"}']
         for want in wants:
             if "link_flapping" in want:
                 faults_on.set()
@@ -710,6 +722,7 @@ def main():
     parser.add_argument("--static-only", action="store_true")
     parser.add_argument("--agent")
     parser.add_argument("--aggregator")
+    parser.add_argument("--cli", help="the fabricmon CLI (registers a job for the job dashboard)")
     parser.add_argument("--nvml-standin")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--verbose", action="store_true")
@@ -730,6 +743,7 @@ def main():
         return 0
     args.agent = args.agent and os.path.abspath(args.agent)
     args.aggregator = args.aggregator and os.path.abspath(args.aggregator)
+    args.cli = args.cli and os.path.abspath(args.cli)
     args.nvml_standin = args.nvml_standin and os.path.abspath(args.nvml_standin)
     with fmt.workdir("fabricmon-dash-", keep=args.keep, tmpfs=True, log=log) as workdir:
         return live_test(args, dashboards, workdir)

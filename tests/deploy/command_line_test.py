@@ -56,11 +56,11 @@ OWN_FLAGS = {
     "fabricmon-aggregator": ["config", "grpc_listen", "metrics_listen", "log_level", "link_list",
                              "topology_file", "port_file", "insecure_plaintext", "check_config"],
     "fabricmon": ["aggregator", "nodes", "timeout_s", "json", "all", "tls_ca", "tls_cert",
-                  "tls_key", "tls_server_name", "dir", "from", "to", "config", "link_list",
-                  "topology_file", "fast", "speed"],
+                  "tls_key", "tls_server_name", "name", "job", "slurm_job", "scontrol", "source",
+                  "dir", "from", "to", "config", "link_list", "topology_file", "fast", "speed"],
 }
-CLI_COMMANDS = ["nodes", "node NAME", "findings", "diagnose", "topology", "record export",
-                "replay"]
+CLI_COMMANDS = ["nodes", "node NAME", "findings", "diagnose", "topology", "job start", "job end",
+                "jobs", "gate", "record export", "replay"]
 
 
 def check_help(name, binary):

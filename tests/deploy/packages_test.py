@@ -98,6 +98,9 @@ FILES = {
         "usr/share/man/man1/fabricmon-aggregator.1.gz",
     } | doc_files("fabricmon-aggregator"),
     "fabricmon-cli": {"usr/bin/fabricmon", "usr/share/man/man1/fabricmon.1.gz"}
+    | {"usr/share/fabricmon/slurm/" + name for name in (
+        "prolog-slurmctld.sh", "epilog-slurmctld.sh", "prolog.sh", "fabricmon-slurm.env.example",
+        "alertmanager-drain-webhook.py")}
     | doc_files("fabricmon-cli"),
 }
 UNITS = {"fabricmon-agent": "fabricmon-agent.service",

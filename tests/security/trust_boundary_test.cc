@@ -729,6 +729,55 @@ TEST_F(TrustBoundaryTest, OnlyOperatorsMayCallDiagnostics) {
   ExpectAggregatorUpAndLintClean();
 }
 
+// Jobs steer the straggler detector and the gate: registering or ending one is an operator's
+// call. A node's certificate (an agent's key, stolen from any GPU node) cannot register a job
+// nor end the operator's; the operator can, through the CLI.
+TEST_F(TrustBoundaryTest, OnlyOperatorsMayStartOrEndJobs) {
+  REQUIRE_FIX_FOR(HasConfigField("authorization"), "jobs registered with an agent's certificate");
+  ASSERT_TRUE(StartAggregator(true, kAuthorization));
+  ASSERT_NO_FATAL_FAILURE(StartHonestAgent());
+  const CommandResult started =
+      Cli(&operator_, {"job", "start", "--name=ops-job", std::string("--nodes=") + kHonestNode});
+  ASSERT_EQ(started.exit_code, 0) << started.output;
+  for (const CertFiles* cert : {&node_a_, &honest_cert_}) {
+    std::unique_ptr<v1::Diagnostics::Stub> diagnostics = Diagnostics(cert);
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::StartJobRequest request;
+    request.set_name("evil");
+    request.add_nodes(kHonestNode);
+    v1::Job job;
+    grpc::Status status = diagnostics->StartJob(&context, request, &job);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << cert->cert << ": " << status.error_message();
+    grpc::ClientContext end_context;
+    end_context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::EndJobRequest end;
+    end.set_name("ops-job");
+    status = diagnostics->EndJob(&end_context, end, &job);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED)
+        << cert->cert << ": " << status.error_message();
+    const CommandResult cli = Cli(cert, {"job", "start", "--name=evil2", "--nodes=x"});
+    EXPECT_NE(cli.exit_code, 0) << cli.output;
+    EXPECT_THAT(cli.output, HasSubstr("not an operator"));
+    // gate with a refused certificate: no answer, exit 2 (not "healthy").
+    const CommandResult gate = Cli(cert, {"gate", std::string("--nodes=") + kHonestNode});
+    EXPECT_EQ(gate.exit_code, 2) << gate.output;
+  }
+  // The operator's job is intact and alone.
+  const CommandResult jobs = Cli(&operator_, {"jobs"});
+  ASSERT_EQ(jobs.exit_code, 0) << jobs.output;
+  EXPECT_THAT(jobs.output, HasSubstr("ops-job"));
+  EXPECT_THAT(jobs.output, ::testing::Not(HasSubstr("evil")));
+  EXPECT_EQ(Value("fabricmon_jobs", {}).value_or(-1), 1);
+  const CommandResult gate = Cli(&operator_, {"gate", "--job=ops-job"});
+  EXPECT_EQ(gate.exit_code, 0) << gate.output;
+  const CommandResult ended = Cli(&operator_, {"job", "end", "--name=ops-job"});
+  EXPECT_EQ(ended.exit_code, 0) << ended.output;
+  ExpectHonestUntouched();
+  ExpectAggregatorUpAndLintClean();
+}
+
 TEST_F(TrustBoundaryTest, OperatorCertificateCannotStream) {
   REQUIRE_FIX_FOR(HasConfigField("authorization"), "an operator certificate streaming");
   ASSERT_TRUE(StartAggregator(true, kAuthorization));

@@ -1,0 +1,55 @@
+#pragma once
+
+// Each node's traffic as a handful of numbers a person (and the straggler detector) can compare
+// across a job's nodes: RDMA bytes/s, kernel-network bytes/s, the worst port's wait (IB) and
+// pause (RoCE) fractions, NVLink errors/s and the busiest GPU's utilization. Read from the
+// series store's two newest samples of each series, as the other detectors read them.
+//
+// RDMA bytes: RoCE vport RDMA bytes where the ethtool collector has them, else the HCA port data
+// counters in both directions (on IB these include IPoIB, which is subtracted). Ports the fabric
+// collector swept (switch ports, other hosts' CAs) are not the node's own traffic.
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "daemon/detectors/detector.h"
+#include "daemon/detectors/providers.h"
+#include "daemon/store/series_store.h"
+#include "fabricmon/v1/diagnostics.pb.h"
+
+namespace fabricmon::detectors {
+
+struct NodeTrafficReading {
+  bool has_rdma = false;          // the node reports RDMA port counters of its own
+  double rdma = 0;                // bytes/s, in + out
+  double kernel = -1;             // bytes/s on Ethernet/IPoIB netdevs; -1: no netdev series
+  double wait_fraction = -1;      // worst IB port; -1: none measured
+  double pause_fraction = -1;     // worst RoCE netdev and direction; -1: none measured
+  double nvlink_errors = -1;      // errors/s, all links; -1: no NVLink series
+  double gpu = -1;                // busiest GPU, 0..1; -1: no GPU series
+  int64_t sampled = 0;            // newest RDMA sample behind `rdma` (debounce key)
+  std::vector<Evidence> rdma_evidence;  // the RDMA series read, with their rates
+};
+
+// Readings of the nodes in `only` (every node when empty).
+std::map<std::string, NodeTrafficReading> ReadNodeTraffic(const FabricView& view,
+                                                          const std::set<std::string>& only);
+
+v1::NodeTraffic ToProto(const std::string& node, const NodeTrafficReading& reading);
+
+// The TrafficProvider of the Diagnostics service, over the store as it is when asked.
+class NodeTrafficReader final : public TrafficProvider {
+ public:
+  // Keeps references; both must outlive the reader.
+  NodeTrafficReader(const store::SeriesStore& store, const Clock& clock)
+      : store_(store), clock_(clock) {}
+  std::vector<v1::NodeTraffic> Traffic(const std::vector<std::string>& nodes) const override;
+
+ private:
+  const store::SeriesStore& store_;
+  const Clock& clock_;
+};
+
+}  // namespace fabricmon::detectors

@@ -1,0 +1,70 @@
+#pragma once
+
+// Straggler: within a registered job (a JobsProvider: the aggregator's JobRegistry) whose GPUs
+// are busy, the node that moves markedly less RDMA traffic than its peers and is the slow one —
+// one slow rail, one node on TCP sockets, one node held back by its port, slows a synchronous
+// collective to its pace.
+//
+// A node is judged against the median of its job's other nodes (robust: one slow node cannot
+// drag the reference down) and the job's median absolute deviation (a job with two legitimate
+// traffic levels, e.g. pipeline stages, has a large MAD and no outlier). Only a low outlier can be
+// a straggler (a parameter-server rank moves more, never less). And since a pipeline stage or an
+// embedding shard may move less by design, a low outlier must also show why it is slow, one of:
+//   - it kept pace with its peers earlier in this job (a drop, not a role);
+//   - its own ports wait for credits (IB XmitWait) or are paused (RoCE PFC) at least
+//     wait_fraction of the time, more than its peers' median;
+//   - it moves more through kernel networking than over RDMA, where its peers do not (a node
+//     on sockets).
+// Raised after `samples` consecutive samples that hold, cleared after as many that do not.
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "daemon/detectors/detector.h"
+#include "daemon/detectors/providers.h"
+
+namespace fabricmon::detectors {
+
+struct StragglerOptions {
+  uint32_t min_job_nodes = 4;   // nodes with RDMA counters a job needs to be judged
+  double ratio = 0.7;           // below this fraction of the peers' median
+  double mad = 3.5;             // and this many MADs (×1.4826) below it; 0: ratio alone
+  double gpu_busy = 0.5;        // median of the job nodes' busiest GPU
+  uint32_t samples = 2;         // debounce, in samples
+  // Corroborations (fixed; README "Findings").
+  double kept_pace_ratio = 0.9;        // a sample at this ratio or better counts as keeping pace
+  uint32_t kept_pace_samples = 3;      // samples at pace before a drop counts as one
+  double wait_fraction = 0.05;         // own wait/pause fraction (detectors.congestion_fraction)
+  double min_peer_bytes_per_second = 1e6;  // peers moving less than this: nothing to compare
+};
+
+StragglerOptions StragglerOptionsFrom(const v1::DetectorThresholds& thresholds);
+// The straggler_* fields' ranges (config.proto); InvalidArgument naming the field.
+absl::Status ValidateStragglerThresholds(const v1::DetectorThresholds& thresholds);
+
+class StragglerDetector final : public Detector {
+ public:
+  // Keeps a reference to `jobs`, which must outlive the detector.
+  StragglerDetector(StragglerOptions options, const JobsProvider& jobs)
+      : options_(options), jobs_(jobs) {}
+  absl::string_view name() const override { return "straggler"; }
+  void Evaluate(const FabricView& view, std::vector<Finding>& out) override;
+
+ private:
+  struct NodeState {
+    explicit NodeState(uint32_t samples) : debounce(samples) {}
+    Debounce debounce;
+    int64_t last_sample = 0;      // the last sample counted below
+    uint32_t kept_pace = 0;       // samples at kept_pace_ratio or better in this job
+    int64_t job_started = 0;      // the job registration these counts belong to
+    Finding last;                 // the raised finding, repeated while it clears
+  };
+  const StragglerOptions options_;
+  const JobsProvider& jobs_;
+  std::map<std::pair<std::string, std::string>, NodeState> state_;  // (job, node)
+};
+
+}  // namespace fabricmon::detectors
