@@ -72,7 +72,8 @@ class UmadBackend final : public FabricBackend {
 
   absl::StatusOr<Topology> Discover(DiscoveryStats* stats) override {
     // libibnetdisc opens its own umad port; ours must not be registered meanwhile (umad2sim
-    // routes a class's replies to the last registrant, and unregisters on close).
+    // routes a class's replies to the last registrant). The kernel frees every agent of a umad fd
+    // on close; umad2sim frees only the first, which the tests' close fix makes up for.
     CloseTransport();
     absl::StatusOr<MadPortLocation> location =
         CheckMadAccess(options_.sysfs_root, options_.ca, options_.ca_port);

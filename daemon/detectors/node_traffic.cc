@@ -7,9 +7,9 @@
 namespace fabricmon::detectors {
 namespace {
 
-using aggregator::Rate;
-using aggregator::Series;
-using aggregator::StoredSample;
+using store::Rate;
+using store::Series;
+using store::StoredSample;
 
 // Rate of a counter in exported units per second; false while it has none (fewer than two
 // samples since a reset, saturated).

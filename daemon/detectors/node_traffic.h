@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "daemon/common/clock.h"
 #include "daemon/detectors/detector.h"
 #include "daemon/detectors/providers.h"
 #include "daemon/store/series_store.h"

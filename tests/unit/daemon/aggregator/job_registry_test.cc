@@ -17,6 +17,10 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using detectors::FindingsProvider;
+using detectors::TrafficProvider;
+using store::SeriesStore;
+using store::StoreOptions;
 
 v1::StartJobRequest Request(const std::string& name, std::vector<std::string> nodes) {
   v1::StartJobRequest request;

@@ -12,6 +12,7 @@ namespace {
 
 using remote_write::LabelPairs;
 using store::NodeState;
+using store::SlotRef;
 
 // Keeps every request body (thread-safe: the endpoint's shard thread sends).
 class CapturingSender final : public remote_write::Sender {
