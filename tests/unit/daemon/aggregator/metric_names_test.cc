@@ -21,6 +21,7 @@
 #include "collectors/ib_sysfs/ib_counters_parser.h"
 #include "daemon/aggregator/findings_exporter.h"
 #include "daemon/aggregator/ingest_stats.h"
+#include "daemon/aggregator/job_registry.h"
 #include "daemon/aggregator/metrics_exporter.h"
 #include "daemon/detectors/engine.h"
 #include "daemon/exposition/text_exposition.h"
@@ -66,8 +67,9 @@ std::set<std::string> NamesIn(const std::string& text, bool yaml) {
   return names;
 }
 
-// The families the aggregator writes itself: its exporters' output with one node connected and
-// the detection engine ticked once, and the saturated-counter flag of the text exposition.
+// The families the aggregator writes itself: its exporters' output with one node connected, one
+// job registered and the detection engine ticked once, and the saturated-counter flag of the text
+// exposition.
 std::set<std::string> AggregatorFamilies() {
   detectors::testing::FabricFixture fabric;
   fabric.Node("gpu-0");
@@ -81,6 +83,14 @@ std::set<std::string> AggregatorFamilies() {
     names.insert(family.name);
   }
   for (const auto& family : FindingsExporter(engine).Collect()) {
+    names.insert(family.name);
+  }
+  JobRegistry jobs(fabric.clock());
+  v1::StartJobRequest job;
+  job.set_name("train-1");
+  job.add_nodes("gpu-0");
+  EXPECT_TRUE(jobs.Start(job, "test").ok());
+  for (const auto& family : jobs.Collect()) {
     names.insert(family.name);
   }
   return names;
