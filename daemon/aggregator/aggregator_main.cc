@@ -489,11 +489,16 @@ int Run(const v1::AggregatorConfig& config, bool check) {
     collectables.push_back(remote_write_feed);
     remote_write_feed->ForwardEachTick(
         [engine] { return engine->last_tick_monotonic_nanos(); },
-        [findings_exporter, exporter] {
+        // Everything /metrics serves beside the stored samples, so that remote storage alone
+        // serves the dashboards and alerts: findings, node health, jobs, the recording's state.
+        [findings_exporter, exporter, jobs, recorder] {
           std::vector<prometheus::MetricFamily> families = findings_exporter->Collect();
-          for (prometheus::MetricFamily& family : exporter->HealthFamilies()) {
-            families.push_back(std::move(family));
-          }
+          auto append = [&families](std::vector<prometheus::MetricFamily> more) {
+            for (prometheus::MetricFamily& family : more) families.push_back(std::move(family));
+          };
+          append(exporter->HealthFamilies());
+          append(jobs->Collect());
+          if (recorder != nullptr) append(aggregator::RecordingMetrics(recorder).Collect());
           return families;
         },
         std::max<int64_t>(tick / 4, 10000000));
