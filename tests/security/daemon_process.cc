@@ -1,5 +1,6 @@
 #include "tests/security/daemon_process.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -7,10 +8,13 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <set>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
@@ -148,6 +152,49 @@ std::vector<std::string> AggregatorArgv(const std::string& config, const std::st
           "--port_file=" + port_file,
           absl::StrCat("--metrics_listen=127.0.0.1:", metrics_port),
           "--log_level=info"};
+}
+
+int EstablishedConnectionsOnPort(pid_t pid, int port) {
+  // Socket inodes of established connections whose local end is `port` (hex in the table).
+  const std::string port_hex = absl::StrFormat(":%04X", port);
+  std::set<std::string> inodes;
+  bool read_any = false;
+  for (const char* table : {"tcp", "tcp6"}) {
+    std::ifstream in(absl::StrCat("/proc/", pid, "/net/", table));
+    if (!in) {
+      continue;
+    }
+    read_any = true;
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+      std::vector<std::string> fields = absl::StrSplit(line, ' ', absl::SkipEmpty());
+      if (fields.size() > 9 && absl::EndsWith(fields[1], port_hex) && fields[3] == "01") {
+        inodes.insert(fields[9]);
+      }
+    }
+  }
+  const std::string dir = absl::StrCat("/proc/", pid, "/fd");
+  DIR* fds = opendir(dir.c_str());
+  if (fds == nullptr || !read_any) {
+    if (fds != nullptr) closedir(fds);
+    return -1;
+  }
+  int held = 0;
+  while (dirent* entry = readdir(fds)) {
+    char target[64];
+    const ssize_t n =
+        readlink(absl::StrCat(dir, "/", entry->d_name).c_str(), target, sizeof(target) - 1);
+    absl::string_view link(target, n > 0 ? n : 0);
+    // "socket:[12345]"
+    if (absl::ConsumePrefix(&link, "socket:[") && absl::ConsumeSuffix(&link, "]") &&
+        inodes.count(std::string(link)) > 0) {
+      ++held;
+    }
+  }
+  closedir(fds);
+  return held;
 }
 
 }  // namespace fabricmon::testing

@@ -66,4 +66,10 @@ CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration ti
 std::vector<std::string> AggregatorArgv(const std::string& config, const std::string& port_file,
                                         int metrics_port);
 
+// TCP connections on local `port` that process `pid` has accepted and that are still established
+// (its socket fds matched with /proc/<pid>/net/tcp{,6}), -1 if they cannot be read. Falls by one
+// for each connection the server closes, whatever else the process opens or closes meanwhile, so
+// a test can see what a server holds without timing it.
+int EstablishedConnectionsOnPort(pid_t pid, int port);
+
 }  // namespace fabricmon::testing
