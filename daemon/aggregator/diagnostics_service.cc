@@ -46,6 +46,19 @@ void DiagnosticsService::FillSummary(const store::NodeState::Summary& summary,
   out->set_clock_steps(summary.counters.clock_steps);
 }
 
+grpc::ServerUnaryReactor* DiagnosticsService::RefuseOrLacking(
+    grpc::CallbackServerContext* context, bool has_provider, const char* missing) const {
+  if (grpc::ServerUnaryReactor* refused = Refuse(context)) {
+    return refused;
+  }
+  if (has_provider) {
+    return nullptr;
+  }
+  auto* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, missing));
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* DiagnosticsService::ListNodes(grpc::CallbackServerContext* context,
                                                         const v1::ListNodesRequest*,
                                                         v1::ListNodesResponse* response) {
@@ -88,15 +101,11 @@ grpc::ServerUnaryReactor* DiagnosticsService::GetNode(grpc::CallbackServerContex
 grpc::ServerUnaryReactor* DiagnosticsService::ListFindings(grpc::CallbackServerContext* context,
                                                            const v1::ListFindingsRequest* request,
                                                            v1::ListFindingsResponse* response) {
-  if (grpc::ServerUnaryReactor* refused = Refuse(context)) {
-    return refused;
+  if (grpc::ServerUnaryReactor* done = RefuseOrLacking(context, findings_ != nullptr,
+                                                        "this aggregator runs without detectors")) {
+    return done;
   }
   auto* reactor = context->DefaultReactor();
-  if (findings_ == nullptr) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                                 "this aggregator runs without detectors"));
-    return reactor;
-  }
   for (v1::Finding& finding : findings_->Findings(request->include_cleared(), request->kind())) {
     *response->add_findings() = std::move(finding);
   }
@@ -107,15 +116,11 @@ grpc::ServerUnaryReactor* DiagnosticsService::ListFindings(grpc::CallbackServerC
 grpc::ServerUnaryReactor* DiagnosticsService::Diagnose(grpc::CallbackServerContext* context,
                                                        const v1::DiagnoseRequest* request,
                                                        v1::DiagnoseResponse* response) {
-  if (grpc::ServerUnaryReactor* refused = Refuse(context)) {
-    return refused;
+  if (grpc::ServerUnaryReactor* done = RefuseOrLacking(context, findings_ != nullptr,
+                                                        "this aggregator runs without detectors")) {
+    return done;
   }
   auto* reactor = context->DefaultReactor();
-  if (findings_ == nullptr) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                                 "this aggregator runs without detectors"));
-    return reactor;
-  }
   std::vector<std::string> nodes(request->nodes().begin(), request->nodes().end());
   std::optional<v1::Job> job;
   if (!request->job().empty()) {
@@ -153,15 +158,11 @@ grpc::ServerUnaryReactor* DiagnosticsService::Diagnose(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* DiagnosticsService::GetTopology(grpc::CallbackServerContext* context,
                                                           const v1::GetTopologyRequest*,
                                                           v1::GetTopologyResponse* response) {
-  if (grpc::ServerUnaryReactor* refused = Refuse(context)) {
-    return refused;
+  if (grpc::ServerUnaryReactor* done = RefuseOrLacking(context, topology_ != nullptr,
+                                                        "this aggregator runs without detectors (no topology)")) {
+    return done;
   }
   auto* reactor = context->DefaultReactor();
-  if (topology_ == nullptr) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
-                                 "this aggregator runs without detectors (no topology)"));
-    return reactor;
-  }
   *response = topology_->GetTopology();
   reactor->Finish(grpc::Status::OK);
   return reactor;
@@ -170,14 +171,11 @@ grpc::ServerUnaryReactor* DiagnosticsService::GetTopology(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* DiagnosticsService::StartJob(grpc::CallbackServerContext* context,
                                                        const v1::StartJobRequest* request,
                                                        v1::Job* response) {
-  if (grpc::ServerUnaryReactor* refused = Refuse(context)) {
-    return refused;
+  if (grpc::ServerUnaryReactor* done = RefuseOrLacking(context, jobs_ != nullptr,
+                                                        "this aggregator keeps no jobs")) {
+    return done;
   }
   auto* reactor = context->DefaultReactor();
-  if (jobs_ == nullptr) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this aggregator keeps no jobs"));
-    return reactor;
-  }
   const PeerIdentity identity = PeerIdentityFromAuthContext(context->auth_context());
   absl::StatusOr<v1::Job> job = jobs_->Start(
       *request, identity.authenticated ? identity.Describe() : std::string("plaintext caller"));
@@ -195,14 +193,11 @@ grpc::ServerUnaryReactor* DiagnosticsService::StartJob(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* DiagnosticsService::EndJob(grpc::CallbackServerContext* context,
                                                      const v1::EndJobRequest* request,
                                                      v1::Job* response) {
-  if (grpc::ServerUnaryReactor* refused = Refuse(context)) {
-    return refused;
+  if (grpc::ServerUnaryReactor* done = RefuseOrLacking(context, jobs_ != nullptr,
+                                                        "this aggregator keeps no jobs")) {
+    return done;
   }
   auto* reactor = context->DefaultReactor();
-  if (jobs_ == nullptr) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this aggregator keeps no jobs"));
-    return reactor;
-  }
   absl::StatusOr<v1::Job> job = jobs_->End(request->name());
   if (!job.ok()) {
     reactor->Finish(ToGrpcStatus(job.status()));
@@ -216,14 +211,11 @@ grpc::ServerUnaryReactor* DiagnosticsService::EndJob(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* DiagnosticsService::ListJobs(grpc::CallbackServerContext* context,
                                                        const v1::ListJobsRequest*,
                                                        v1::ListJobsResponse* response) {
-  if (grpc::ServerUnaryReactor* refused = Refuse(context)) {
-    return refused;
+  if (grpc::ServerUnaryReactor* done = RefuseOrLacking(context, jobs_ != nullptr,
+                                                        "this aggregator keeps no jobs")) {
+    return done;
   }
   auto* reactor = context->DefaultReactor();
-  if (jobs_ == nullptr) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "this aggregator keeps no jobs"));
-    return reactor;
-  }
   for (v1::Job& job : jobs_->List()) {
     *response->add_jobs() = std::move(job);
   }

@@ -69,6 +69,10 @@ class DiagnosticsService final : public v1::Diagnostics::CallbackService {
   // operator (or the transport is plaintext), else a reactor already finished with
   // PERMISSION_DENIED, which the method returns.
   grpc::ServerUnaryReactor* Refuse(grpc::CallbackServerContext* context) const;
+  // Refuse(), then UNIMPLEMENTED with `missing` when the call's provider is not set (an empty
+  // answer would read as "nothing found"); null when the call may go on.
+  grpc::ServerUnaryReactor* RefuseOrLacking(grpc::CallbackServerContext* context, bool has_provider,
+                                            const char* missing) const;
   void FillSummary(const store::NodeState::Summary& summary, v1::NodeSummary* out) const;
   const store::SeriesStore& store_;
   const Clock& clock_;
