@@ -1,0 +1,286 @@
+#!/usr/bin/env bash
+# The agent, whole process, against the syscall floor and against node_exporter (README
+# "Benchmarks"): CPU per value of three processes reading the same generated sysfs tree at 10 Hz.
+#
+#   tests/bench/floor/run_agent_floor.sh BUILD_DIR
+#
+# Environment: DURATION_S (measured window, default 20), HW_COUNTERS (1, default: the agent reads
+# hw_counters/ as it does by default; 0: exactly the files node_exporter 1.5 reads),
+# BENCH_SMOKE=1 (a 2 s window: proves the script works, its figures are not measurements).
+#
+# The tree: tests/sim/gen_sysfs_tree.py's dgx-h100 (8 compute ConnectX-7 HCAs, a RoCE one and a
+# restricted PF, all readable here) without the irdma and efa devices, whose lack of a counters/
+# directory fails node_exporter 1.5's whole infiniband collector. On tmpfs (/dev/shm) when there
+# is one, so that no disk is measured.
+#
+# The three processes, run side by side over the same window (so that the load of a shared
+# machine hits all three alike), each started and warmed up first:
+#   floor          tests/bench/floor/pread_floor.cc: opens each file once and pread(2)s it at
+#                  offset 0 every cycle, nothing else. The file list is the agent's own: the
+#                  descriptors under the tree that the running agent holds (/proc/PID/fd), so the
+#                  floor reads exactly the agent's files. It does not re-open per cycle because
+#                  the agent does not need to: sysfs regenerates an attribute on every read at
+#                  offset 0 of an open descriptor.
+#   agent          the real fabricmon-agent (ib_sysfs only, interval 100 ms, other collectors off)
+#                  streaming over gRPC (plaintext, loopback) to a real fabricmon-aggregator; the
+#                  aggregator's batch count proves that it streamed during the window. The
+#                  aggregator's CPU is not counted (nor is Prometheus' for node_exporter).
+#   node_exporter  Debian's prometheus-node-exporter --collector.infiniband only, scraped at 10 Hz
+#                  over one keep-alive HTTP connection (as Prometheus does) by a bounded loop.
+# CPU of each whole process (every thread) over the window: utime+stime from /proc/PID/stat,
+# printed; the ratios use the sum of /proc/PID/task/*/schedstat (ns) instead when no thread
+# exited during the window, because stat's 10 ms ticks are ±5 % of what the floor spends in 20 s.
+# A value: one sample the process exports per cycle (agent: ib_sysfs samples; node_exporter:
+# node_infiniband_* lines; floor: files read). agent / floor compares CPU per cycle, as both read
+# the same files at the same rate.
+set -euo pipefail
+
+if [[ $# -lt 1 ]]; then
+  echo "usage: $0 BUILD_DIR" >&2
+  exit 2
+fi
+BUILD=$1
+SOURCE_DIR=$(cd "$(dirname "$0")/../../.." && pwd)
+AGENT=$BUILD/daemon/agent/fabricmon-agent
+AGGREGATOR=$BUILD/daemon/aggregator/fabricmon-aggregator
+FLOOR=$BUILD/tests/bench/floor/fabricmon_pread_floor
+for binary in "$AGENT" "$AGGREGATOR" "$FLOOR"; do
+  if [[ ! -x $binary ]]; then
+    echo "missing $binary (ninja -C $BUILD fabricmon-agent fabricmon-aggregator fabricmon_pread_floor)" >&2
+    exit 2
+  fi
+done
+PYTHON=$(command -v python3 || true)
+[[ -n $PYTHON ]] || { echo "python3 is required" >&2; exit 77; }
+NODE_EXPORTER=$(command -v prometheus-node-exporter || command -v node_exporter || true)
+[[ -n $NODE_EXPORTER ]] || { echo "prometheus-node-exporter is not installed" >&2; exit 77; }
+
+DURATION_S=${DURATION_S:-20}
+WARMUP_S=3
+if [[ ${BENCH_SMOKE:-0} == 1 ]]; then
+  DURATION_S=2
+  WARMUP_S=1
+fi
+HW_COUNTERS=${HW_COUNTERS:-1}
+case $HW_COUNTERS in
+  0) HW=false ;;
+  1) HW=true ;;
+  *) echo "HW_COUNTERS must be 0 or 1" >&2; exit 2 ;;
+esac
+
+TMP_BASE=${TMPDIR:-/tmp}
+if [[ -d /dev/shm && -w /dev/shm ]]; then
+  TMP_BASE=/dev/shm
+fi
+WORK=$(mktemp -d "$TMP_BASE/fabricmon-agent-floor-XXXXXX")
+PIDS=()
+cleanup() {
+  local pid
+  for pid in "${PIDS[@]}"; do
+    kill "$pid" 2>/dev/null || true
+  done
+  for pid in "${PIDS[@]}"; do
+    wait "$pid" 2>/dev/null || true
+  done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# 1. The tree.
+TREE=$WORK/sys
+"$PYTHON" "$SOURCE_DIR/tests/sim/gen_sysfs_tree.py" --profile dgx-h100 --seed 1 --out "$TREE" >/dev/null
+"$PYTHON" - "$TREE" <<'EOF'
+import json, os, sys
+tree = sys.argv[1]
+manifest = json.load(open(os.path.join(tree, "fabricmon_sim_manifest.json")))
+for d in manifest["devices"]:
+    if d["kind"] in ("irdma", "efa"):
+        os.unlink(os.path.join(tree, "class", "infiniband", d["name"]))
+EOF
+
+free_port() {
+  "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+wait_http() {  # URL: bounded wait for a 200
+  local _
+  for _ in $(seq 100); do
+    if "$PYTHON" -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=1)' "$1" 2>/dev/null; then
+      return 0
+    fi
+    sleep 0.1
+  done
+  return 1
+}
+
+# 2. The aggregator and the agent.
+GRPC_PORT=$(free_port)
+AGG_METRICS_PORT=$(free_port)
+"$AGGREGATOR" --grpc_listen="127.0.0.1:$GRPC_PORT" --metrics_listen="127.0.0.1:$AGG_METRICS_PORT" \
+  --insecure_plaintext --log_level=warning >"$WORK/aggregator.log" 2>&1 &
+PIDS+=($!)
+AGG_METRICS=http://127.0.0.1:$AGG_METRICS_PORT/metrics
+wait_http "$AGG_METRICS" || { echo "the aggregator did not start:" >&2; cat "$WORK/aggregator.log" >&2; exit 1; }
+
+cat >"$WORK/agent.textproto" <<EOF
+collectors {
+  ib_sysfs { interval_ms: 100 hw_counters: $HW sysfs_root: "$TREE" }
+  ethtool { enabled: false }
+  netdev { enabled: false }
+  nvml { enabled: false }
+  ib_fabric { enabled: false }
+  rdma_qp { enabled: false }
+}
+EOF
+"$AGENT" --config="$WORK/agent.textproto" --aggregator="127.0.0.1:$GRPC_PORT" --insecure_plaintext \
+  --node_name=floor-bench --log_level=warning >"$WORK/agent.log" 2>&1 &
+AGENT_PID=$!
+PIDS+=("$AGENT_PID")
+# The same collector once, for the values it exports per cycle (ib_sysfs samples, its own
+# collector health series left out).
+"$AGENT" --once --config="$WORK/agent.textproto" >"$WORK/once.prom" 2>"$WORK/once.log"
+AGENT_VALUES=$(grep -v '^#' "$WORK/once.prom" | grep -c '^fabricmon_ib_' || true)
+
+# 3. node_exporter.
+NE_PORT=$(free_port)
+"$NODE_EXPORTER" --collector.disable-defaults --collector.infiniband --web.disable-exporter-metrics \
+  --path.sysfs="$TREE" --web.listen-address="127.0.0.1:$NE_PORT" >"$WORK/ne.log" 2>&1 &
+NE_PID=$!
+PIDS+=("$NE_PID")
+NE_URL=http://127.0.0.1:$NE_PORT/metrics
+wait_http "$NE_URL" || { echo "node_exporter did not start:" >&2; cat "$WORK/ne.log" >&2; exit 1; }
+
+# 4. The floor, on the files the agent holds open once it has collected.
+for _ in $(seq 100); do
+  if "$PYTHON" -c 'import sys, urllib.request
+text = urllib.request.urlopen(sys.argv[1], timeout=1).read().decode()
+sys.exit(0 if any(l.startswith("fabricmon_aggregator_batches_total ") and float(l.split()[1]) > 0
+                  for l in text.splitlines()) else 1)' "$AGG_METRICS" 2>/dev/null; then
+    break
+  fi
+  sleep 0.1
+done
+TREE_REAL=$(readlink -f "$TREE")
+for fd in /proc/"$AGENT_PID"/fd/*; do
+  target=$(readlink "$fd" 2>/dev/null || true)
+  [[ $target == "$TREE_REAL"/* ]] && echo "$target"
+done | sort >"$WORK/files.txt"
+FILES=$(wc -l <"$WORK/files.txt")
+if [[ $FILES -eq 0 ]]; then
+  echo "the agent holds no file of the tree open; its log:" >&2
+  cat "$WORK/agent.log" >&2
+  exit 1
+fi
+"$FLOOR" --files="$WORK/files.txt" --interval_ms=100 >"$WORK/floor.log" 2>&1 &
+FLOOR_PID=$!
+PIDS+=("$FLOOR_PID")
+
+# 5. Warm up, then measure the three over one window while scraping node_exporter at 10 Hz.
+sleep "$WARMUP_S"
+echo "### machine: $(nproc) CPUs, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "### tree: dgx-h100 (seed 1) without irdma/efa on $(stat -f -c %T "$WORK"), hw_counters $HW_COUNTERS;" \
+     "agent and floor read $FILES files per cycle; window ${DURATION_S} s at 10 Hz"
+"$PYTHON" - "$DURATION_S" "$AGENT_PID" "$FLOOR_PID" "$NE_PID" "$NE_URL" "$AGG_METRICS" \
+  "$FILES" "$AGENT_VALUES" <<'EOF'
+import http.client, os, sys, time, urllib.parse, urllib.request
+
+duration, agent, floor, ne, ne_url, agg_metrics, files, agent_values = sys.argv[1:]
+duration, files, agent_values = float(duration), int(files), int(agent_values)
+tick = os.sysconf("SC_CLK_TCK")
+
+def snapshot(pid):
+    stat = open("/proc/%s/stat" % pid).read()
+    fields = stat[stat.rindex(")") + 2:].split()
+    tasks = {}
+    for tid in os.listdir("/proc/%s/task" % pid):
+        try:
+            tasks[tid] = int(open("/proc/%s/task/%s/schedstat" % (pid, tid)).read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return int(fields[11]) + int(fields[12]), tasks
+
+def cpu_seconds(before, after):
+    ticks = (after[0] - before[0]) / tick
+    exited = set(before[1]) - set(after[1])
+    if exited or not after[1]:
+        return ticks, ticks, "stat ticks (%d threads exited)" % len(exited)
+    ns = sum(v - before[1].get(tid, 0) for tid, v in after[1].items())
+    return ns / 1e9, ticks, "schedstat"
+
+def agg_batches():
+    text = urllib.request.urlopen(agg_metrics, timeout=5).read().decode()
+    for line in text.splitlines():
+        if line.startswith("fabricmon_aggregator_batches_total "):
+            return float(line.split()[1])
+    return 0.0
+
+url = urllib.parse.urlparse(ne_url)
+conn = http.client.HTTPConnection(url.hostname, url.port, timeout=5)
+def scrape():
+    conn.request("GET", url.path)
+    response = conn.getresponse()
+    body = response.read().decode()
+    if response.status != 200:
+        sys.exit("node_exporter answered %d" % response.status)
+    return body
+
+first = scrape()
+if 'node_scrape_collector_success{collector="infiniband"} 1' not in first:
+    sys.exit("node_exporter's infiniband collector failed on the tree")
+ne_values = sum(1 for l in first.splitlines() if l.startswith("node_infiniband_"))
+
+pids = {"floor": floor, "agent": agent, "node_exporter": ne}
+batches0 = agg_batches()
+before = {name: snapshot(pid) for name, pid in pids.items()}
+start = time.monotonic()
+scrapes = 0
+next_at = start
+while True:
+    now = time.monotonic()
+    if now >= start + duration:
+        break
+    if now < next_at:
+        time.sleep(min(next_at - now, start + duration - now))
+        continue
+    scrape()
+    scrapes += 1
+    next_at += 0.1
+    if next_at < time.monotonic():  # fell behind: skip ticks rather than burst
+        next_at = time.monotonic() + 0.1
+elapsed = time.monotonic() - start
+after = {name: snapshot(pid) for name, pid in pids.items()}
+batches = agg_batches() - batches0
+conn.close()
+
+cycles = elapsed * 10  # the floor and the agent run on fixed 100 ms schedules
+# The agent streams one batch per ib_sysfs cycle plus one a second from its own health collector.
+expected_batches = elapsed * 11
+if batches < 0.9 * expected_batches:
+    sys.exit("the aggregator stored %d batches in %.1f s, expected ~%d: the agent did not stream"
+             % (batches, elapsed, expected_batches))
+
+rows = {}
+for name, per_cycle, count in (("floor", files, cycles), ("agent", agent_values, cycles),
+                               ("node_exporter", ne_values, scrapes)):
+    cpu, ticks, source = cpu_seconds(before[name], after[name])
+    rows[name] = (cpu, per_cycle, count)
+    print("%-13s %5d values/cycle %6d cycles  %8.1f us CPU/cycle  %6.2f us CPU/value  "
+          "(%.3f s CPU by %s; stat ticks %.2f s)"
+          % (name, per_cycle, count, cpu / count * 1e6, cpu / count / per_cycle * 1e6, cpu,
+             source, ticks))
+print("agent streamed %d batches to the aggregator in %.1f s" % (batches, elapsed))
+
+def per_cycle(name):
+    cpu, _, count = rows[name]
+    return cpu / count
+
+def per_value(name):
+    cpu, values, count = rows[name]
+    return cpu / count / values
+
+print("ratio agent / pread floor: %.2fx (CPU per cycle, the same %d files)"
+      % (per_cycle("agent") / per_cycle("floor"), files))
+print("ratio node_exporter / agent (CPU per value): %.1fx (per cycle: %.1fx, %d vs %d values)"
+      % (per_value("node_exporter") / per_value("agent"),
+         per_cycle("node_exporter") / per_cycle("agent"), ne_values, agent_values))
+EOF
