@@ -24,9 +24,39 @@ std::string SanitizeName(absl::string_view name) {
   return out;
 }
 
+namespace {
+
+// The C locale's isspace, inline: this runs for every value of every cycle.
+constexpr bool IsSpace(char c) {
+  return c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f';
+}
+
+int DigitValue(char c, int base) {
+  if (c >= '0' && c <= '9') {
+    return c - '0';
+  }
+  if (base == 16 && c >= 'a' && c <= 'f') {
+    return c - 'a' + 10;
+  }
+  if (base == 16 && c >= 'A' && c <= 'F') {
+    return c - 'A' + 10;
+  }
+  return -1;
+}
+
+}  // namespace
+
 ParsedCounter ParseCounter(absl::string_view content) {
   ParsedCounter result;
-  content = absl::StripAsciiWhitespace(content);
+  const char* begin = content.data();
+  const char* end = begin + content.size();
+  while (begin != end && IsSpace(*begin)) {
+    ++begin;
+  }
+  while (end != begin && IsSpace(end[-1])) {
+    --end;
+  }
+  content = absl::string_view(begin, static_cast<size_t>(end - begin));
   if (content.empty()) {
     result.error = ErrorKind::kEmpty;
     return result;
@@ -42,23 +72,14 @@ ParsedCounter ParseCounter(absl::string_view content) {
   }
   uint64_t value = 0;
   for (char c : content) {
-    unsigned digit;
-    if (c >= '0' && c <= '9') {
-      digit = static_cast<unsigned>(c - '0');
-    } else if (base == 16 && c >= 'a' && c <= 'f') {
-      digit = static_cast<unsigned>(c - 'a' + 10);
-    } else if (base == 16 && c >= 'A' && c <= 'F') {
-      digit = static_cast<unsigned>(c - 'A' + 10);
-    } else {
+    const int digit = DigitValue(c, base);
+    // value * base + digit must fit in 64 bits (no division per digit: the builtins use the
+    // multiply's overflow flag).
+    if (digit < 0 || __builtin_mul_overflow(value, static_cast<uint64_t>(base), &value) ||
+        __builtin_add_overflow(value, static_cast<uint64_t>(digit), &value)) {
       result.error = ErrorKind::kNotNumeric;
       return result;
     }
-    // Overflow check: value * base + digit must fit in 64 bits.
-    if (value > (UINT64_MAX - digit) / static_cast<uint64_t>(base)) {
-      result.error = ErrorKind::kNotNumeric;
-      return result;
-    }
-    value = value * static_cast<uint64_t>(base) + digit;
   }
   result.ok = true;
   result.value = value;

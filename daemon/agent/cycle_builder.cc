@@ -8,32 +8,65 @@
 
 namespace fabricmon::agent {
 
+namespace {
+
+// How far ahead of the cursor a miss looks for its series: a few series dropping out of a cycle
+// (a counter file failing now and then) re-align without a hash lookup for every later value.
+constexpr size_t kRealignWindow = 8;
+
+}  // namespace
+
 void CycleBuilder::Add(const collectors::SeriesDesc& desc, uint64_t raw_value) {
-  auto [it, inserted] = ids_.try_emplace(desc.fingerprint);
-  it->second.last_cycle = cycle_;
-  if (inserted) {
-    // Validate once per series what the aggregator validates at declaration: one refused
-    // declaration ends the node's whole stream (and every reconnect's), so a single odd counter
-    // file name must cost that series only.
-    absl::StatusOr<collectors::SeriesDesc> accepted =
-        wire::FromDeclaration(wire::ToDeclaration(desc, 1));
-    absl::Status exposable = accepted.ok()
-                                 ? wire::CheckExposable(wire::MetricCatalogue::Project(), *accepted)
-                                 : accepted.status();
-    if (!exposable.ok()) {
-      ++invalid_series_;
-      FABRICMON_LOG_EVERY_MINUTE(Warning)
-          << desc.collector << ": series " << desc.name.substr(0, 120)
-          << " left out, the aggregator would refuse it: " << exposable.message();
-      return;  // ids_ keeps 0: left out from now on
+  uint32_t id;
+  if (cursor_ < expected_.size() && expected_[cursor_].fingerprint == desc.fingerprint) {
+    id = expected_[cursor_++].id;
+  } else {
+    const size_t end = std::min(expected_.size(), cursor_ + 1 + kRealignWindow);
+    size_t found = cursor_ + 1;
+    while (found < end && expected_[found].fingerprint != desc.fingerprint) {
+      ++found;
     }
-    it->second.id = table_.Intern(desc);
+    if (found < end) {
+      id = expected_[found].id;
+      cursor_ = found + 1;
+    } else {
+      id = Lookup(desc);  // new here: the cursor stays for the series after it
+    }
   }
-  if (it->second.id == 0) {
+  observed_.push_back({desc.fingerprint, id});
+  if (id == 0) {
     return;
   }
-  series_ids_.push_back(it->second.id);
+  if (id >= last_cycle_.size()) {
+    last_cycle_.resize(id + 1, 0);
+  }
+  last_cycle_[id] = cycle_;
+  series_ids_.push_back(id);
   values_.push_back(raw_value);
+}
+
+uint32_t CycleBuilder::Lookup(const collectors::SeriesDesc& desc) {
+  auto [it, inserted] = ids_.try_emplace(desc.fingerprint, 0);
+  if (!inserted) {
+    return it->second;
+  }
+  // Validate once per series what the aggregator validates at declaration: one refused
+  // declaration ends the node's whole stream (and every reconnect's), so a single odd counter
+  // file name must cost that series only.
+  absl::StatusOr<collectors::SeriesDesc> accepted =
+      wire::FromDeclaration(wire::ToDeclaration(desc, 1));
+  absl::Status exposable = accepted.ok()
+                               ? wire::CheckExposable(wire::MetricCatalogue::Project(), *accepted)
+                               : accepted.status();
+  if (!exposable.ok()) {
+    ++invalid_series_;
+    FABRICMON_LOG_EVERY_MINUTE(Warning)
+        << desc.collector << ": series " << desc.name.substr(0, 120)
+        << " left out, the aggregator would refuse it: " << exposable.message();
+    return 0;  // ids_ keeps 0: left out from now on
+  }
+  it->second = table_.Intern(desc);
+  return it->second;
 }
 
 Cycle CycleBuilder::Finish(int64_t timestamp_unix_nanos, uint32_t collect_duration_us) {
@@ -55,6 +88,9 @@ Cycle CycleBuilder::Finish(int64_t timestamp_unix_nanos, uint32_t collect_durati
   values_.clear();
   values_.reserve(cycle.values.size());
   series_ids_.clear();
+  expected_.swap(observed_);
+  observed_.clear();
+  cursor_ = 0;
 
   // Let go of series not produced since the cycle that was current kReleaseAfterNanos ago.
   if (last_sweep_ == 0 || timestamp_unix_nanos - last_sweep_ >= kSweepNanos ||
@@ -70,8 +106,9 @@ Cycle CycleBuilder::Finish(int64_t timestamp_unix_nanos, uint32_t collect_durati
     if (before != 0) {
       for (auto it = ids_.begin(); it != ids_.end();) {
         // Left-out series stay known (invalid_series() counts each once).
-        if (it->second.last_cycle < before && it->second.id != 0) {
-          released_.push_back(it->second.id);
+        const uint32_t id = it->second;
+        if (id != 0 && last_cycle_[id] < before) {
+          released_.push_back(id);
           ids_.erase(it++);
         } else {
           ++it;

@@ -34,13 +34,26 @@ class CycleBuilder final : public collectors::SampleSink {
   size_t invalid_series() const { return invalid_series_; }
 
  private:
+  // The id of `desc` through the map (validating and interning a series seen for the first time);
+  // 0 when it is left out.
+  uint32_t Lookup(const collectors::SeriesDesc& desc);
+
   SeriesTable& table_;
-  // fingerprint → id cache, avoiding the table's lock on the hot path; id 0: left out (invalid).
-  struct Known {
-    uint32_t id = 0;
-    uint64_t last_cycle = 0;  // cycle_ when last produced
+  // fingerprint → id, avoiding the table's lock; id 0: left out (invalid). Only consulted when
+  // the positional cache below misses.
+  absl::flat_hash_map<uint64_t, uint32_t> ids_;
+  // A collector emits the same series in the same order cycle after cycle, so the previous
+  // cycle's (fingerprint, id) sequence predicts each Add: one comparison per value instead of a
+  // hash lookup. A miss (a series new, gone or re-declared) falls back to the map and re-aligns.
+  struct Slot {
+    uint64_t fingerprint;
+    uint32_t id;
   };
-  absl::flat_hash_map<uint64_t, Known> ids_;
+  std::vector<Slot> expected_;  // the previous cycle's Adds
+  size_t cursor_ = 0;           // next expected_ position
+  std::vector<Slot> observed_;  // this cycle's Adds, the next cycle's expected_
+  // By series id: cycle_ when last produced, for the release sweep.
+  std::vector<uint64_t> last_cycle_;
   uint64_t cycle_ = 1;
   int64_t last_sweep_ = 0;
   // Cycle number at the last few sweeps' timestamps: a series not produced since the cycle of
