@@ -91,6 +91,52 @@ TEST(CycleBuilderTest, ConsecutiveCyclesShareOneLayoutObject) {
   }
 }
 
+// The builder predicts each series from the previous cycle's order; whatever the order does
+// (series appearing in the middle, dropping out, reordering, a widened counter re-declared with
+// a new fingerprint), every value must still land on its own series' id.
+TEST(CycleBuilderTest, IdsFollowTheSeriesWhenTheOrderChanges) {
+  SeriesTable table;
+  CycleBuilder builder(table);
+  const std::vector<SeriesDesc> series = MakeSeries(30);
+  const std::vector<std::vector<int>> shapes = {
+      {0, 1, 2, 3, 4, 5, 6, 7, 8, 9},
+      {0, 1, 2, 3, 4, 5, 6, 7, 8, 9},
+      {0, 1, 20, 2, 3, 4, 5, 6, 7, 8, 9},           // one new in the middle
+      {0, 1, 20, 4, 5, 6, 7, 8, 9},                 // two gone
+      {0, 1, 20, 2, 3, 4, 5, 6, 7, 8, 9},           // back
+      {9, 8, 7, 6, 5, 4, 3, 2, 1, 0},               // reversed
+      {21, 22, 23, 24, 25, 26, 27, 28, 29, 0, 9},   // mostly new, gone ones beyond the window
+      {0, 1, 2, 3, 4, 5, 6, 7, 8, 9},
+  };
+  for (size_t round = 0; round < shapes.size(); ++round) {
+    for (int index : shapes[round]) {
+      builder.Add(series[index], static_cast<uint64_t>(index) * 100 + round);
+    }
+    const Cycle cycle = builder.Finish(static_cast<int64_t>(round) + 1, 0);
+    ASSERT_EQ(cycle.layout->size(), shapes[round].size()) << "round " << round;
+    for (size_t i = 0; i < shapes[round].size(); ++i) {
+      const int index = shapes[round][i];
+      const SeriesDesc* desc = table.Find((*cycle.layout)[i]);
+      ASSERT_NE(desc, nullptr);
+      EXPECT_EQ(desc->fingerprint, series[index].fingerprint) << "round " << round << " at " << i;
+      EXPECT_EQ(cycle.values[i], static_cast<uint64_t>(index) * 100 + round);
+    }
+  }
+  EXPECT_EQ(table.size(), 20u);  // each series interned once
+
+  // A series re-declared with other semantics (a counter widened from 32 to 64 bits) at the same
+  // position is a new series: a new id, not the old one predicted by position.
+  SeriesDesc widened = series[3];
+  widened.width_bits = 32;
+  widened.Finalize();
+  for (int index : shapes.back()) {
+    builder.Add(index == 3 ? widened : series[index], 1);
+  }
+  const Cycle cycle = builder.Finish(100, 0);
+  EXPECT_EQ(table.Find((*cycle.layout)[3])->fingerprint, widened.fingerprint);
+  EXPECT_NE((*cycle.layout)[3], table.Intern(series[3]));
+}
+
 // A counter file that fails to read now and then drops out of one cycle and is back in the
 // next. Each shape of the series set must stay one layout: the stream declares layouts by
 // object, keeps every one it declared, and the aggregator ends a stream beyond
