@@ -25,6 +25,9 @@
 #                  streaming over gRPC (plaintext, loopback) to a real fabricmon-aggregator; the
 #                  aggregator's batch count proves that it streamed during the window. The
 #                  aggregator's CPU is not counted (nor is Prometheus' for node_exporter).
+#   agent_local    the same agent without a stream (only its local /metrics endpoint, never
+#                  scraped): what collection costs apart from the transport. Its replay buffer
+#                  grows meanwhile (nothing acknowledges), 46 KB/s here.
 #   node_exporter  Debian's prometheus-node-exporter --collector.infiniband only, scraped at 10 Hz
 #                  over one keep-alive HTTP connection (as Prometheus does) by a bounded loop.
 # CPU of each whole process (every thread) over the window: utime+stime from /proc/PID/stat,
@@ -136,6 +139,11 @@ EOF
   --node_name=floor-bench --log_level=warning >"$WORK/agent.log" 2>&1 &
 AGENT_PID=$!
 PIDS+=("$AGENT_PID")
+LOCAL_PORT=$(free_port)
+"$AGENT" --config="$WORK/agent.textproto" --listen_metrics="127.0.0.1:$LOCAL_PORT" \
+  --node_name=floor-bench-local --log_level=warning >"$WORK/agent_local.log" 2>&1 &
+LOCAL_PID=$!
+PIDS+=("$LOCAL_PID")
 # The same collector once, for the values it exports per cycle (ib_sysfs samples, its own
 # collector health series left out).
 "$AGENT" --once --config="$WORK/agent.textproto" >"$WORK/once.prom" 2>"$WORK/once.log"
@@ -180,11 +188,11 @@ sleep "$WARMUP_S"
 echo "### machine: $(nproc) CPUs, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "### tree: dgx-h100 (seed 1) without irdma/efa on $(stat -f -c %T "$WORK"), hw_counters $HW_COUNTERS;" \
      "agent and floor read $FILES files per cycle; window ${DURATION_S} s at 10 Hz"
-"$PYTHON" - "$DURATION_S" "$AGENT_PID" "$FLOOR_PID" "$NE_PID" "$NE_URL" "$AGG_METRICS" \
-  "$FILES" "$AGENT_VALUES" <<'EOF'
+"$PYTHON" - "$DURATION_S" "$AGENT_PID" "$LOCAL_PID" "$FLOOR_PID" "$NE_PID" "$NE_URL" \
+  "$AGG_METRICS" "$FILES" "$AGENT_VALUES" <<'EOF'
 import http.client, os, sys, time, urllib.parse, urllib.request
 
-duration, agent, floor, ne, ne_url, agg_metrics, files, agent_values = sys.argv[1:]
+duration, agent, local, floor, ne, ne_url, agg_metrics, files, agent_values = sys.argv[1:]
 duration, files, agent_values = float(duration), int(files), int(agent_values)
 tick = os.sysconf("SC_CLK_TCK")
 
@@ -229,7 +237,7 @@ if 'node_scrape_collector_success{collector="infiniband"} 1' not in first:
     sys.exit("node_exporter's infiniband collector failed on the tree")
 ne_values = sum(1 for l in first.splitlines() if l.startswith("node_infiniband_"))
 
-pids = {"floor": floor, "agent": agent, "node_exporter": ne}
+pids = {"floor": floor, "agent": agent, "agent_local": local, "node_exporter": ne}
 batches0 = agg_batches()
 before = {name: snapshot(pid) for name, pid in pids.items()}
 start = time.monotonic()
@@ -261,6 +269,7 @@ if batches < 0.9 * expected_batches:
 
 rows = {}
 for name, per_cycle, count in (("floor", files, cycles), ("agent", agent_values, cycles),
+                               ("agent_local", agent_values, cycles),
                                ("node_exporter", ne_values, scrapes)):
     cpu, ticks, source = cpu_seconds(before[name], after[name])
     rows[name] = (cpu, per_cycle, count)
@@ -278,8 +287,9 @@ def per_value(name):
     cpu, values, count = rows[name]
     return cpu / count / values
 
-print("ratio agent / pread floor: %.2fx (CPU per cycle, the same %d files)"
-      % (per_cycle("agent") / per_cycle("floor"), files))
+print("ratio agent / pread floor: %.2fx (CPU per cycle, the same %d files; without the stream"
+      " %.2fx)" % (per_cycle("agent") / per_cycle("floor"), files,
+                   per_cycle("agent_local") / per_cycle("floor")))
 print("ratio node_exporter / agent (CPU per value): %.1fx (per cycle: %.1fx, %d vs %d values)"
       % (per_value("node_exporter") / per_value("agent"),
          per_cycle("node_exporter") / per_cycle("agent"), ne_values, agent_values))
