@@ -53,7 +53,8 @@ for binary in "$AGENT" "$AGGREGATOR" "$FLOOR"; do
     exit 2
   fi
 done
-PYTHON=$(command -v python3 || true)
+# /usr/bin/python3 first: a version manager's shim (pyenv) costs seconds per start.
+PYTHON=$(command -v /usr/bin/python3 || command -v python3 || true)
 [[ -n $PYTHON ]] || { echo "python3 is required" >&2; exit 77; }
 NODE_EXPORTER=$(command -v prometheus-node-exporter || command -v node_exporter || true)
 [[ -n $NODE_EXPORTER ]] || { echo "prometheus-node-exporter is not installed" >&2; exit 77; }
@@ -78,11 +79,12 @@ fi
 WORK=$(mktemp -d "$TMP_BASE/fabricmon-agent-floor-XXXXXX")
 PIDS=()
 cleanup() {
-  local pid
-  for pid in "${PIDS[@]}"; do
+  local pid i
+  # Newest first: the agents stop while the aggregator can still acknowledge their last batches
+  # (a streaming agent waits up to 5 s for that at exit).
+  for ((i = ${#PIDS[@]} - 1; i >= 0; --i)); do
+    pid=${PIDS[i]}
     kill "$pid" 2>/dev/null || true
-  done
-  for pid in "${PIDS[@]}"; do
     wait "$pid" 2>/dev/null || true
   done
   rm -rf "$WORK"
@@ -168,11 +170,20 @@ sys.exit(0 if any(l.startswith("fabricmon_aggregator_batches_total ") and float(
   fi
   sleep 0.1
 done
-TREE_REAL=$(readlink -f "$TREE")
-for fd in /proc/"$AGENT_PID"/fd/*; do
-  target=$(readlink "$fd" 2>/dev/null || true)
-  [[ $target == "$TREE_REAL"/* ]] && echo "$target"
-done | sort >"$WORK/files.txt"
+"$PYTHON" - "$AGENT_PID" "$TREE" >"$WORK/files.txt" <<'EOF'
+import os, sys
+pid, tree = sys.argv[1], os.path.realpath(sys.argv[2]) + "/"
+fd_dir = "/proc/%s/fd" % pid
+targets = []
+for fd in os.listdir(fd_dir):
+    try:
+        target = os.readlink(os.path.join(fd_dir, fd))
+    except OSError:
+        continue  # closed meanwhile
+    if target.startswith(tree):
+        targets.append(target)
+print("\n".join(sorted(targets)))
+EOF
 FILES=$(wc -l <"$WORK/files.txt")
 if [[ $FILES -eq 0 ]]; then
   echo "the agent holds no file of the tree open; its log:" >&2
