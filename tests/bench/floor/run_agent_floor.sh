@@ -4,7 +4,10 @@
 #
 #   tests/bench/floor/run_agent_floor.sh BUILD_DIR
 #
-# Environment: DURATION_S (measured window, default 20), HW_COUNTERS (1, default: the agent reads
+# Environment: DURATION_S (measured window, default 20), ROUNDS (windows, default 1: the ratios
+# are then over all of them, each window's printed too; on a loaded 2-core machine one window's
+# agent / floor ratio varies by ±15 %), AGENT (another fabricmon-agent binary to
+# measure, e.g. an older build), HW_COUNTERS (1, default: the agent reads
 # hw_counters/ as it does by default; 0: exactly the files node_exporter 1.5 reads),
 # BENCH_SMOKE=1 (a 2 s window: proves the script works, its figures are not measurements).
 #
@@ -44,7 +47,7 @@ if [[ $# -lt 1 ]]; then
 fi
 BUILD=$1
 SOURCE_DIR=$(cd "$(dirname "$0")/../../.." && pwd)
-AGENT=$BUILD/daemon/agent/fabricmon-agent
+AGENT=${AGENT:-$BUILD/daemon/agent/fabricmon-agent}  # AGENT=... measures another build of it
 AGGREGATOR=$BUILD/daemon/aggregator/fabricmon-aggregator
 FLOOR=$BUILD/tests/bench/floor/fabricmon_pread_floor
 for binary in "$AGENT" "$AGGREGATOR" "$FLOOR"; do
@@ -60,9 +63,11 @@ NODE_EXPORTER=$(command -v prometheus-node-exporter || command -v node_exporter 
 [[ -n $NODE_EXPORTER ]] || { echo "prometheus-node-exporter is not installed" >&2; exit 77; }
 
 DURATION_S=${DURATION_S:-20}
+ROUNDS=${ROUNDS:-1}
 WARMUP_S=3
 if [[ ${BENCH_SMOKE:-0} == 1 ]]; then
   DURATION_S=2
+  ROUNDS=1
   WARMUP_S=1
 fi
 HW_COUNTERS=${HW_COUNTERS:-1}
@@ -198,13 +203,14 @@ PIDS+=("$FLOOR_PID")
 sleep "$WARMUP_S"
 echo "### machine: $(nproc) CPUs, load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "### tree: dgx-h100 (seed 1) without irdma/efa on $(stat -f -c %T "$WORK"), hw_counters $HW_COUNTERS;" \
-     "agent and floor read $FILES files per cycle; window ${DURATION_S} s at 10 Hz"
-"$PYTHON" - "$DURATION_S" "$AGENT_PID" "$LOCAL_PID" "$FLOOR_PID" "$NE_PID" "$NE_URL" \
+     "agent and floor read $FILES files per cycle; $ROUNDS window(s) of ${DURATION_S} s at 10 Hz"
+"$PYTHON" - "$DURATION_S" "$ROUNDS" "$AGENT_PID" "$LOCAL_PID" "$FLOOR_PID" "$NE_PID" "$NE_URL" \
   "$AGG_METRICS" "$FILES" "$AGENT_VALUES" <<'EOF'
 import http.client, os, sys, time, urllib.parse, urllib.request
 
-duration, agent, local, floor, ne, ne_url, agg_metrics, files, agent_values = sys.argv[1:]
-duration, files, agent_values = float(duration), int(files), int(agent_values)
+(duration, rounds, agent, local, floor, ne, ne_url, agg_metrics, files,
+ agent_values) = sys.argv[1:]
+duration, rounds, files, agent_values = float(duration), int(rounds), int(files), int(agent_values)
 tick = os.sysconf("SC_CLK_TCK")
 
 def snapshot(pid):
@@ -249,59 +255,80 @@ if 'node_scrape_collector_success{collector="infiniband"} 1' not in first:
 ne_values = sum(1 for l in first.splitlines() if l.startswith("node_infiniband_"))
 
 pids = {"floor": floor, "agent": agent, "agent_local": local, "node_exporter": ne}
-batches0 = agg_batches()
-before = {name: snapshot(pid) for name, pid in pids.items()}
-start = time.monotonic()
-scrapes = 0
-next_at = start
-while True:
-    now = time.monotonic()
-    if now >= start + duration:
-        break
-    if now < next_at:
-        time.sleep(min(next_at - now, start + duration - now))
-        continue
-    scrape()
-    scrapes += 1
-    next_at += 0.1
-    if next_at < time.monotonic():  # fell behind: skip ticks rather than burst
-        next_at = time.monotonic() + 0.1
-elapsed = time.monotonic() - start
-after = {name: snapshot(pid) for name, pid in pids.items()}
-batches = agg_batches() - batches0
-conn.close()
 
-cycles = elapsed * 10  # the floor and the agent run on fixed 100 ms schedules
-# The agent streams one batch per ib_sysfs cycle plus one a second from its own health collector.
-expected_batches = elapsed * 11
-if batches < 0.9 * expected_batches:
-    sys.exit("the aggregator stored %d batches in %.1f s, expected ~%d: the agent did not stream"
-             % (batches, elapsed, expected_batches))
+def measure_window():
+    """One window: {name: (cpu_s, values_per_cycle, cycles)}, printed."""
+    batches0 = agg_batches()
+    before = {name: snapshot(pid) for name, pid in pids.items()}
+    start = time.monotonic()
+    scrapes = 0
+    next_at = start
+    while True:
+        now = time.monotonic()
+        if now >= start + duration:
+            break
+        if now < next_at:
+            time.sleep(min(next_at - now, start + duration - now))
+            continue
+        scrape()
+        scrapes += 1
+        next_at += 0.1
+        if next_at < time.monotonic():  # fell behind: skip ticks rather than burst
+            next_at = time.monotonic() + 0.1
+    elapsed = time.monotonic() - start
+    after = {name: snapshot(pid) for name, pid in pids.items()}
+    batches = agg_batches() - batches0
 
-rows = {}
-for name, per_cycle, count in (("floor", files, cycles), ("agent", agent_values, cycles),
-                               ("agent_local", agent_values, cycles),
-                               ("node_exporter", ne_values, scrapes)):
-    cpu, ticks, source = cpu_seconds(before[name], after[name])
-    rows[name] = (cpu, per_cycle, count)
-    print("%-13s %5d values/cycle %6d cycles  %8.1f us CPU/cycle  %6.2f us CPU/value  "
-          "(%.3f s CPU by %s; stat ticks %.2f s)"
-          % (name, per_cycle, count, cpu / count * 1e6, cpu / count / per_cycle * 1e6, cpu,
-             source, ticks))
-print("agent streamed %d batches to the aggregator in %.1f s" % (batches, elapsed))
+    cycles = elapsed * 10  # the floor and the agents run on fixed 100 ms schedules
+    # One batch per ib_sysfs cycle plus one a second from the agent's own health collector.
+    expected_batches = elapsed * 11
+    if batches < 0.9 * expected_batches:
+        sys.exit("the aggregator stored %d batches in %.1f s, expected ~%d: the agent did not "
+                 "stream" % (batches, elapsed, expected_batches))
+    rows = {}
+    for name, values, count in (("floor", files, cycles), ("agent", agent_values, cycles),
+                                ("agent_local", agent_values, cycles),
+                                ("node_exporter", ne_values, scrapes)):
+        cpu, ticks, source = cpu_seconds(before[name], after[name])
+        rows[name] = (cpu, values, count)
+        print("%-13s %5d values/cycle %6d cycles  %8.1f us CPU/cycle  %6.2f us CPU/value  "
+              "(%.3f s CPU by %s; stat ticks %.2f s)"
+              % (name, values, count, cpu / count * 1e6, cpu / count / values * 1e6, cpu,
+                 source, ticks))
+    print("agent streamed %d batches to the aggregator in %.1f s" % (batches, elapsed))
+    return rows
 
-def per_cycle(name):
+def per_cycle(rows, name):
     cpu, _, count = rows[name]
     return cpu / count
 
-def per_value(name):
+def per_value(rows, name):
     cpu, values, count = rows[name]
     return cpu / count / values
 
-print("ratio agent / pread floor: %.2fx (CPU per cycle, the same %d files; without the stream"
-      " %.2fx)" % (per_cycle("agent") / per_cycle("floor"), files,
-                   per_cycle("agent_local") / per_cycle("floor")))
+def ratios(rows):
+    return (per_cycle(rows, "agent") / per_cycle(rows, "floor"),
+            per_cycle(rows, "agent_local") / per_cycle(rows, "floor"),
+            per_value(rows, "node_exporter") / per_value(rows, "agent"))
+
+windows = []
+for window in range(rounds):
+    if rounds > 1:
+        print("# window %d of %d" % (window + 1, rounds))
+    windows.append(measure_window())
+conn.close()
+
+# Over all windows: total CPU over total cycles.
+total = {name: tuple(sum(w[name][i] for w in windows) if i != 1 else windows[0][name][1]
+                     for i in range(3)) for name in pids}
+agent_floor, local_floor, ne_agent = ratios(total)
+spread = ""
+if rounds > 1:
+    per_window = [ratios(w) for w in windows]
+    spread = "; windows: %s" % ", ".join("%.2fx" % r[0] for r in per_window)
+print("ratio agent / pread floor: %.2fx (CPU per cycle, the same %d files; without the stream "
+      "%.2fx%s)" % (agent_floor, files, local_floor, spread))
 print("ratio node_exporter / agent (CPU per value): %.1fx (per cycle: %.1fx, %d vs %d values)"
-      % (per_value("node_exporter") / per_value("agent"),
-         per_cycle("node_exporter") / per_cycle("agent"), ne_values, agent_values))
+      % (ne_agent, per_cycle(total, "node_exporter") / per_cycle(total, "agent"), ne_values,
+         agent_values))
 EOF
