@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# CPU per exported value: prometheus-node-exporter (infiniband collector) vs fabricmon's ib_sysfs
-# collector, on the same generated DGX H100 tree.
+# CPU per exported value: prometheus-node-exporter (infiniband collector, whole process) vs
+# fabricmon's ib_sysfs Collect() (in-process: no threads, no transport, no process around it), on
+# the same generated DGX H100 tree. Unequal things, so its ratio says so; the whole-process
+# comparison of the agent with node_exporter and with a pread floor is
+# tests/bench/floor/run_agent_floor.sh.
 #
 #   tests/bench/compare_node_exporter.sh [BUILD_DIR] [SCRAPES]
 #
@@ -128,6 +131,7 @@ print("fabricmon       %6d values/cycle   %9.0f ns CPU/cycle   %7.0f ns CPU/valu
       % (serialize["values_per_cycle"], ns(serialize), ours_full))
 print("pread floor     %6d preads/cycle   %9.0f ns CPU/cycle   Collect/floor = %.2fx"
       % (floor["preads_per_cycle"], ns(floor), ns(collect) / ns(floor)))
-print("ratio node_exporter / fabricmon CPU per value: %.1fx (Collect only), %.1fx (Collect + exposition)"
+print("ratio node_exporter (whole process) / fabricmon Collect() (in-process) CPU per value: "
+      "%.1fx (Collect only), %.1fx (Collect + exposition)"
       % (ne_ns_per_value / ours_collect, ne_ns_per_value / ours_full))
 EOF
