@@ -11,6 +11,8 @@
 //   preads_per_cycle   files read per cycle (pread floor); cpu_per_pread likewise
 // Timings are CPU time (the benchmark library's default); the interesting ratio is
 // BM_IbSysfsCollect cpu time / BM_PreadFloor cpu time for the same file set.
+// BM_IbSysfsCollectIntoCycle is what the agent's collector thread does per cycle: Collect() into
+// its CycleBuilder (series ids, layout, the values kept for the replay buffer).
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -25,6 +27,8 @@
 #include "benchmark/benchmark.h"
 #include "collectors/core/recording_sink.h"
 #include "collectors/ib_sysfs/ib_sysfs_collector.h"
+#include "daemon/agent/cycle_builder.h"
+#include "daemon/agent/series_table.h"
 #include "daemon/common/file_reader.h"
 #include "daemon/exposition/text_exposition.h"
 #include "fabricmon/v1/inventory.pb.h"
@@ -80,6 +84,34 @@ void BM_IbSysfsCollect(benchmark::State& state) {
   state.counters["open_files"] = static_cast<double>(collector->open_counter_files());
 }
 BENCHMARK(BM_IbSysfsCollect)->ArgName("hw_counters")->Arg(0)->Arg(1);
+
+// Collect() into the agent's CycleBuilder and Finish(): the agent's per-cycle work apart from
+// the stream, the schedule and the replay buffer.
+void BM_IbSysfsCollectIntoCycle(benchmark::State& state) {
+  auto collector = MakeCollector(state.range(0) != 0);
+  if (collector == nullptr) {
+    state.SkipWithError("discovery failed");
+    return;
+  }
+  agent::SeriesTable table;
+  agent::CycleBuilder builder(table);
+  uint64_t values = 0;
+  int64_t timestamp = 1;
+  for (auto _ : state) {
+    if (!collector->Collect(builder).ok()) {
+      state.SkipWithError("collect failed");
+      return;
+    }
+    const agent::Cycle cycle = builder.Finish(timestamp++, 0);
+    values += cycle.values.size();
+    benchmark::DoNotOptimize(cycle.values.data());
+  }
+  state.counters["values_per_cycle"] =
+      benchmark::Counter(static_cast<double>(values), benchmark::Counter::kAvgIterations);
+  state.counters["cpu_per_value"] = benchmark::Counter(
+      static_cast<double>(values), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_IbSysfsCollectIntoCycle)->ArgName("hw_counters")->Arg(0)->Arg(1);
 
 // Collect() plus building and serializing the Prometheus text exposition, i.e. roughly what a
 // node_exporter scrape does minus HTTP.
