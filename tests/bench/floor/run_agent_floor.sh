@@ -95,7 +95,7 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'exit 130' INT TERM HUP PIPE  # so that cleanup runs (a closed pipe, e.g. | head, too)
 
 # 1. The tree.
 TREE=$WORK/sys
