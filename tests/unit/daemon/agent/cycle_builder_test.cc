@@ -101,11 +101,11 @@ TEST(CycleBuilderTest, IdsFollowTheSeriesWhenTheOrderChanges) {
   const std::vector<std::vector<int>> shapes = {
       {0, 1, 2, 3, 4, 5, 6, 7, 8, 9},
       {0, 1, 2, 3, 4, 5, 6, 7, 8, 9},
-      {0, 1, 20, 2, 3, 4, 5, 6, 7, 8, 9},           // one new in the middle
-      {0, 1, 20, 4, 5, 6, 7, 8, 9},                 // two gone
-      {0, 1, 20, 2, 3, 4, 5, 6, 7, 8, 9},           // back
-      {9, 8, 7, 6, 5, 4, 3, 2, 1, 0},               // reversed
-      {21, 22, 23, 24, 25, 26, 27, 28, 29, 0, 9},   // mostly new, gone ones beyond the window
+      {0, 1, 20, 2, 3, 4, 5, 6, 7, 8, 9},          // one new in the middle
+      {0, 1, 20, 4, 5, 6, 7, 8, 9},                // two gone
+      {0, 1, 20, 2, 3, 4, 5, 6, 7, 8, 9},          // back
+      {9, 8, 7, 6, 5, 4, 3, 2, 1, 0},              // reversed
+      {21, 22, 23, 24, 25, 26, 27, 28, 29, 0, 9},  // mostly new, gone ones beyond the window
       {0, 1, 2, 3, 4, 5, 6, 7, 8, 9},
   };
   for (size_t round = 0; round < shapes.size(); ++round) {
