@@ -105,7 +105,8 @@ class Reader {
       if (!absl::SimpleAtoi(port_name, &port) || port == 0) {
         continue;
       }
-      const std::string ndevs_dir = JoinPath(ports_dir, absl::StrCat(port_name, "/gid_attrs/ndevs"));
+      const std::string ndevs_dir =
+          JoinPath(ports_dir, absl::StrCat(port_name, "/gid_attrs/ndevs"));
       absl::StatusOr<std::vector<std::string>> indexes = ListDirectory(ndevs_dir);
       if (!indexes.ok()) {
         continue;  // kernels before 4.13 have no gid_attrs

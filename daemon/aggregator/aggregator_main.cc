@@ -25,7 +25,8 @@
 #include "fabricmon/v1/config.pb.h"
 
 ABSL_FLAG(std::string, config, "", "AggregatorConfig in protobuf text format.");
-ABSL_FLAG(std::string, grpc_listen, "", "HOST:PORT for agents and the CLI (default 127.0.0.1:7470).");
+ABSL_FLAG(std::string, grpc_listen, "",
+          "HOST:PORT for agents and the CLI (default 127.0.0.1:7470).");
 ABSL_FLAG(std::string, metrics_listen, "", "HOST:PORT for /metrics (default 127.0.0.1:9470).");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error.");
 ABSL_FLAG(std::string, link_list, "", "Link-list topology file (overrides config link_list_file).");
@@ -128,10 +129,10 @@ int main(int argc, char** argv) {
       {"1", "--check_config: the configuration is invalid (the errors are printed)"},
       {"2", "bad flags or configuration, an unreadable file, a port that cannot be bound"},
   };
-  info.value_names = {{"config", "FILE"},       {"grpc_listen", "HOST:PORT"},
-                      {"link_list", "FILE"},    {"log_level", "LEVEL"},
-                      {"metrics_listen", "HOST:PORT"}, {"port_file", "FILE"},
-                      {"topology_file", "FILE"}};
+  info.value_names = {
+      {"config", "FILE"},       {"grpc_listen", "HOST:PORT"},    {"link_list", "FILE"},
+      {"log_level", "LEVEL"},   {"metrics_listen", "HOST:PORT"}, {"port_file", "FILE"},
+      {"topology_file", "FILE"}};
   info.flags_file = __FILE__;
   fabricmon::ParsedCommandLine parsed = fabricmon::ParseCommandLine(argc, argv, info);
   if (parsed.exit_status.has_value()) {

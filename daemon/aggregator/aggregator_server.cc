@@ -102,7 +102,8 @@ absl::StatusOr<AggregatorSettings> ResolveAggregatorSettings(const v1::Aggregato
   if (settings.security.plaintext) {
     FABRICMON_LOG(Warning) << DescribeTransport(config.tls(), settings.security);
   } else {
-    FABRICMON_LOG(Info) << "agents and the CLI: " << DescribeTransport(config.tls(), settings.security)
+    FABRICMON_LOG(Info) << "agents and the CLI: "
+                        << DescribeTransport(config.tls(), settings.security)
                         << "; node names bound to client certificates";
   }
 
@@ -199,8 +200,7 @@ absl::StatusOr<AggregatorSettings> ResolveAggregatorSettings(const v1::Aggregato
   settings.detector_tick_nanos =
       int64_t{config.detectors().tick_ms() > 0 ? config.detectors().tick_ms() : 1000} * 1000000;
   settings.agent_topology_retention_nanos =
-      int64_t{config.has_agent_topology_retention_s() ? config.agent_topology_retention_s()
-                                                       : 600} *
+      int64_t{config.has_agent_topology_retention_s() ? config.agent_topology_retention_s() : 600} *
       kNanosPerSecond;
   settings.link_list_file = config.link_list_file();
   settings.topology_file = config.topology_file();
@@ -254,9 +254,8 @@ absl::Status AggregatorServer::Build() {
     }
     recorder_ = *std::move(started);
     stream.recorder = recorder_.get();
-    FABRICMON_LOG(Info) << "recording accepted agent messages to "
-                        << recorder_->options().directory << " (at most "
-                        << recorder_->options().max_bytes << " bytes, "
+    FABRICMON_LOG(Info) << "recording accepted agent messages to " << recorder_->options().directory
+                        << " (at most " << recorder_->options().max_bytes << " bytes, "
                         << recorder_->options().max_age_nanos / kNanosPerSecond << " s; "
                         << recorder_->segments() << " segments kept from before)";
   }
@@ -290,8 +289,8 @@ absl::Status AggregatorServer::Build() {
     stream.batch_observer = remote_write_feed_;
   }
   telemetry_ = std::make_unique<TelemetryService>(*store_, stats_, stream, clock_);
-  diagnostics_ = std::make_unique<DiagnosticsService>(
-      *store_, clock_, settings_.stale_after_nanos, settings_.authorization, &stats_);
+  diagnostics_ = std::make_unique<DiagnosticsService>(*store_, clock_, settings_.stale_after_nanos,
+                                                      settings_.authorization, &stats_);
   engine_ = std::make_shared<detectors::DetectionEngine>(*store_, clock_, settings_.detectors,
                                                          settings_.detector_tick_nanos);
   // Jobs registered by operators (Slurm prolog, `fabricmon job start`): read by the straggler
@@ -334,8 +333,7 @@ absl::Status AggregatorServer::LoadOperatorFiles() {
 }
 
 std::vector<std::shared_ptr<prometheus::Collectable>> AggregatorServer::Collectables() const {
-  std::vector<std::shared_ptr<prometheus::Collectable>> collectables = {findings_exporter_,
-                                                                         jobs_};
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables = {findings_exporter_, jobs_};
   if (recorder_ != nullptr) {
     collectables.push_back(std::make_shared<RecordingMetrics>(recorder_));
   }
@@ -367,8 +365,8 @@ absl::Status AggregatorServer::Start(std::optional<PortFile> port_file) {
     diagnostics_server_ = diagnostics_builder.BuildAndStart();
     if (diagnostics_server_ == nullptr || diagnostics_port_ == 0) {
       StopStarted();
-      return absl::UnavailableError(absl::StrCat("cannot listen on ", settings_.diagnostics_listen,
-                                                 " (diagnostics_listen)"));
+      return absl::UnavailableError(
+          absl::StrCat("cannot listen on ", settings_.diagnostics_listen, " (diagnostics_listen)"));
     }
   } else {
     builder.RegisterService(diagnostics_.get());
@@ -404,8 +402,7 @@ absl::Status AggregatorServer::Start(std::optional<PortFile> port_file) {
     // the dashboards and alerts: findings, node health, jobs, the recording's state.
     remote_write_feed_->ForwardEachTick(
         [engine = engine_] { return engine->last_tick_monotonic_nanos(); },
-        [findings = findings_exporter_, exporter = exporter_, jobs = jobs_,
-         recorder = recorder_] {
+        [findings = findings_exporter_, exporter = exporter_, jobs = jobs_, recorder = recorder_] {
           std::vector<prometheus::MetricFamily> families = findings->Collect();
           auto append = [&families](std::vector<prometheus::MetricFamily> more) {
             for (prometheus::MetricFamily& family : more) families.push_back(std::move(family));
@@ -420,8 +417,8 @@ absl::Status AggregatorServer::Start(std::optional<PortFile> port_file) {
   metrics_->Serve(exporter_, Collectables());
   ticker_ = std::make_unique<DetectorTicker>(*engine_);
   ticker_->Start();
-  FABRICMON_LOG(Info) << "/metrics on " << settings_.metrics_listen << " (port "
-                      << metrics_->port() << ")";
+  FABRICMON_LOG(Info) << "/metrics on " << settings_.metrics_listen << " (port " << metrics_->port()
+                      << ")";
   return absl::OkStatus();
 }
 
@@ -442,8 +439,7 @@ void AggregatorServer::ServeUntilSignal(const sigset_t& stop_signals) {
   // stall). So a stall stops the pings within about WatchdogSec, and systemd restarts the
   // aggregator WatchdogSec later.
   const int64_t watchdog_nanos = static_cast<int64_t>(watchdog_us) * 1000;
-  const int64_t detector_silence =
-      std::max(watchdog_nanos, 3 * settings_.detector_tick_nanos);
+  const int64_t detector_silence = std::max(watchdog_nanos, 3 * settings_.detector_tick_nanos);
   std::optional<ServingProbe> probe;
   if (server_ != nullptr) {
     probe.emplace(server_->InProcessChannel(grpc::ChannelArguments()), clock_);
@@ -454,10 +450,10 @@ void AggregatorServer::ServeUntilSignal(const sigset_t& stop_signals) {
     if (watchdog_us > 0 && probe.has_value()) {
       const int64_t last_tick = engine_->last_tick_monotonic_nanos();
       const int64_t last_answer = probe->last_answer_nanos();
-      absl::Status progress = CheckProgress(
-          {{"detector thread", last_tick > 0 ? last_tick : started, detector_silence},
-           {"gRPC server", last_answer > 0 ? last_answer : started, watchdog_nanos}},
-          clock_.MonotonicNanos());
+      absl::Status progress =
+          CheckProgress({{"detector thread", last_tick > 0 ? last_tick : started, detector_silence},
+                         {"gRPC server", last_answer > 0 ? last_answer : started, watchdog_nanos}},
+                        clock_.MonotonicNanos());
       if (progress.ok()) {
         NotifyWatchdog();
         if (stalled) {

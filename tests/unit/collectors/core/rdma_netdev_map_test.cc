@@ -117,7 +117,7 @@ TEST(RdmaNetdevMapTest, SeveralNetdevsOnOnePortGidTableFirst) {
 
 TEST(RdmaNetdevMapTest, DevPortAbsentIsPortOneAndGarbageIsUnknown) {
   TempTree tree;
-  AddPciNetdev(tree, "eth_old", "mlx5_1", nullptr);   // kernels before 3.15: one port
+  AddPciNetdev(tree, "eth_old", "mlx5_1", nullptr);  // kernels before 3.15: one port
   AddPciNetdev(tree, "eth_empty", "mlx5_2", "\n");
   AddPciNetdev(tree, "eth_bad", "mlx5_3", "port two\n");
   AddPciNetdev(tree, "eth_huge", "mlx5_4", "4294967295\n");
