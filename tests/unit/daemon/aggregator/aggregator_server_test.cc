@@ -7,9 +7,12 @@
 #include <sys/stat.h>
 
 #include <memory>
+#include <set>
 #include <string>
 
 #include "daemon/common/clock.h"
+#include "daemon/exposition/text_exposition.h"
+#include "daemon/wire/aggregator_families.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/loopback.h"
@@ -153,6 +156,47 @@ TEST(AggregatorServerTest, APortTakenIsUnavailable) {
   ASSERT_TRUE(second.ok());
   absl::Status started = (*second)->Start();
   EXPECT_EQ(started.code(), absl::StatusCode::kUnavailable) << started;
+}
+
+// The aggregator's half of the metric catalogue (daemon/wire/aggregator_families.h) is what its
+// exporters write: every family of the exporter, the findings exporter, jobs, the recording and
+// remote write, with the catalogue's HELP and type, and no catalogued family that none writes.
+TEST(AggregatorServerTest, WritesExactlyTheCataloguedAggregatorFamilies) {
+  TempTree tree;
+  v1::AggregatorConfig config = PlaintextConfig();
+  config.mutable_recording()->set_directory(tree.root() + "/recording");
+  config.add_remote_write()->set_url("http://127.0.0.1:1/api/v1/write");
+  absl::StatusOr<AggregatorSettings> settings = ResolveAggregatorSettings(config);
+  ASSERT_TRUE(settings.ok()) << settings.status();
+  auto server = AggregatorServer::Create(*std::move(settings), RealClock::Get());
+  ASSERT_TRUE(server.ok()) << server.status();
+  std::vector<prometheus::MetricFamily> families = (*server)->exporter()->HealthFamilies();
+  for (const std::shared_ptr<prometheus::Collectable>& collectable : (*server)->Collectables()) {
+    for (prometheus::MetricFamily& family : collectable->Collect()) {
+      families.push_back(std::move(family));
+    }
+  }
+  prometheus::MetricFamily saturated;
+  saturated.name = exposition::kSaturatedFamily;
+  saturated.help = exposition::kSaturatedFamilyHelp;
+  saturated.type = prometheus::MetricType::Gauge;
+  families.push_back(saturated);
+
+  std::set<std::string> written;
+  for (const prometheus::MetricFamily& family : families) {
+    written.insert(family.name);
+    const wire::CatalogueFamily* catalogued = wire::FindAggregatorFamily(family.name);
+    ASSERT_NE(catalogued, nullptr) << family.name << " is written but not catalogued";
+    EXPECT_EQ(catalogued->help, family.help) << family.name;
+    EXPECT_EQ(catalogued->type == collectors::MetricType::kCounter,
+              family.type == prometheus::MetricType::Counter)
+        << family.name;
+    EXPECT_TRUE(wire::IsReservedFamily(family.name)) << family.name << ": an agent could forge it";
+    EXPECT_EQ(wire::MetricCatalogue::Project().Find(family.name), nullptr) << family.name;
+  }
+  for (const wire::CatalogueFamily& family : wire::AggregatorFamilies()) {
+    EXPECT_EQ(written.count(family.name), 1u) << family.name << " is catalogued but not written";
+  }
 }
 
 }  // namespace
