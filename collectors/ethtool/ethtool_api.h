@@ -2,7 +2,7 @@
 
 // The source seam of the ethtool collector: per-netdev driver info, the ETH_SS_STATS string set
 // and the statistics values. The production implementation issues SIOCETHTOOL ioctls (never the
-// ethtool program); tests and offline analysis use FixtureEthtoolApi (fixture_ethtool_api.h),
+// ethtool program); tests use FixtureEthtoolApi (tests/fakes/ethtool/fixture_ethtool_api.h),
 // which replays `ethtool -S` captures (node_exporter's EthtoolFixture idea).
 //
 // Error codes are errno-exact, so the collector treats a fixture and a kernel alike:

@@ -15,13 +15,10 @@ struct NetdevCandidate {
   uint32_t rdma_port = 0;                 // first RDMA port that maps to it (0 = unknown)
 };
 
-// Netdevs behind RDMA devices:
-//   - <root>/class/infiniband/*/ports/*/gid_attrs/ndevs/* name the netdev of each RoCE GID;
-//     upper devices there (VLAN, bond: no `device` entry, `lower_*` links) are replaced by the
-//     physical netdevs below them, because uppers have no ethtool statistics of their own;
-//   - <root>/class/net/<n>/device/infiniband/<dev> (the PCI function has an RDMA device);
-// keeping only Ethernet netdevs (`type` 1 when readable: IPoIB is not RoCE) that exist under
-// <root>/class/net (GID tables also list netdevs of other network namespaces).
+// Netdevs behind RDMA devices (collectors/core/rdma_netdev_map.h: GID tables and PCI functions),
+// where an upper named by a GID table (VLAN, bond) is replaced by the physical netdevs below it,
+// because uppers have no ethtool statistics of their own; keeping only Ethernet netdevs (`type` 1
+// when readable: IPoIB is not RoCE) that exist under <root>/class/net.
 // With `all_physical`, also every <root>/class/net/<n> that has a `device` entry (virtual
 // netdevs — lo, veth, bridges — have none).
 // Sorted by name. Missing directories simply contribute nothing.

@@ -133,6 +133,8 @@ absl::Status IbSysfsCollector::Discover(v1::Inventory& inventory) {
     }
     return names.status();
   }
+  // Read once per discovery, not per port: it lists class/net and every GID table.
+  netdev_map_ = RdmaNetdevMap::Read(root_);
   std::vector<Device> devices;
   for (const std::string& name : *names) {
     // The filter runs on the directory name, before any file of the device is opened.
@@ -227,45 +229,6 @@ absl::StatusOr<IbSysfsCollector::Device> IbSysfsCollector::DiscoverDevice(
   return device;
 }
 
-std::vector<std::string> IbSysfsCollector::NetdevsOf(const std::string& device, uint32_t port,
-                                                     const std::string& port_dir) {
-  std::vector<std::string> netdevs;
-  // RoCE: gid_attrs/ndevs/<index> names the netdev of each GID.
-  absl::StatusOr<std::vector<std::string>> ndevs = ListDirectory(JoinPath(port_dir, "gid_attrs/ndevs"));
-  if (ndevs.ok()) {
-    for (const std::string& index : *ndevs) {
-      std::string netdev = OptionalAttribute(JoinPath(port_dir, "gid_attrs/ndevs/" + index));
-      if (!netdev.empty() &&
-          std::find(netdevs.begin(), netdevs.end(), netdev) == netdevs.end()) {
-        netdevs.push_back(std::move(netdev));
-      }
-    }
-  }
-  // IPoIB (and RoCE without populated GIDs): a netdev whose PCI device has this RDMA device, on
-  // dev_port + 1 (what ibdev2netdev does).
-  const std::string net_dir = JoinPath(root_, "class/net");
-  absl::StatusOr<std::vector<std::string>> all = ListDirectory(net_dir);
-  if (all.ok()) {
-    for (const std::string& netdev : *all) {
-      const std::string base = JoinPath(net_dir, netdev);
-      absl::StatusOr<std::vector<std::string>> rdma = ListDirectory(JoinPath(base, "device/infiniband"));
-      if (!rdma.ok() || std::find(rdma->begin(), rdma->end(), device) == rdma->end()) {
-        continue;
-      }
-      uint32_t dev_port = 0;
-      const std::string dev_port_text = OptionalAttribute(JoinPath(base, "dev_port"));
-      if (!dev_port_text.empty() && !absl::SimpleAtoi(dev_port_text, &dev_port)) {
-        continue;
-      }
-      if (dev_port + 1 == port &&
-          std::find(netdevs.begin(), netdevs.end(), netdev) == netdevs.end()) {
-        netdevs.push_back(netdev);
-      }
-    }
-  }
-  return netdevs;
-}
-
 void IbSysfsCollector::AddCounterFile(Port& port, const std::string& path, SeriesDesc series,
                                       ProbeTally& tally) {
   absl::StatusOr<PreadFile> file = PreadFile::Open(path);
@@ -323,7 +286,7 @@ absl::StatusOr<IbSysfsCollector::Port> IbSysfsCollector::DiscoverPort(
   inventory.set_rate_bits_per_second(ib_sysfs::ParseRateBitsPerSecond(rate_text));
   inventory.set_lid(ib_sysfs::ParseLid(OptionalAttribute(JoinPath(port_dir, "lid"))));
   inventory.set_sm_lid(ib_sysfs::ParseLid(OptionalAttribute(JoinPath(port_dir, "sm_lid"))));
-  for (std::string& netdev : NetdevsOf(device.name, number, port_dir)) {
+  for (std::string& netdev : netdev_map_.NetdevsOf(device.name, number)) {
     inventory.add_netdevs(std::move(netdev));
   }
 

@@ -18,6 +18,7 @@
 #include "collectors/core/collector_errors.h"
 #include "collectors/core/collector_registry.h"
 #include "collectors/core/device_filter.h"
+#include "collectors/core/rdma_netdev_map.h"
 #include "daemon/common/file_reader.h"
 #include "fabricmon/v1/config.pb.h"
 
@@ -92,8 +93,6 @@ class IbSysfsCollector final : public Collector {
   // Opens and probe-reads one counter file; keeps it in `port` unless it is permanently
   // unreadable (EINVAL, no PMA).
   void AddCounterFile(Port& port, const std::string& path, SeriesDesc series, ProbeTally& tally);
-  std::vector<std::string> NetdevsOf(const std::string& device, uint32_t port,
-                                     const std::string& port_dir);
   void ReadAttribute(const AttributeFile& attribute, SampleSink& sink,
                      uint64_t (*parse)(absl::string_view));
 
@@ -103,6 +102,7 @@ class IbSysfsCollector final : public Collector {
   const int64_t interval_ms_;
   const int64_t rediscover_interval_ms_;
   std::vector<Device> devices_;
+  RdmaNetdevMap netdev_map_;  // the ports' netdevs (inventory, port info label)
   CollectorErrors errors_;
   bool wants_rediscovery_ = false;
 };

@@ -84,48 +84,6 @@ NetdevCollector::NetdevCollector(std::string sysfs_root, std::string procfs_root
 // ---------------------------------------------------------------------------------------------
 // Discovery
 
-std::vector<std::pair<std::string, NetdevCollector::RdmaLink>> NetdevCollector::ScanGidNetdevs()
-    const {
-  std::vector<std::pair<std::string, RdmaLink>> result;
-  const std::string class_dir = JoinPath(sysfs_root_, "class/infiniband");
-  absl::StatusOr<std::vector<std::string>> devices = ListDirectory(class_dir);
-  if (!devices.ok()) {
-    return result;  // no RDMA stack: nothing is RoCE
-  }
-  for (const std::string& device : *devices) {
-    const std::string ports_dir = JoinPath(class_dir, absl::StrCat(device, "/ports"));
-    absl::StatusOr<std::vector<std::string>> ports = ListDirectory(ports_dir);
-    if (!ports.ok()) {
-      continue;
-    }
-    for (const std::string& port_name : *ports) {
-      uint32_t port = 0;
-      if (!absl::SimpleAtoi(port_name, &port)) {
-        continue;
-      }
-      const std::string ndevs_dir =
-          JoinPath(ports_dir, absl::StrCat(port_name, "/gid_attrs/ndevs"));
-      absl::StatusOr<std::vector<std::string>> indices = ListDirectory(ndevs_dir);
-      if (!indices.ok()) {
-        continue;
-      }
-      for (const std::string& index : *indices) {
-        // Unused GIDs, and every GID of an InfiniBand port, answer EINVAL: not an error of ours.
-        absl::StatusOr<std::string> netdev = ReadTrimmed(JoinPath(ndevs_dir, index));
-        if (!netdev.ok() || netdev->empty()) {
-          continue;
-        }
-        const bool known = std::any_of(result.begin(), result.end(),
-                                       [&](const auto& entry) { return entry.first == *netdev; });
-        if (!known) {
-          result.push_back({*netdev, RdmaLink{device, port}});
-        }
-      }
-    }
-  }
-  return result;
-}
-
 NetdevCollector::Attribute NetdevCollector::OpenAttribute(const std::string& dir, const char* file,
                                                           SeriesDesc series) {
   Attribute attribute;
@@ -141,8 +99,7 @@ NetdevCollector::Attribute NetdevCollector::OpenAttribute(const std::string& dir
 }
 
 std::optional<NetdevCollector::Netdev> NetdevCollector::DiscoverNetdev(
-    const std::string& name, const std::vector<std::pair<std::string, RdmaLink>>& gids,
-    v1::Netdev& inventory) {
+    const std::string& name, const RdmaNetdevMap& rdma_map, v1::Netdev& inventory) {
   const std::string dir = JoinPath(sysfs_root_, absl::StrCat("class/net/", name));
   if (!IsDirectory(dir)) {
     return std::nullopt;  // bonding_masters and other class/net files are not netdevs
@@ -164,30 +121,16 @@ std::optional<NetdevCollector::Netdev> NetdevCollector::DiscoverNetdev(
   // `device` is a symlink to the bus device; virtual netdevs have none. Only its existence
   // matters: a capture may hold it as a plain file or a dangling link (procfs fixture).
   facts.has_device = EntryExists(JoinPath(dir, "device"));
+  // The GID table names the exact device and port (a RoCE LAG's bond has no bus device); else
+  // the RDMA device on the same bus device (mlx5 RoCE and IPoIB ports both show there).
   RdmaLink rdma;
-  if (facts.has_device) {
-    // RDMA devices registered on the same bus device (what ibdev2netdev uses): mlx5 RoCE and
-    // IPoIB ports both show here.
-    absl::StatusOr<std::vector<std::string>> rdma_devices =
-        ListDirectory(JoinPath(dir, "device/infiniband"));
-    if (rdma_devices.ok() && !rdma_devices->empty()) {
-      facts.has_rdma_device = true;
-      rdma.device = rdma_devices->front();
-      // dev_port is the 0-based port of a multi-port function (mlx4); RDMA ports are 1-based.
-      uint32_t dev_port = 0;
-      absl::StatusOr<std::string> dev_port_text = ReadTrimmed(JoinPath(dir, "dev_port"));
-      if (dev_port_text.ok()) {
-        (void)absl::SimpleAtoi(*dev_port_text, &dev_port);  // absent/odd → port 1
-      }
-      rdma.port = dev_port + 1;
-    }
+  const std::vector<RdmaNetdevLink> links = rdma_map.LinksOf(name);
+  for (const RdmaNetdevLink& link : links) {
+    (link.source == RdmaNetdevSource::kGidTable ? facts.named_by_gid : facts.has_rdma_device) =
+        true;
   }
-  for (const auto& [gid_netdev, link] : gids) {
-    if (gid_netdev == name) {
-      facts.named_by_gid = true;
-      rdma = link;  // the GID table names the exact device and port
-      break;
-    }
+  if (!links.empty()) {
+    rdma = RdmaLink{links.front().rdma_device, links.front().port};
   }
   absl::StatusOr<std::string> driver = ReadLinkBasename(JoinPath(dir, "device/driver"));
   netdev.kind = netdev::ClassifyNetdev(name, facts);
@@ -345,7 +288,7 @@ absl::Status NetdevCollector::Discover(v1::Inventory& inventory) {
     FABRICMON_LOG_EVERY_MINUTE(Warning) << "netdev: " << names.status();
   }
   if (names.ok()) {
-    const std::vector<std::pair<std::string, RdmaLink>> gids = ScanGidNetdevs();
+    const RdmaNetdevMap rdma_map = RdmaNetdevMap::Read(sysfs_root_);
     for (const std::string& name : *names) {
       // The filter runs on the name, before any file of the netdev is opened.
       if (!filter_.Allows(name)) {
@@ -353,7 +296,7 @@ absl::Status NetdevCollector::Discover(v1::Inventory& inventory) {
       }
       known_names_.push_back(name);
       v1::Netdev netdev_inventory;
-      std::optional<Netdev> netdev = DiscoverNetdev(name, gids, netdev_inventory);
+      std::optional<Netdev> netdev = DiscoverNetdev(name, rdma_map, netdev_inventory);
       if (!netdev.has_value()) {
         continue;
       }

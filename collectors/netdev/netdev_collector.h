@@ -44,6 +44,7 @@
 #include "collectors/core/collector_errors.h"
 #include "collectors/core/collector_registry.h"
 #include "collectors/core/device_filter.h"
+#include "collectors/core/rdma_netdev_map.h"
 #include "collectors/netdev/netdev_semantics.h"
 #include "daemon/common/file_reader.h"
 #include "fabricmon/v1/config.pb.h"
@@ -110,7 +111,7 @@ class NetdevCollector final : public Collector {
     PreadFile file;
     std::vector<TcpField> fields;
   };
-  // Where an RDMA device maps a netdev (gid_attrs/ndevs, or device/infiniband + dev_port).
+  // The RDMA port behind a netdev (empty for netdevs of other kinds).
   struct RdmaLink {
     std::string device;
     uint32_t port = 0;
@@ -119,11 +120,9 @@ class NetdevCollector final : public Collector {
   NetdevCollector(std::string sysfs_root, std::string procfs_root, DeviceFilter filter, bool tcp,
                   int64_t interval_ms, int64_t rediscover_interval_ms);
 
-  // Scans class/infiniband/*/ports/*/gid_attrs/ndevs/* (RoCE GID → netdev).
-  std::vector<std::pair<std::string, RdmaLink>> ScanGidNetdevs() const;
   // Builds one netdev; nullopt when `name` is not a netdev directory (class/net/bonding_masters).
   std::optional<Netdev> DiscoverNetdev(const std::string& name,
-                                       const std::vector<std::pair<std::string, RdmaLink>>& gids,
+                                       const RdmaNetdevMap& rdma_map,
                                        v1::Netdev& inventory);
   Attribute OpenAttribute(const std::string& dir, const char* file, SeriesDesc series);
   void DiscoverTcp();

@@ -202,12 +202,13 @@ absl::Status CheckAgainstCatalogue(const CatalogueFamily& family,
 
 bool IsReservedFamily(absl::string_view name) {
   // The aggregator's exporter (metrics_exporter.cc), the detection engine (engine.cc), the
-  // saturated-counter flags (text_exposition.h), the recording (recording_metrics.cc) and
-  // remote write (remote_write_feed.cc).
+  // saturated-counter flags (text_exposition.h), the recording (recording_metrics.cc), remote
+  // write (remote_write_feed.cc) and jobs (job_registry.cc): every family of
+  // AggregatorFamilies() (aggregator_families.h).
   constexpr absl::string_view kReservedPrefixes[] = {
       "fabricmon_node_",     "fabricmon_aggregator_", "fabricmon_finding",
       "fabricmon_detector_", "fabricmon_topology_",   "fabricmon_series_saturated",
-      "fabricmon_recording_",  "fabricmon_remote_write_",
+      "fabricmon_recording_",  "fabricmon_remote_write_", "fabricmon_job",
   };
   for (absl::string_view prefix : kReservedPrefixes) {
     if (absl::StartsWith(name, prefix)) {

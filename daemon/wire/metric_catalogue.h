@@ -91,7 +91,8 @@ absl::Status CheckAgainstCatalogue(const CatalogueFamily& family,
                                    const collectors::SeriesDesc& desc);
 
 // Families the aggregator writes itself (node and aggregator health, findings, detectors,
-// topology, saturated-counter flags): no agent may declare one, catalogued or not.
+// topology, saturated-counter flags, recording, remote write, jobs; aggregator_families.h): no
+// agent may declare one, catalogued or not.
 bool IsReservedFamily(absl::string_view name);
 
 // A family name an agent may use outside the catalogue: "fabricmon_" then lower snake case

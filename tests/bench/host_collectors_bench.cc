@@ -68,7 +68,7 @@
 #include "collectors/core/collector.h"
 #include "collectors/ethtool/ethtool_api.h"
 #include "collectors/ethtool/ethtool_collector.h"
-#include "collectors/ethtool/fixture_ethtool_api.h"
+#include "tests/fakes/ethtool/fixture_ethtool_api.h"
 #include "collectors/ib_sysfs/ib_sysfs_collector.h"
 #include "collectors/netdev/netdev_collector.h"
 #include "collectors/nvml/nvml_api.h"

@@ -267,7 +267,7 @@ TEST(ExpositionPropertyTest, HostileDeclarationsNeverBreakOrForgeMetrics) {
   };
   ASSERT_EQ(stream_victim(), "stored");
   std::string text;
-  aggregator.state().exporter->AppendText(&text);
+  aggregator.state().exporter()->AppendText(&text);
   const std::vector<std::string> victim_lines = NodeLines(text, kVictim);
   ASSERT_THAT(victim_lines, ::testing::Contains(::testing::HasSubstr(
                                 "fabricmon_ib_port_xmit_data_bytes_total{node=\"honest-node\","
@@ -297,9 +297,9 @@ TEST(ExpositionPropertyTest, HostileDeclarationsNeverBreakOrForgeMetrics) {
     // Scraped while the hostile stream is open, so whatever it got stored is exported. promtool
     // reads what /metrics serves (AppendText); both writers must parse line by line.
     std::string direct;
-    aggregator.state().exporter->AppendText(&direct);
+    aggregator.state().exporter()->AppendText(&direct);
     ASSERT_EQ(PromtoolCheck(promtool, direct), "") << outcome << "\n" << direct;
-    const std::string collected = exposition::SerializeText(aggregator.state().exporter->Collect());
+    const std::string collected = exposition::SerializeText(aggregator.state().exporter()->Collect());
     for (const std::string* scraped : {static_cast<const std::string*>(&direct), &collected}) {
       ASSERT_EQ(CheckTextFormat(*scraped), "") << outcome;
       for (absl::string_view line : absl::StrSplit(*scraped, '\n')) {
@@ -314,7 +314,7 @@ TEST(ExpositionPropertyTest, HostileDeclarationsNeverBreakOrForgeMetrics) {
   EXPECT_GE(stored, 3);
   EXPECT_GE(rejected, 3);
   std::string final_text;
-  aggregator.state().exporter->AppendText(&final_text);
+  aggregator.state().exporter()->AppendText(&final_text);
   EXPECT_THAT(final_text, ::testing::HasSubstr("reason=\"declaration_conflict\""));
   EXPECT_THAT(final_text, ::testing::Not(::testing::HasSubstr(
                               "fabricmon_aggregator_rejected_messages_total{reason="

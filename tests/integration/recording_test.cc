@@ -117,7 +117,7 @@ TEST_F(RecordingTest, ReplayStoresWhatLiveIngestStored) {
     }
     Send(messages);
   }
-  const uint64_t live_samples = harness_->state().stats.samples;
+  const uint64_t live_samples = harness_->state().stats().samples;
   ASSERT_EQ(live_samples, 2u * 20 * 3);
   (void)Recorded();
   replay::ReplayOptions options;

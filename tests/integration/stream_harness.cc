@@ -47,24 +47,42 @@ Clock& ClockOf(const AggregatorOptions& options) {
 }
 }  // namespace
 
-AggregatorState::AggregatorState(const AggregatorOptions& options,
+aggregator::AggregatorSettings SettingsFor(const AggregatorOptions& options) {
+  aggregator::AggregatorSettings settings;
+  settings.security.plaintext = true;
+  settings.authorization = options.stream.authorization != nullptr
+                               ? options.stream.authorization
+                               : aggregator::Authorization::Empty(/*plaintext=*/true);
+  settings.store = options.store;
+  settings.stream = options.stream;
+  settings.stale_after_nanos = options.stale_after_nanos;
+  return settings;
+}
+
+std::unique_ptr<AggregatorState> AggregatorState::Create(const AggregatorOptions& options,
+                                                         aggregator::MetricsServer* metrics_server) {
+  absl::StatusOr<std::unique_ptr<aggregator::AggregatorServer>> server =
+      aggregator::AggregatorServer::Create(SettingsFor(options), ClockOf(options));
+  if (!server.ok()) {
+    FABRICMON_LOG(Error) << "cannot build the aggregator: " << server.status();
+    return nullptr;
+  }
+  return std::unique_ptr<AggregatorState>(
+      new AggregatorState(*std::move(server), metrics_server));
+}
+
+AggregatorState::AggregatorState(std::unique_ptr<aggregator::AggregatorServer> server,
                                  aggregator::MetricsServer* metrics_server)
-    : store(options.store),
-      telemetry(store, stats, options.stream, ClockOf(options)),
-      diagnostics(store, ClockOf(options), options.stale_after_nanos,
-                  aggregator::Authorization::Empty(/*plaintext=*/true)),
-      exporter(std::make_shared<aggregator::MetricsExporter>(
-          store, stats, ClockOf(options), aggregator::ExporterOptions{options.stale_after_nanos})),
-      metrics_server(metrics_server) {
-  if (metrics_server != nullptr) {
-    metrics_server->Serve(exporter, {});
-    metrics_port = metrics_server->port();
+    : server_(std::move(server)), metrics_server_(metrics_server) {
+  if (metrics_server_ != nullptr) {
+    metrics_server_->Serve(server_->exporter(), {});
+    metrics_port_ = metrics_server_->port();
   }
 }
 
 AggregatorState::~AggregatorState() {
-  if (metrics_server != nullptr) {
-    metrics_server->Clear();
+  if (metrics_server_ != nullptr) {
+    metrics_server_->Clear();
   }
 }
 
@@ -163,8 +181,8 @@ AggregatorHarness::~AggregatorHarness() {
 
 bool AggregatorHarness::Start() {
   state_.reset();
-  state_ = std::make_unique<AggregatorState>(options_, metrics_server_);
-  if (metrics_server_ != nullptr && state_->metrics_port == 0) {
+  state_ = AggregatorState::Create(options_, metrics_server_);
+  if (state_ == nullptr || (metrics_server_ != nullptr && state_->metrics_port() == 0)) {
     return false;
   }
   if (transport_ == Transport::kTcp) {
@@ -175,8 +193,8 @@ bool AggregatorHarness::Start() {
                              &port_);
     builder.SetMaxReceiveMessageSize(
         aggregator::GrpcReceiveLimit(options_.stream.max_message_bytes));
-    builder.RegisterService(&state_->telemetry);
-    builder.RegisterService(&state_->diagnostics);
+    builder.RegisterService(&state_->telemetry());
+    builder.RegisterService(&state_->diagnostics());
     server_ = builder.BuildAndStart();
     if (server_ == nullptr || port_ == 0) {
       FABRICMON_LOG(Error) << "cannot start the aggregator's gRPC server";
@@ -207,8 +225,8 @@ bool AggregatorHarness::Start() {
       }
       channel_ = server_->InProcessChannel(grpc::ChannelArguments());
     }
-    forward_telemetry_->SetTarget(&state_->telemetry);
-    forward_diagnostics_->SetTarget(&state_->diagnostics);
+    forward_telemetry_->SetTarget(&state_->telemetry());
+    forward_diagnostics_->SetTarget(&state_->diagnostics());
   }
   serving_ = true;
   return true;
@@ -226,7 +244,7 @@ void AggregatorHarness::StopServing() {
   } else {
     forward_telemetry_->SetTarget(nullptr);
     forward_diagnostics_->SetTarget(nullptr);
-    for (const std::shared_ptr<store::NodeState>& node : state_->store.Nodes()) {
+    for (const std::shared_ptr<store::NodeState>& node : state_->store().Nodes()) {
       const store::NodeState::Summary summary = node->GetSummary(true);
       if (!summary.connected) {
         continue;
@@ -243,12 +261,12 @@ void AggregatorHarness::StopServing() {
       for (const v1::CollectorStatus& collector : summary.collectors) {
         *takeover.add_collectors() = collector;
       }
-      (void)state_->store.Attach(takeover, /*stream_token=*/0, nullptr,
+      (void)state_->store().Attach(takeover, /*stream_token=*/0, nullptr,
                                  ClockOf(options_).NowUnixNanos());
     }
   }
   // The reactors reference the state: it may only go once every stream is done.
-  if (!WaitFor([&] { return state_->stats.streams_active.load() == 0; })) {
+  if (!WaitFor([&] { return state_->stats().streams_active.load() == 0; })) {
     FABRICMON_LOG(Error) << "streams still open after the aggregator stopped serving";
   }
 }
@@ -264,10 +282,10 @@ std::unique_ptr<aggregator::MetricsServer> MakeMetricsServer() {
 }
 
 std::string AggregatorHarness::Scrape() {
-  if (state_->metrics_server == nullptr) {
-    return exposition::SerializeText(state_->exporter->Collect());
+  if (state_->metrics_port() == 0) {
+    return exposition::SerializeText(state_->exporter()->Collect());
   }
-  absl::StatusOr<std::string> body = HttpGet(state_->metrics_port, "/metrics");
+  absl::StatusOr<std::string> body = HttpGet(state_->metrics_port(), "/metrics");
   if (!body.ok()) {
     FABRICMON_LOG(Error) << "scrape failed: " << body.status();
     return "";
@@ -276,7 +294,7 @@ std::string AggregatorHarness::Scrape() {
 }
 
 std::optional<store::NodeState::Summary> AggregatorHarness::Node(const std::string& name) {
-  std::shared_ptr<store::NodeState> node = state_->store.Find(name);
+  std::shared_ptr<store::NodeState> node = state_->store().Find(name);
   if (node == nullptr) {
     return std::nullopt;
   }

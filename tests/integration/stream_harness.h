@@ -1,8 +1,8 @@
 #pragma once
 
-// Real components wired together for the streaming tests: an aggregator built as
-// aggregator_main.cc builds it (store, telemetry and diagnostics services, /metrics on a real
-// prometheus Exposer), an agent built as agent_main.cc builds it (Agent + a real collector +
+// Real components wired together for the streaming tests: an aggregator built by the same
+// AggregatorServer as fabricmon-aggregator (store, telemetry and diagnostics services, detection
+// engine, /metrics on a real prometheus Exposer), an agent built as agent_main.cc builds it (Agent + a real collector +
 // StreamClient), both speaking gRPC over an in-process channel or loopback TCP. Nothing of ours is
 // mocked; the only stand-in is how an in-process "aggregator restart" is staged (see
 // AggregatorHarness).
@@ -21,6 +21,7 @@
 #include "daemon/agent/agent.h"
 #include "daemon/agent/stream_client.h"
 #include "daemon/aggregator/agent_stream.h"
+#include "daemon/aggregator/aggregator_server.h"
 #include "daemon/aggregator/diagnostics_service.h"
 #include "daemon/aggregator/metrics_exporter.h"
 #include "daemon/aggregator/metrics_server.h"
@@ -45,6 +46,8 @@ bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout = ab
 
 struct AggregatorOptions {
   store::StoreOptions store;
+  // Its authorization (null: nobody is an operator or a sweeper, plaintext) serves both services;
+  // a recorder given here records (AggregatorServer makes none).
   aggregator::StreamOptions stream;
   int64_t stale_after_nanos = int64_t{30} * 1000000000;
   // The aggregator's clock (streams, store, exporter, diagnostics; borrowed, must outlive the
@@ -52,21 +55,40 @@ struct AggregatorOptions {
   Clock* clock = nullptr;
 };
 
-// Everything one aggregator process holds. Destroying it loses all state, as a restart does.
-// /metrics: when given a MetricsServer (borrowed), the state serves its exporter there for its
-// lifetime and is scraped over HTTP; otherwise scrapes call the exporter directly (the same
-// text without civetweb, whose shutdown takes ~2 s a process).
-struct AggregatorState {
-  AggregatorState(const AggregatorOptions& options, aggregator::MetricsServer* metrics_server);
+// The AggregatorServer settings `options` stand for: plaintext, the given store and stream
+// options, default detectors.
+aggregator::AggregatorSettings SettingsFor(const AggregatorOptions& options);
+
+// Everything one aggregator process holds: an AggregatorServer that is never started (the
+// harness serves its services on a gRPC server of its own, which survives "restarts"). Destroying
+// it loses all state, as a restart does. /metrics: when given a MetricsServer (borrowed), the
+// state serves its exporter there for its lifetime and is scraped over HTTP; otherwise scrapes
+// call the exporter directly (the same text without civetweb, whose shutdown takes ~2 s a
+// process).
+class AggregatorState {
+ public:
+  // Null when the server could not be built from `options` (logged).
+  static std::unique_ptr<AggregatorState> Create(const AggregatorOptions& options,
+                                                 aggregator::MetricsServer* metrics_server);
   ~AggregatorState();
 
-  store::SeriesStore store;
-  aggregator::IngestStats stats;
-  aggregator::TelemetryService telemetry;
-  aggregator::DiagnosticsService diagnostics;
-  std::shared_ptr<aggregator::MetricsExporter> exporter;
-  aggregator::MetricsServer* const metrics_server;
-  int metrics_port = 0;  // 0 without a MetricsServer
+  store::SeriesStore& store() { return server_->store(); }
+  aggregator::IngestStats& stats() { return server_->stats(); }
+  aggregator::TelemetryService& telemetry() { return server_->telemetry(); }
+  aggregator::DiagnosticsService& diagnostics() { return server_->diagnostics(); }
+  const std::shared_ptr<aggregator::MetricsExporter>& exporter() const {
+    return server_->exporter();
+  }
+  aggregator::AggregatorServer& server() { return *server_; }
+  int metrics_port() const { return metrics_port_; }  // 0 without a MetricsServer
+
+ private:
+  AggregatorState(std::unique_ptr<aggregator::AggregatorServer> server,
+                  aggregator::MetricsServer* metrics_server);
+
+  std::unique_ptr<aggregator::AggregatorServer> server_;
+  aggregator::MetricsServer* const metrics_server_;
+  int metrics_port_ = 0;
 };
 
 // The aggregator's /metrics server on 127.0.0.1:0, or nullptr (logged) if it could not listen.

@@ -808,7 +808,7 @@ TEST_P(StreamTest, SwitchTopologyOnlyFromAFabricSweeper) {
     EXPECT_TRUE(raw.Finish().status.ok()) << node;
   }
   // Both updates of the non-sweeper, none of the sweeper's.
-  EXPECT_EQ(aggregator_->state().stats.inventory_fabric_refused.load(), 2u);
+  EXPECT_EQ(aggregator_->state().stats().inventory_fabric_refused.load(), 2u);
   EXPECT_THAT(aggregator_->Scrape(),
               HasSubstr("fabricmon_aggregator_inventory_refused_total{reason=\"not_a_fabric_"
                         "sweeper\"} 2"));
@@ -1007,14 +1007,14 @@ TEST_P(StreamTest, RefusesANewSeriesBeyondMaxSeriesTotal) {
   StartAggregator(/*http=*/false, options);
   StartAgent();
   Witness witness(*this);
-  const uint64_t held = aggregator_->state().store.series_held();
+  const uint64_t held = aggregator_->state().store().series_held();
   ASSERT_LT(held, 3000u);
   const int room = static_cast<int>(3000 - held);
   ExpectRejected({HelloMessage(kRawNode, "boot-r", 7), CounterDeclarations(1, room + 1)},
                  v1::Reject::REASON_LIMIT, grpc::StatusCode::RESOURCE_EXHAUSTED,
                  "cap of 3000 series over all nodes (max_series_total)", "series_total_limit");
   EXPECT_EQ(aggregator_->Node(kRawNode)->series, static_cast<size_t>(room));
-  EXPECT_EQ(aggregator_->state().store.series_held(), 3000u);
+  EXPECT_EQ(aggregator_->state().store().series_held(), 3000u);
   witness.ExpectUntouched();
   ExpectAgentUnaffected();
 }
@@ -1144,7 +1144,7 @@ TEST_P(StreamTest, NodeGoesDownWhenAgentStops) {
   // A second exporter over the same store, with a short stale interval: an agent sending every
   // 100 ms stays well inside it.
   AggregatorState& state = aggregator_->state();
-  aggregator::MetricsExporter quick(state.store, state.stats, RealClock::Get(),
+  aggregator::MetricsExporter quick(state.store(), state.stats(), RealClock::Get(),
                                     aggregator::ExporterOptions{300 * 1000000});
   auto quick_samples = [&] { return Parse(exposition::SerializeText(quick.Collect())); };
   const std::vector<std::pair<std::string, std::string>> node = {{"node", kNode}};

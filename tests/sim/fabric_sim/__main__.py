@@ -72,6 +72,9 @@ def main(argv=None):
     r.add_argument("--replay", action="store_true",
                    help="record the run (aggregator recording) and check that `fabricmon replay` "
                         "of it finds what the live aggregator found")
+    r.add_argument("--save-recording", metavar="DIR",
+                   help="with --replay: keep a passed run's recording, configuration and "
+                        "expected replay timeline in DIR/<scenario>/ (tests/replay fixtures)")
     d = sub.add_parser("demo")
     d.add_argument("--build-dir", required=True)
     d.add_argument("--nodes", type=int, default=16)

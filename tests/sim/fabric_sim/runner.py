@@ -18,6 +18,7 @@ Python 3 standard library only.
 import atexit
 import glob
 import json
+import lzma
 import os
 import re
 import shutil
@@ -744,12 +745,98 @@ def check_replay(harness, live, out=print):
     return failures
 
 
+def _nodes_named(value, out):
+    """Every string under a "node" key (subjects, victims, evidence) of a finding."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "node" and isinstance(item, str):
+                out.add(item)
+            else:
+                _nodes_named(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _nodes_named(item, out)
+    return out
+
+
+def _replay_json(harness, recording, config, links):
+    result = subprocess.run([harness.bins.cli, "replay", recording, "--config=" + config,
+                             "--link_list=" + links, "--json"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, timeout=120)
+    if result.returncode != 0:
+        raise RuntimeError("fabricmon replay of %s exited %d: %s"
+                           % (recording, result.returncode,
+                              result.stderr.decode(errors="replace")))
+    return result.stdout
+
+
+def _replayed_incidents(doc):
+    last = {}
+    for event in json.loads(doc).get("events", []):
+        last[event["finding"].get("id")] = event["finding"]
+    return _incidents(last.values())
+
+
+def save_recording(harness, dest, live, quiet_nodes=None, out=print):
+    """Keeps a passed run's recording as a regression fixture (tests/replay/<scenario>/):
+    recording.fmrec.xz (`fabricmon record export`, xz-compressed: the export is the wire
+    encoding uncompressed), the detectors' configuration it ran with, the link list, and
+    expected.json, what `fabricmon replay --json` prints for them. To stay small, only the nodes
+    the live findings name are exported (with no finding: `quiet_nodes`, or every node when
+    None), provided the replay of that still raises what the live aggregator raised; else every
+    node is kept.
+    Returns a list of failures."""
+    os.makedirs(dest, exist_ok=True)
+    config = os.path.join(dest, "aggregator.textproto")
+    links = os.path.join(dest, "links.txt")
+    # Only what the replay reads: the detectors and the staleness bound (no ports, no paths).
+    with open(config, "w") as f:
+        f.write("# Written by tests/replay/regenerate.sh: what the live aggregator ran with.\n"
+                "node_stale_after_ms: 10000\n"
+                "detectors { tick_ms: %d %s }\n" % (harness.tick_ms, harness.detectors))
+    shutil.copyfile(harness.link_list(), links)
+    nodes = sorted(_nodes_named(list(live), set()) or quiet_nodes or [])
+    exported = os.path.join(harness.root, "fixture.fmrec")
+    for selection in ([nodes] if nodes else []) + [None]:
+        argv = [harness.bins.cli, "record", "export", "--dir=" + harness.recording_dir(),
+                "--from=0", "--to=4102444800"]
+        if selection:
+            argv.append("--nodes=" + ",".join(selection))
+        with open(exported, "wb") as f:
+            result = subprocess.run(argv, stdout=f, stderr=subprocess.PIPE, timeout=60)
+        if result.returncode != 0:
+            return ["fabricmon record export exited %d: %s"
+                    % (result.returncode, result.stderr.decode(errors="replace"))]
+        try:
+            timeline = _replay_json(harness, exported, config, links)
+        except RuntimeError as e:
+            return [str(e)]
+        if _replayed_incidents(timeline) == _incidents(live):
+            break
+        out("   (the recording of nodes %s alone does not replay to the live findings: "
+            "keeping every node)" % ",".join(selection or []))
+    else:
+        return ["the saved recording does not replay to the live findings"]
+    with open(exported, "rb") as f:
+        compressed = lzma.compress(f.read(), preset=9 | lzma.PRESET_EXTREME)
+    with open(os.path.join(dest, "recording.fmrec.xz"), "wb") as f:
+        f.write(compressed)
+    with open(os.path.join(dest, "expected.json"), "wb") as f:
+        f.write(timeline)
+    out("   SAVED %s (%s; %d bytes of recording, %d compressed)"
+        % (dest, "nodes " + ",".join(selection) if selection else "every node",
+           os.path.getsize(exported), len(compressed)))
+    return []
+
+
 def run_scenario(build_dir, name, mode="auto", keep=False, out=print, report=None, results=None,
-                 replay=False):
+                 replay=False, save_recording_dir=None):
     """Runs one scenario end to end. mode: auto (ibsim when the scenario prefers it and it
     works), sysfs, or ibsim (required: exit SKIP when unavailable). replay: the aggregator
-    records the run, which is then replayed offline (check_replay). Returns an exit status;
-    appends the result to `results` when given."""
+    records the run, which is then replayed offline (check_replay). save_recording_dir (with
+    replay): a passed run's recording and its expected timeline are kept in
+    <save_recording_dir>/<scenario>/ (save_recording). Returns an exit status; appends the result
+    to `results` when given."""
     bins = Binaries(build_dir)
     missing = bins.missing()
     if missing:
@@ -787,6 +874,12 @@ def run_scenario(build_dir, name, mode="auto", keep=False, out=print, report=Non
                                               "aggregator found", "ok": not failures,
                                      "detail": "; ".join(failures)})
             result["ok"] = result["ok"] and not failures
+            if result["ok"] and save_recording_dir:
+                failures = save_recording(harness, os.path.join(save_recording_dir, name), live,
+                                          quiet_nodes=scenario.recorded_nodes, out=out)
+                result["checks"].append({"check": "the recording was saved with its timeline",
+                                         "ok": not failures, "detail": "; ".join(failures)})
+                result["ok"] = not failures
         result["elapsed_s"] = time.time() - t0
         print_table(result, scenario, time.time() - t0, out=out)
         if results is not None:
@@ -818,7 +911,8 @@ def main_run(args):
     for name in names:
         rc = run_scenario(args.build_dir, name, mode=args.mode, keep=args.keep,
                           report=args.report, results=results,
-                          replay=getattr(args, "replay", False))
+                          replay=getattr(args, "replay", False),
+                          save_recording_dir=getattr(args, "save_recording", None))
         sys.stdout.flush()
         if rc == SKIP and len(names) == 1:
             return SKIP

@@ -7,7 +7,7 @@
 #include "collectors/core/collector_registry.h"
 #include "collectors/core/recording_sink.h"
 #include "collectors/ethtool/ethtool_text.h"
-#include "collectors/ethtool/fixture_ethtool_api.h"
+#include "tests/fakes/ethtool/fixture_ethtool_api.h"
 #include "daemon/common/file_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

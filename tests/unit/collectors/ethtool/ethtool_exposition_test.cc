@@ -8,7 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "collectors/core/recording_sink.h"
-#include "collectors/ethtool/fixture_ethtool_api.h"
+#include "tests/fakes/ethtool/fixture_ethtool_api.h"
 #include "daemon/exposition/text_exposition.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fixture_path.h"

@@ -11,7 +11,7 @@
 #include "collectors/core/recording_sink.h"
 #include "collectors/core/sample.h"
 #include "collectors/ethtool/ethtool_collector.h"
-#include "collectors/ethtool/fixture_ethtool_api.h"
+#include "tests/fakes/ethtool/fixture_ethtool_api.h"
 #include "fabricmon/v1/config.pb.h"
 #include "tests/testing/temp_tree.h"
 

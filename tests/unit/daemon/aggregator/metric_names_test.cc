@@ -1,7 +1,7 @@
 // Every metric a dashboard (dashboards/grafana/*.json) or an alert rule (deploy/prometheus/
 // rules.yml) names is one the project exports: a family of the metric catalogue (what the
-// collectors and the agent stream), or one the aggregator writes itself (its exporters, run here
-// to list their families), or a driver counter family of the ib_sysfs collector (one per
+// collectors and the agent stream, and what the aggregator writes itself: aggregator_families.h,
+// which aggregator_server_test checks against its exporters), or a driver counter family of the ib_sysfs collector (one per
 // hw_counters file, named by the collector's own rule: the file names vary by driver, so these
 // are declared by the agent rather than catalogued), or a name documented below. A renamed or removed metric fails here,
 // not as an empty panel or an alert that can never fire.
@@ -19,17 +19,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "collectors/ib_sysfs/ib_counters_parser.h"
-#include "daemon/aggregator/findings_exporter.h"
-#include "daemon/aggregator/ingest_stats.h"
-#include "daemon/aggregator/job_registry.h"
-#include "daemon/aggregator/metrics_exporter.h"
-#include "daemon/detectors/engine.h"
-#include "daemon/exposition/text_exposition.h"
+#include "daemon/wire/aggregator_families.h"
 #include "daemon/wire/metric_catalogue.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/fixture_path.h"
-#include "tests/unit/daemon/detectors/detector_test_util.h"
 
 namespace fabricmon::aggregator {
 namespace {
@@ -67,35 +61,6 @@ std::set<std::string> NamesIn(const std::string& text, bool yaml) {
   return names;
 }
 
-// The families the aggregator writes itself: its exporters' output with one node connected, one
-// job registered and the detection engine ticked once, and the saturated-counter flag of the text
-// exposition.
-std::set<std::string> AggregatorFamilies() {
-  detectors::testing::FabricFixture fabric;
-  fabric.Node("gpu-0");
-  detectors::DetectionEngine engine(fabric.store(), fabric.clock(), v1::DetectorThresholds(),
-                                    1000000000);
-  engine.Tick();
-  IngestStats stats;
-  MetricsExporter exporter(fabric.store(), stats, fabric.clock(), ExporterOptions{});
-  std::set<std::string> names{exposition::kSaturatedFamily};
-  for (const auto& family : exporter.Collect()) {
-    names.insert(family.name);
-  }
-  for (const auto& family : FindingsExporter(engine).Collect()) {
-    names.insert(family.name);
-  }
-  JobRegistry jobs(fabric.clock());
-  v1::StartJobRequest job;
-  job.set_name("train-1");
-  job.add_nodes("gpu-0");
-  EXPECT_TRUE(jobs.Start(job, "test").ok());
-  for (const auto& family : jobs.Collect()) {
-    names.insert(family.name);
-  }
-  return names;
-}
-
 // Whether the ib_sysfs collector names a driver counter file's family `name`.
 bool IsDriverCounterFamily(const std::string& name) {
   absl::string_view file = name;
@@ -107,13 +72,11 @@ bool IsDriverCounterFamily(const std::string& name) {
   return !spec.skip && spec.metric == name;
 }
 
-bool Exported(const std::string& name, const std::set<std::string>& aggregator) {
-  return wire::MetricCatalogue::Project().Find(name) != nullptr || aggregator.count(name) > 0 ||
-         IsDriverCounterFamily(name);
+bool Exported(const std::string& name) {
+  return wire::FindProjectFamily(name) != nullptr || IsDriverCounterFamily(name);
 }
 
 TEST(MetricNamesTest, DashboardsAndAlertRulesNameOnlyExportedMetrics) {
-  const std::set<std::string> aggregator = AggregatorFamilies();
   std::vector<std::string> files;
   for (const auto& entry : std::filesystem::directory_iterator(
            fabricmon::testing::SourcePath("dashboards/grafana"))) {
@@ -128,7 +91,7 @@ TEST(MetricNamesTest, DashboardsAndAlertRulesNameOnlyExportedMetrics) {
     std::vector<std::string> unknown;
     for (const std::string& name : NamesIn(ReadSource(file), absl::EndsWith(file, ".yml"))) {
       ++checked;
-      if (!Exported(name, aggregator) && NotMetrics().count(name) == 0) {
+      if (!Exported(name) && NotMetrics().count(name) == 0) {
         unknown.push_back(name);
       }
     }
@@ -140,13 +103,15 @@ TEST(MetricNamesTest, DashboardsAndAlertRulesNameOnlyExportedMetrics) {
 
 // The check itself: an unknown name is caught, a catalogued one and an aggregator one are not.
 TEST(MetricNamesTest, TheCheckTellsExportedFromUnknownNames) {
-  const std::set<std::string> aggregator = AggregatorFamilies();
-  EXPECT_TRUE(Exported("fabricmon_ib_symbol_error_total", aggregator));
-  EXPECT_TRUE(Exported("fabricmon_node_up", aggregator));
-  EXPECT_TRUE(Exported("fabricmon_finding_active", aggregator));
-  EXPECT_TRUE(Exported("fabricmon_ib_hw_np_cnp_sent_total", aggregator));
-  EXPECT_FALSE(Exported("fabricmon_ib_symbol_errors_total", aggregator));
-  EXPECT_FALSE(Exported("fabricmon_ib_hw_np_cnp_sent", aggregator));
+  EXPECT_TRUE(Exported("fabricmon_ib_symbol_error_total"));
+  EXPECT_TRUE(Exported("fabricmon_node_up"));
+  EXPECT_TRUE(Exported("fabricmon_finding_active"));
+  EXPECT_TRUE(Exported("fabricmon_recording_active"));
+  EXPECT_TRUE(Exported("fabricmon_remote_write_samples_sent_total"));
+  EXPECT_TRUE(Exported("fabricmon_jobs"));
+  EXPECT_TRUE(Exported("fabricmon_ib_hw_np_cnp_sent_total"));
+  EXPECT_FALSE(Exported("fabricmon_ib_symbol_errors_total"));
+  EXPECT_FALSE(Exported("fabricmon_ib_hw_np_cnp_sent"));
   EXPECT_THAT(NamesIn("# fabricmon_in_a_comment\nexpr: rate(fabricmon_x_total[5m])", true),
               ::testing::ElementsAre("fabricmon_x_total"));
 }

@@ -1,5 +1,5 @@
 // The aggregator's watchdog pings systemd only while the detector thread makes progress
-// (aggregator_main.cc WatchdogLoop): the engine's last-tick time feeds CheckProgress, so a
+// (AggregatorServer::ServeUntilSignal): the engine's last-tick time feeds CheckProgress, so a
 // detector that stops ticking (a stalled thread, a tick stuck on a lock) stops the pings, and
 // ticking again resumes them. Driven by a fake clock; no thread, no sleep.
 

@@ -1,4 +1,4 @@
-#include "collectors/ethtool/fixture_ethtool_api.h"
+#include "tests/fakes/ethtool/fixture_ethtool_api.h"
 
 #include <algorithm>
 
