@@ -929,9 +929,7 @@ def play(harness, faults, background, out, poll_s=0.5, tick_s=0.2, baseline_s=3.
                 t, _, label, action, fault, mark = timeline[i]
                 i += 1
                 try:
-                    with ticker.lock:
-                        action(ctx)
-                        harness.sim.flush()
+                    runner.run_step(ticker, harness.sim, action, ctx)
                 except (OSError, RuntimeError) as e:
                     if fault is not None:
                         fault.errors.append("%s: %s" % (label, e))
