@@ -15,7 +15,10 @@
 //     wait_fraction of the time, more than its peers' median;
 //   - it moves more through kernel networking than over RDMA, where its peers do not (a node
 //     on sockets).
-// Raised after `samples` consecutive samples that hold, cleared after as many that do not.
+// Raised after `samples` consecutive samples that hold. Once raised it holds while the node stays
+// below clear_ratio of its peers' median (hysteresis: a node slowed to about `ratio` would
+// otherwise be raised and cleared again with its samples' noise, one incident reported many
+// times), and is cleared after `samples` samples at or above it.
 
 #include <map>
 #include <string>
@@ -35,6 +38,7 @@ struct StragglerOptions {
   double gpu_busy = 0.5;        // median of the job nodes' busiest GPU
   uint32_t samples = 2;         // debounce, in samples
   // Corroborations (fixed; README "Findings").
+  double clear_ratio = 0.85;           // a raised straggler clears at this ratio or better
   double kept_pace_ratio = 0.9;        // a sample at this ratio or better counts as keeping pace
   uint32_t kept_pace_samples = 3;      // samples at pace before a drop counts as one
   double wait_fraction = 0.05;         // own wait/pause fraction (detectors.congestion_fraction)
@@ -60,6 +64,7 @@ class StragglerDetector final : public Detector {
     int64_t last_sample = 0;      // the last sample counted below
     uint32_t kept_pace = 0;       // samples at kept_pace_ratio or better in this job
     int64_t job_started = 0;      // the job registration these counts belong to
+    std::string why;              // the corroboration it was raised on
     Finding last;                 // the raised finding, repeated while it clears
   };
   const StragglerOptions options_;

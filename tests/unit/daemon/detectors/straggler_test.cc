@@ -163,6 +163,51 @@ TEST_F(StragglerTest, ANodeThatFallsToHalfRateMidJobIsTheStraggler) {
   EXPECT_TRUE(Stragglers().empty());
 }
 
+// A node slowed to about the threshold: its samples' noise puts it at 0.6 and 0.75 of its peers
+// by turns (two samples each). One incident, raised once and held until it is back at pace — not
+// a finding raised and cleared with every other pair of samples.
+TEST_F(StragglerTest, ANodeAtAboutTheThresholdIsOneIncident) {
+  auto loads = Uniform("gpu", 8);
+  StartJob("noisy", Names(loads));
+  for (int i = 0; i < 6; ++i) Step(loads);
+  int raised = 0;
+  bool active = false;
+  for (int i = 0; i < 40; ++i) {
+    loads["gpu3"].rdma = (i / 2) % 2 == 0 ? 1.2e9 : 1.5e9;
+    Step(loads);
+    const bool now = !Stragglers().empty();
+    raised += now && !active;
+    active = now;
+  }
+  EXPECT_EQ(raised, 1);
+  EXPECT_TRUE(active) << "still slow: still reported";
+  // Back at 0.8 of its peers: still below the clearing ratio (0.85), still the straggler.
+  loads["gpu3"].rdma = 1.6e9;
+  for (int i = 0; i < 4; ++i) Step(loads);
+  EXPECT_EQ(Stragglers().size(), 1u);
+  loads["gpu3"].rdma = 1.9e9;
+  for (int i = 0; i < 3; ++i) Step(loads);
+  EXPECT_TRUE(Stragglers().empty());
+}
+
+// A raised straggler whose job goes idle (GPUs between steps) is not reported meanwhile; when the
+// job is busy again the node must be slow for straggler_samples samples anew, not one.
+TEST_F(StragglerTest, AfterAnIdleSpellAStragglerIsRaisedAfresh) {
+  auto loads = Uniform("gpu", 6);
+  StartJob("steps", Names(loads));
+  for (int i = 0; i < 6; ++i) Step(loads);
+  loads["gpu4"].rdma = 1e9;
+  for (int i = 0; i < 3; ++i) Step(loads);
+  ASSERT_EQ(Stragglers().size(), 1u);
+  for (auto& [name, load] : loads) load.gpu_percent = 5;
+  Step(loads);
+  EXPECT_TRUE(Stragglers().empty());
+  for (auto& [name, load] : loads) load.gpu_percent = 95;
+  loads["gpu4"].rdma = 1.5e9;  // below clear_ratio, above ratio: the hysteresis would hold it
+  Step(loads);
+  EXPECT_TRUE(Stragglers().empty());
+}
+
 // Pipeline parallelism: two stages of four nodes with different traffic from the start; and a
 // job whose first stage (one node) always moves a third of the rest. Roles, not faults.
 TEST_F(StragglerTest, PipelineStagesAreQuiet) {
