@@ -1,6 +1,7 @@
 #include "daemon/detectors/straggler.h"
 
 #include <algorithm>
+#include <bitset>
 #include <cmath>
 #include <set>
 
@@ -63,10 +64,32 @@ absl::Status ValidateStragglerThresholds(const v1::DetectorThresholds& t) {
     return absl::InvalidArgumentError(absl::StrCat(
         "detectors.straggler_mad must be a finite number >= 0, not ", t.straggler_mad()));
   }
-  if (t.has_straggler_samples() && t.straggler_samples() < 1) {
-    return absl::InvalidArgumentError("detectors.straggler_samples must be at least 1");
+  if (t.has_straggler_samples() && (t.straggler_samples() < 1 || t.straggler_samples() > 30)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "detectors.straggler_samples must lie in 1..30, not ", t.straggler_samples()));
   }
   return absl::OkStatus();
+}
+
+bool StragglerDetector::Votes::Observe(bool holds, int64_t sample_time) {
+  if (sample_time == last_sample_) {
+    return raised_;
+  }
+  last_sample_ = sample_time;
+  if (!raised_) {
+    const uint32_t window = (uint32_t{1} << (samples_ + 1)) - 1;
+    recent_ = ((recent_ << 1) | (holds ? 1u : 0u)) & window;
+    if (std::bitset<32>(recent_).count() >= samples_) {
+      raised_ = true;
+      streak_ = 0;
+    }
+  } else if (holds) {
+    streak_ = 0;
+  } else if (++streak_ >= samples_) {
+    raised_ = false;
+    recent_ = 0;
+  }
+  return raised_;
 }
 
 void StragglerDetector::Evaluate(const FabricView& view, std::vector<Finding>& out) {
@@ -93,7 +116,7 @@ void StragglerDetector::Evaluate(const FabricView& view, std::vector<Finding>& o
   auto not_judged = [this](const std::string& job, const std::string& node) {
     auto it = state_.find({job, node});
     if (it != state_.end() && it->second.debounce.raised()) {
-      it->second.debounce = Debounce(options_.samples);
+      it->second.debounce = Votes(options_.samples);
     }
   };
   for (const v1::Job& job : jobs) {
