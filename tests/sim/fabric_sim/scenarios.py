@@ -560,10 +560,10 @@ class StragglerScenario(Scenario):
                 Step(self.fault_at, self.fault, visible=True, label=self.fault_label)]
 
     def expect(self, ctx):
-        # The debounce wants 2 samples and the first sample after the change still holds part
-        # of the healthy rate: up to 3 intervals after the change reached the counters.
-        return [Expect("straggler", self.straggler, extra_budget=1.0,
-                       note="+1: 2 samples (straggler_samples) after a mixed one")]
+        # The detector wants 2 slow samples (of the last 3) and the first sample after the change
+        # still holds part of the healthy rate; 0.5 s rates of a loaded test machine are noisy.
+        return [Expect("straggler", self.straggler, extra_budget=2.0,
+                       note="+2: 2 slow samples (straggler_samples) after a mixed one")]
 
     def checks(self, ctx):
         found = [f for f in ctx.harness.findings(include_cleared=True)
