@@ -1229,9 +1229,11 @@ def run_campaign(build_dir, seed, nfaults, flavour, kinds=None, concurrency=3, k
             for line in result["failures"]:
                 out("     - %s" % line)
         out("   RESULT: %s (%.0f s; reproduce: python3 -m fabric_sim campaign --build-dir B "
-            "--seed=%d --faults=%d --flavour=%s%s)" % (
+            "--seed=%d --faults=%d --flavour=%s%s%s)" % (
                 "PASS" if not result["failures"] else "FAIL", time.time() - t0, seed, nfaults,
-                flavour, (" --kinds=%s" % ",".join(kinds)) if kinds != default_kinds(flavour) else ""))
+                flavour,
+                (" --kinds=%s" % ",".join(kinds)) if kinds != default_kinds(flavour) else "",
+                (" --concurrency=%d" % concurrency) if concurrency != 3 else ""))
         if result["failures"] and keep:
             out("   (kept %s)" % harness.root)
         return (0 if not result["failures"] else 1), result

@@ -8,13 +8,13 @@ traffic only), plays its fault, ends the job and gives the nodes back to the bac
 
 Stragglers (one expected `straggler` finding on the node, naming the job; plus what the other
 detectors rightly see of the same fault):
-  straggler_drop       after 3.5 s at pace, one node's rail at 30-55 % of its rate, nothing else
+  straggler_drop       after 3 s at pace, one node's rail at 30-55 % of its rate, nothing else
   straggler_held_back  one node at 40-55 % from the job's start, its port waiting for credits
                        (IB XmitWait) or paused by its switch (RoCE PFC) 30-50 % of the time: also
                        `congestion` on that port
-  straggler_tcp        after 3.5 s at pace, one node's RDMA stops and its management netdev moves
+  straggler_tcp        after 3 s at pace, one node's RDMA stops and its management netdev moves
                        ~1.1 GB/s (NCCL on sockets): also `tcp_fallback`
-  straggler_nvlink     after 3.5 s at pace, one GPU link of one node retries on CRC errors and
+  straggler_nvlink     after 3 s at pace, one GPU link of one node retries on CRC errors and
                        the node's RDMA falls to 40-55 %: also `nvlink_degraded` on the link
                        (NVLink throughput is not collected: the slow link shows through its
                        errors and the node's RDMA)
@@ -42,8 +42,8 @@ HEALTHY_KINDS = ["job_pipeline", "job_param_server", "job_first_stage", "job_pha
 WEIGHTED_KINDS = STRAGGLER_KINDS * 2 + HEALTHY_KINDS
 
 REGISTER_AT = 1.0   # after the rates are set: the job's first samples hold its traffic only
-FAULT_AT = 4.5      # mid-job faults: 3.5 s (7 samples) after registration, at pace
-HOLD_S = 4.0        # how long a fault lasts
+FAULT_AT = 4.0      # mid-job faults: 3 s (6 samples) after registration, at pace
+HOLD_S = 3.0        # how long a fault lasts (6 samples; found within 4)
 # Time to detect, as the campaign measures it for every rule that holds for several samples by
 # design: from the moment the rule could first fire, here one interval after the change reached
 # the counters (the detector wants 2 slow samples, straggler_samples). Target: 3 intervals after
