@@ -45,20 +45,23 @@ REGISTER_AT = 1.0   # after the rates are set: the job's first samples hold its 
 FAULT_AT = 4.0      # mid-job faults: 3 s (6 samples) after registration, at pace
 HOLD_S = 3.0        # how long a fault lasts (6 samples; found within 4)
 # Time to detect, as the campaign measures it for every rule that holds for several samples by
-# design: from the moment the rule could first fire, here one interval after the change reached
-# the counters (the detector wants 2 slow samples, straggler_samples). Target: 3 intervals after
-# that — the first sample after a change still holds part of the healthy rate, and a 4-8 node
-# job's rates are noisy (README "Fault campaign" gives the times from the change itself too).
+# design: from the moment the rule could first fire, one interval after a change mid-job reached
+# the counters (the detector wants 2 slow samples, straggler_samples); for a node slow from the
+# job's start, at its registration (the sample before it is already slow). Target: p95 within 3
+# intervals after that (README "Fault campaign"; the first sample after a change still holds
+# part of the healthy rate, and a 4-node job's median and MAD are noisy); a detection later than
+# 4 fails the run.
 STRAGGLER_DELAY_S = cm.INTERVAL_MS / 1000.0
-STRAGGLER_BUDGET = 3.0
+STRAGGLER_BUDGET = 4.0
 
 
 class JobExpected(cm.Expected):
     """A straggler finding: the node, and the job its evidence names."""
 
-    def __init__(self, node, job, fire_mark):
+    def __init__(self, node, job, fire_mark, mid_job=True):
         super().__init__("straggler", subject=("node", node), fire_mark=fire_mark,
-                         fire_delay_s=STRAGGLER_DELAY_S, budget=STRAGGLER_BUDGET)
+                         fire_delay_s=STRAGGLER_DELAY_S if mid_job else 0.0,
+                         budget=STRAGGLER_BUDGET)
         self.job = job
 
     def describe(self):
@@ -154,7 +157,7 @@ def make_job_fault(fid, kind, c, rng, free, state):
         held = rng.uniform(0.3, 0.5)
         place += ": %s at %.0f %%, %s %.0f %% of the time" % (
             odd, level[odd] * 100, "waiting" if c.fabric == "ib" else "paused", held * 100)
-        expected = [JobExpected(odd, job, "visible"),
+        expected = [JobExpected(odd, job, "visible", mid_job=False),
                     # The port waits from the job's first traffic on, before it is registered;
                     # a plain congestion finding wants 2 samples (congestion_raise_samples).
                     cm.Expected("congestion", subject=cm.host_ep(hp), fire_mark="start",
