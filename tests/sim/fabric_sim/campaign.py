@@ -2,6 +2,8 @@
 their ground truth, played against the real daemons and scored.
 
   python3 -m fabric_sim campaign --build-dir B --seed N --faults N --flavour ib|roce [--json F]
+  python3 -m fabric_sim campaign --build-dir B --seed N --faults N --flavour straggler
+      (registered jobs with one straggler each, or uneven by design and quiet: campaign_jobs.py)
 
 One campaign = one random cluster (campaign_cluster(): 2-4 leaves x 3-5 hosts, 1-3 spines, random
 names: node prefixes like "gpu-a17", "r3-n2", "dgx-0042", switches like "r3-tor2", "ibsw-s001";
