@@ -31,7 +31,7 @@ Python 3 standard library only.
 """
 
 from . import campaign as cm
-from .scenarios import finding_job, outside_ticks
+from .scenarios import finding_job, outside_ticks, set_gpu as _set_gpu, set_rate as _set_rate
 
 GB = 1e9
 
@@ -89,17 +89,6 @@ class _Saved:
         model.mgmt.tx_bps, model.mgmt.rx_bps = self.mgmt
         model.gpu_util = self.gpu
         model.nvml_dirty = True
-
-
-def _set_rate(ctx, node, bps):
-    for port in ctx.sim.node(node).ports.values():
-        port.tx_bps = port.rx_bps = bps
-
-
-def _set_gpu(ctx, node, util):
-    model = ctx.sim.node(node)
-    model.gpu_util = util
-    model.nvml_dirty = True
 
 
 def _cli(ctx, *args):
