@@ -1,6 +1,7 @@
 #include "daemon/detectors/straggler.h"
 
 #include <algorithm>
+#include <bitset>
 #include <cmath>
 #include <set>
 
@@ -63,10 +64,32 @@ absl::Status ValidateStragglerThresholds(const v1::DetectorThresholds& t) {
     return absl::InvalidArgumentError(absl::StrCat(
         "detectors.straggler_mad must be a finite number >= 0, not ", t.straggler_mad()));
   }
-  if (t.has_straggler_samples() && t.straggler_samples() < 1) {
-    return absl::InvalidArgumentError("detectors.straggler_samples must be at least 1");
+  if (t.has_straggler_samples() && (t.straggler_samples() < 1 || t.straggler_samples() > 30)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "detectors.straggler_samples must lie in 1..30, not ", t.straggler_samples()));
   }
   return absl::OkStatus();
+}
+
+bool StragglerDetector::Votes::Observe(bool holds, int64_t sample_time) {
+  if (sample_time == last_sample_) {
+    return raised_;
+  }
+  last_sample_ = sample_time;
+  if (!raised_) {
+    const uint32_t window = (uint32_t{1} << (samples_ + 1)) - 1;
+    recent_ = ((recent_ << 1) | (holds ? 1u : 0u)) & window;
+    if (std::bitset<32>(recent_).count() >= samples_) {
+      raised_ = true;
+      streak_ = 0;
+    }
+  } else if (holds) {
+    streak_ = 0;
+  } else if (++streak_ >= samples_) {
+    raised_ = false;
+    recent_ = 0;
+  }
+  return raised_;
 }
 
 void StragglerDetector::Evaluate(const FabricView& view, std::vector<Finding>& out) {
@@ -88,6 +111,14 @@ void StragglerDetector::Evaluate(const FabricView& view, std::vector<Finding>& o
     for (const std::string& node : job.nodes()) listed.insert({job.name(), node});
   }
   std::set<std::string> reported;  // a node in two jobs is reported once (its first job)
+  // A job (or a node) not judged this tick reports nothing, so its finding ends; it must be
+  // raised afresh (`samples` samples) when it is judged again, not resume on the hysteresis.
+  auto not_judged = [this](const std::string& job, const std::string& node) {
+    auto it = state_.find({job, node});
+    if (it != state_.end() && it->second.debounce.raised()) {
+      it->second.debounce = Votes(options_.samples);
+    }
+  };
   for (const v1::Job& job : jobs) {
     // The job's nodes with RDMA counters: the only ones whose throughput can be compared.
     std::vector<std::pair<std::string, const NodeTrafficReading*>> nodes;
@@ -98,10 +129,13 @@ void StragglerDetector::Evaluate(const FabricView& view, std::vector<Finding>& o
       nodes.emplace_back(node, &it->second);
       if (it->second.gpu >= 0) gpus.push_back(it->second.gpu);
     }
-    if (nodes.size() < options_.min_job_nodes || nodes.size() < 3) continue;
     // "While the job's GPUs are busy": most of its nodes report GPUs, and the median is busy. A
     // job between steps (checkpointing, loading data) has no pace to keep.
-    if (gpus.size() * 2 < nodes.size() || Median(gpus) < options_.gpu_busy) continue;
+    if (nodes.size() < options_.min_job_nodes || nodes.size() < 3 ||
+        gpus.size() * 2 < nodes.size() || Median(gpus) < options_.gpu_busy) {
+      for (const std::string& node : job.nodes()) not_judged(job.name(), node);
+      continue;
+    }
 
     std::vector<double> rates, kernels, held;
     for (const auto& [node, reading] : nodes) {
@@ -123,7 +157,10 @@ void StragglerDetector::Evaluate(const FabricView& view, std::vector<Finding>& o
       peer_kernels.erase(peer_kernels.begin() + i);
       peer_held.erase(peer_held.begin() + i);
       const double peers = Median(peer_rates);
-      if (peers < options_.min_peer_bytes_per_second) continue;
+      if (peers < options_.min_peer_bytes_per_second) {
+        not_judged(job.name(), node);
+        continue;
+      }
       const double ratio = reading.rdma / peers;
       const double deviations_below = mad > 0 ? (peers - reading.rdma) / mad : HUGE_VAL;
       const bool low = ratio < options_.ratio &&
@@ -159,7 +196,11 @@ void StragglerDetector::Evaluate(const FabricView& view, std::vector<Finding>& o
       if (new_sample && !low && ratio >= options_.kept_pace_ratio) {
         ++state.kept_pace;
       }
-      const bool holds = low && !why.empty();
+      // Raised: it holds until the node is back at clear_ratio (straggler.h), on the reason it
+      // was raised on when the current sample shows none (a low outlier by ratio, not by MAD).
+      const bool holds = state.debounce.raised() ? ratio < options_.clear_ratio
+                                                 : low && !why.empty();
+      if (state.debounce.raised() && why.empty()) why = state.why;
       if (!state.debounce.Observe(holds, reading.sampled)) {
         continue;
       }
@@ -192,6 +233,7 @@ void StragglerDetector::Evaluate(const FabricView& view, std::vector<Finding>& o
         finding.evidence.push_back(evidence);
       }
       state.last = finding;
+      state.why = why;
       out.push_back(std::move(finding));
     }
   }

@@ -8,7 +8,7 @@
   demo --build-dir B [--nodes N] [--interactive|--no-interactive] [--no-ibsim]
                                             the README's demo (deploy/run-demo.sh calls this)
   selftest [--scenario-list "a b c"]        checks of the generated files (no daemons)
-  campaign --build-dir B [--seed N] [--faults N] [--flavour ib|roce|both] [--slice]
+  campaign --build-dir B [--seed N] [--faults N] [--flavour ib|roce|both|straggler] [--slice]
            [--kinds k1,k2] [--concurrency K] [--json F] [--keep]
                                             random clusters, background traffic and N injected
                                             faults against the real daemons, scored per kind
@@ -90,10 +90,11 @@ def main(argv=None):
     k.add_argument("--build-dir", required=True)
     k.add_argument("--seed", type=int, default=1)
     k.add_argument("--faults", type=int, default=20)
-    k.add_argument("--flavour", choices=["ib", "roce", "both"], default="both")
+    k.add_argument("--flavour", choices=["ib", "roce", "both", "straggler"], default="both")
     k.add_argument("--slice", action="store_true",
                    help="each fault kind of the flavour once (overrides --faults)")
-    k.add_argument("--kinds", help="comma-separated fault kinds (campaign.IB_KINDS/ROCE_KINDS)")
+    k.add_argument("--kinds", help="comma-separated fault kinds (campaign.IB_KINDS/ROCE_KINDS/"
+                   "STRAGGLER_FLAVOUR_KINDS)")
     k.add_argument("--concurrency", type=int, default=3)
     k.add_argument("--json", help="write the results (rows, failures, faults) as JSON")
     k.add_argument("--keep", action="store_true", help="keep the temporary directory")

@@ -456,6 +456,17 @@ class Harness:
 # -----------------------------------------------------------------------------------------
 
 
+def run_step(ticker, sim, action, ctx):
+    """Runs one scenario or campaign step: under the ticker's lock, so that a tick never sees
+    half a change, and flushed at once (unless it is marked outside_ticks)."""
+    if getattr(action, "outside_ticks", False):
+        action(ctx)
+        return
+    with ticker.lock:
+        action(ctx)
+        sim.flush()
+
+
 class Context:
     """What scenario steps and checks see."""
 
@@ -511,8 +522,10 @@ class Ticker:
         self._thread.join(timeout=10)
 
 
-def play(harness, scenario, baseline_s=3.0, poll_s=0.25, tick_s=0.2, out=print):
-    """Plays `scenario` on a started, ready harness. Returns the result dict."""
+def play(harness, scenario, baseline_s=3.0, poll_s=0.25, tick_s=None, out=print):
+    """Plays `scenario` on a started, ready harness (counter ticks every `tick_s`, by default
+    the scenario's). Returns the result dict."""
+    tick_s = tick_s or scenario.tick_s
     ctx = Context(harness)
     interval_s = harness.interval_ms / 1000.0
     steps = sorted(scenario.steps(ctx), key=lambda s: s.at)
@@ -555,9 +568,7 @@ def play(harness, scenario, baseline_s=3.0, poll_s=0.25, tick_s=0.2, out=print):
                 step = pending.pop(0)
                 if fault_start_ns is None:
                     fault_start_ns = time.time_ns()
-                with ticker.lock:
-                    step.action(ctx)
-                    harness.sim.flush()
+                run_step(ticker, harness.sim, step.action, ctx)
                 stamp = time.time_ns()
                 if step.visible and visible_ns is None:
                     visible_ns = stamp
@@ -848,8 +859,8 @@ def run_scenario(build_dir, name, mode="auto", keep=False, out=print, report=Non
     install_signal_handlers()
     # Detectors tick at half the sampling interval: a fault sampled just after a tick is then
     # evaluated within half an interval, so the 2-interval target holds for any sampling phase.
-    harness = Harness(bins, fabric=scenario.fabric, want_ibsim=want_ibsim, keep=keep, log=out,
-                      interval_ms=500, tick_ms=250, record=replay)
+    harness = Harness(bins, fabric=scenario.fabric, nodes=scenario.nodes, want_ibsim=want_ibsim,
+                      keep=keep, log=out, interval_ms=500, tick_ms=250, record=replay)
     try:
         scenario.baseline(Context(harness))
         harness.start()

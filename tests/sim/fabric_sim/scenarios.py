@@ -140,9 +140,23 @@ class Step:
         self.label = label
 
 
+def outside_ticks(action):
+    """Marks a step action that leaves the counter model alone and may block (a `fabricmon job
+    start` call): it runs without the ticker's lock, so that the counters keep moving while it
+    waits for the aggregator (a tick held back ~0.3 s leaves a sampling interval without one)."""
+    action.outside_ticks = True
+    return action
+
+
 class Scenario:
     name = ""
     fabric = "ib"
+    nodes = 16         # cluster size (node01..nodeNN)
+    # Seconds between two advances of the counter model. A sample holds the traffic of a whole
+    # number of ticks: 0.2 s ticks make a 0.5 s interval read 0.4 or 0.6 s of it (+-20 %), noise
+    # that thresholds far from the healthy values ignore; scenarios that compare rates across
+    # nodes (stragglers) tick every 50 ms (+-5 %; ~5 ms of CPU per tick for 20 nodes).
+    tick_s = 0.2
     prefers_ibsim = False
     summary = ""
     observe_s = 4.0    # after the last visible step: time to wait for the findings
@@ -483,7 +497,202 @@ class SaturatedCounter(Scenario):
         return out
 
 
+# ---------------------------------------------------------------------------------------------
+# Stragglers: jobs registered through the CLI, as an operator would (`fabricmon job start`), over
+# nodes that run one synchronous job: the same RDMA rate on every node, GPUs busy. One node then
+# falls behind; or a job is uneven by design and must stay quiet.
+
+GB = 1e9
+
+
+def set_rate(ctx, node, bps):
+    """The node's RDMA rate each way (every HCA port), from now on."""
+    for port in ctx.sim.node(node).ports.values():
+        port.tx_bps = port.rx_bps = bps
+
+
+def set_gpu(ctx, node, util):
+    model = ctx.sim.node(node)
+    model.gpu_util = util
+    model.nvml_dirty = True
+
+
+def job_start_step(at, name, nodes, label=""):
+    """`fabricmon job start --name=NAME --nodes=...` against the running aggregator."""
+    def start(ctx):
+        rc, out, err = ctx.harness.cli("job", "start", "--name=" + name,
+                                       "--nodes=" + ",".join(nodes))
+        if rc != 0:
+            raise RuntimeError("fabricmon job start --name=%s: exit %d: %s" % (name, rc,
+                                                                               err.strip()))
+    return Step(at, outside_ticks(start), label=label or "job %s starts on %d nodes" % (
+        name, len(nodes)))
+
+
+def finding_job(finding):
+    """The job a straggler finding names (its evidence's job= label); "" when none does."""
+    for evidence in finding.get("evidence", []):
+        for label in evidence.get("labels", []):
+            if label.startswith("job="):
+                return label[4:]
+    return ""
+
+
+def _names(first, last):
+    return ["node%02d" % i for i in range(first, last + 1)]
+
+
+class StragglerScenario(Scenario):
+    """A synchronous job over `job_nodes` at `job_bps` each way, GPUs busy, registered at the
+    start; `fault(ctx)` 3 s later (6 samples at pace: the detector's "kept pace" needs 3)."""
+    job = "train-0001"
+    job_nodes = _names(1, 8)
+    job_bps = 6 * GB
+    fault_at = 3.0
+    tick_s = 0.05
+    straggler = ""
+
+    def baseline(self, ctx):
+        for i, node in enumerate(self.job_nodes):
+            set_rate(ctx, node, self.job_bps * (0.98 + 0.04 * i / len(self.job_nodes)))
+            set_gpu(ctx, node, 92)
+
+    def fault(self, ctx):
+        raise NotImplementedError
+
+    def steps(self, ctx):
+        return [job_start_step(0.0, self.job, self.job_nodes),
+                Step(self.fault_at, self.fault, visible=True, label=self.fault_label)]
+
+    def expect(self, ctx):
+        # The detector wants 2 slow samples (of the last 3) and the first sample after the change
+        # still holds part of the healthy rate; 0.5 s rates of a loaded test machine are noisy.
+        return [Expect("straggler", self.straggler, extra_budget=2.0,
+                       note="+2: 2 slow samples (straggler_samples) after a mixed one")]
+
+    def checks(self, ctx):
+        found = [f for f in ctx.harness.findings(include_cleared=True)
+                 if f.get("kind") == "straggler"]
+        jobs = sorted({finding_job(f) for f in found})
+        ok = bool(found) and jobs == [self.job]
+        return [("the straggler finding names job %s in its evidence" % self.job, ok,
+                 "" if ok else "jobs named: %s" % jobs)]
+
+
+class StragglerHalfRate(StragglerScenario):
+    name = "straggler_half_rate"
+    straggler = "node05"
+    fault_label = "node05's rail drops to half rate"
+    summary = ("job train-0001 on node01-08 (6 GB/s RDMA each way, GPUs 92 %, registered with "
+               "`fabricmon job start`); after 6 samples at pace node05's rail runs at half rate, "
+               "nothing else to see (no wait, no kernel traffic): straggler on node05 (a drop "
+               "after keeping pace)")
+
+    def fault(self, ctx):
+        set_rate(ctx, "node05", self.job_bps / 2)
+
+
+class StragglerHeldBack(StragglerScenario):
+    name = "straggler_held_back"
+    fabric = "roce"
+    straggler = "node03"
+    fault_label = "node03 paused by its switch 40 % of the time, rate halves"
+    summary = ("RoCE: job train-0001 on node01-08 at 6 GB/s; node03's switch port pauses it "
+               "(PFC rx pause 40 % of the time) and its RDMA rate halves: straggler on node03 "
+               "and the congestion detector's view of the same port")
+
+    def fault(self, ctx):
+        set_rate(ctx, "node03", self.job_bps / 2)
+        port = ctx.sim.port("node03")
+        ctx.sim.node("node03").ethtool[port.hp.netdev].pause_fraction["rx"] = 0.4
+
+    def expect(self, ctx):
+        return super().expect(ctx) + [
+            Expect("congestion", "node03", "mlx5_0", 1, extra_budget=1.0,
+                   note="the paused port; +1: 2 samples (congestion_raise_samples)")]
+
+
+class StragglerTcp(StragglerScenario):
+    name = "straggler_tcp"
+    job_nodes = _names(9, 14)
+    straggler = "node12"
+    fault_label = "node12's ranks move to TCP sockets"
+    summary = ("job train-0001 on node09-14 at 6 GB/s; node12's NCCL falls back to sockets: its "
+               "RDMA stops and eth0 moves ~1.1 GB/s (rx+tx), GPUs still busy: straggler and "
+               "tcp_fallback on node12")
+
+    def fault(self, ctx):
+        set_rate(ctx, "node12", 0)
+        eth0 = ctx.sim.node("node12").netdevs["eth0"]
+        eth0.tx_bps = eth0.rx_bps = 0.55e9
+
+    def expect(self, ctx):
+        return super().expect(ctx) + [
+            Expect("tcp_fallback", "node12", extra_budget=1.0,
+                   note="+1: the rule holds for 2 samples (detectors.tcp_fallback_ticks)")]
+
+
+class StragglerSlowNvlink(StragglerScenario):
+    name = "straggler_slow_nvlink"
+    straggler = "node06"
+    fault_label = "node06 gpu2 link7 retries (CRC), its RDMA falls to 55 %"
+    summary = ("job train-0001 on node01-08 at 6 GB/s; node06 GPU 2 NVLink 7 replays on CRC "
+               "errors (~400/s), the node's reductions slow down and its RDMA falls to 55 % of "
+               "its peers': nvlink_degraded on the link and straggler on node06 (NVLink "
+               "throughput is not collected: the slow link shows through its errors and the "
+               "node's RDMA)")
+
+    def fault(self, ctx):
+        ctx.sim.node("node06").nvlink_rates[(2, 7)] = {"crc_flit": 400.0, "replay": 30.0,
+                                                       "crc_data": 4.0}
+        set_rate(ctx, "node06", self.job_bps * 0.55)
+
+    def expect(self, ctx):
+        return super().expect(ctx) + [Expect("nvlink_degraded", "node06", gpu=2, link=7)]
+
+
+class StragglerUnevenHealthy(Scenario):
+    name = "straggler_uneven_healthy"
+    nodes = 20
+    tick_s = 0.05
+    observe_s = 6.0
+    summary = ("five jobs registered with `fabricmon job start`, uneven by design, none may "
+               "raise a straggler: pipeline stages (node01-03 at 8 GB/s, node04-05 at 3.5 GB/s "
+               "from the start; later the whole job slows to 60 %), a parameter server (node06 "
+               "at 3x its workers node07-09), an embedding stage (node10 at 45 % of node11-13 "
+               "from the start), a 3-node job (node14-16; node16 halves: too small to judge) and "
+               "an idle job (node17-20: GPUs 0 %, ~10 MB/s)")
+    jobs = {"pp-0001": _names(1, 5), "ps-0002": _names(6, 9), "embed-0003": _names(10, 13),
+            "small-0004": _names(14, 16), "idle-0005": _names(17, 20)}
+
+    def baseline(self, ctx):
+        rates = {"node01": 8, "node02": 8, "node03": 8, "node04": 3.5, "node05": 3.5,
+                 "node06": 12, "node07": 4, "node08": 4, "node09": 4,
+                 "node10": 2.7, "node11": 6, "node12": 6, "node13": 6,
+                 "node14": 6, "node15": 6, "node16": 6}
+        for node, gbps in rates.items():
+            set_rate(ctx, node, gbps * GB)
+            set_gpu(ctx, node, 90)
+        for node in self.jobs["idle-0005"]:
+            set_rate(ctx, node, 0.01 * GB)
+            set_gpu(ctx, node, 0)
+
+    def steps(self, ctx):
+        steps = [job_start_step(0.0, name, nodes) for name, nodes in sorted(self.jobs.items())]
+
+        def slow_down(c):
+            for node in self.jobs["pp-0001"]:
+                for port in c.sim.node(node).ports.values():
+                    port.tx_bps *= 0.6
+                    port.rx_bps *= 0.6
+            set_rate(c, "node16", 3 * GB)
+        steps.append(Step(3.0, slow_down, visible=True,
+                          label="pp-0001 slows to 60 % on every node; node16 halves"))
+        return steps
+
+
 ALL = [HealthyBusy, SingleFlap, FlappingLink, RoceFlappingLink, SubIntervalFlap,
        IncastCongestion, PauseStorm, EcnMisconfigured, TcpFallback, NvlinkCrcBurst, CounterReset,
-       SaturatedCounter]
+       SaturatedCounter, StragglerHalfRate, StragglerHeldBack, StragglerTcp, StragglerSlowNvlink,
+       StragglerUnevenHealthy]
 BY_NAME = {s.name: s for s in ALL}
