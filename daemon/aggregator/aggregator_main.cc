@@ -8,7 +8,9 @@
 //       files), open no port; "config OK" (exit 0) or the errors (exit 1).
 
 #include <signal.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -52,6 +54,9 @@
 ABSL_FLAG(std::string, config, "", "AggregatorConfig in protobuf text format.");
 ABSL_FLAG(std::string, grpc_listen, "", "HOST:PORT for agents and the CLI (default 127.0.0.1:7470).");
 ABSL_FLAG(std::string, metrics_listen, "", "HOST:PORT for /metrics (default 127.0.0.1:9470).");
+ABSL_FLAG(std::string, shard, "",
+          "This aggregator's shard name, the `shard` label of what it remote-writes (overrides "
+          "config; default HOST:PORT: the host name and the gRPC port).");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error.");
 ABSL_FLAG(std::string, link_list, "", "Link-list topology file (overrides config link_list_file).");
 ABSL_FLAG(std::string, topology_file, "",
@@ -185,6 +190,33 @@ void WatchdogLoop(const sigset_t& stop_signals, const Clock& clock,
       return;
     }
   }
+}
+
+// The shard name: `shard`, or HOST:PORT of this aggregator (the host name and the gRPC port, as
+// agents list it; a StatefulSet pod's host name is stable). InvalidArgument for a name that
+// cannot be a label value as written (empty after trimming, control characters, over 256 bytes).
+absl::StatusOr<std::string> ShardName(const v1::AggregatorConfig& config) {
+  std::string shard = config.shard();
+  if (shard.empty()) {
+    char host[256] = {0};
+    if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') {
+      std::snprintf(host, sizeof(host), "localhost");
+    }
+    const std::string listen = config.grpc_listen().empty() ? "127.0.0.1:7470" : config.grpc_listen();
+    const size_t colon = listen.rfind(':');
+    const std::string port = colon == std::string::npos ? "7470" : listen.substr(colon + 1);
+    // Port 0 (a free port, tests) would name every such shard alike: the host alone.
+    shard = port == "0" ? std::string(host) : absl::StrCat(host, ":", port);
+  }
+  if (shard.size() > 256) {
+    return absl::InvalidArgumentError("shard: longer than 256 bytes");
+  }
+  for (unsigned char c : shard) {
+    if (c < 0x20 || c == 0x7f) {
+      return absl::InvalidArgumentError("shard: contains a control character");
+    }
+  }
+  return shard;
 }
 
 int Run(const v1::AggregatorConfig& config, bool check) {
@@ -330,8 +362,13 @@ int Run(const v1::AggregatorConfig& config, bool check) {
                         << recorder->options().max_age_nanos / 1000000000 << " s; "
                         << recorder->segments() << " segments kept from before)";
   }
+  absl::StatusOr<std::string> shard = ShardName(config);
+  if (!shard.ok()) {
+    Err() << shard.status().message() << "\n";
+    return bad_config;
+  }
   absl::StatusOr<std::vector<remote_write::EndpointConfig>> remote_write_configs =
-      remote_write::ParseRemoteWriteConfigs(config.remote_write());
+      remote_write::ParseRemoteWriteConfigs(config.remote_write(), *shard);
   if (!remote_write_configs.ok()) {
     Err() << remote_write_configs.status().message() << "\n";
     return bad_config;
@@ -553,6 +590,7 @@ int main(int argc, char** argv) {
   info.value_names = {{"config", "FILE"},       {"grpc_listen", "HOST:PORT"},
                       {"link_list", "FILE"},    {"log_level", "LEVEL"},
                       {"metrics_listen", "HOST:PORT"}, {"port_file", "FILE"},
+                      {"shard", "NAME"},
                       {"topology_file", "FILE"}};
   info.flags_file = __FILE__;
   fabricmon::ParsedCommandLine parsed = fabricmon::ParseCommandLine(argc, argv, info);
@@ -597,6 +635,9 @@ int main(int argc, char** argv) {
   }
   if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
     config.set_metrics_listen(absl::GetFlag(FLAGS_metrics_listen));
+  }
+  if (!absl::GetFlag(FLAGS_shard).empty()) {
+    config.set_shard(absl::GetFlag(FLAGS_shard));
   }
   return fabricmon::Run(config, check);
 }
