@@ -18,8 +18,8 @@
 
 #include <functional>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,8 +39,8 @@ class AggregatorDirectory {
  public:
   // Makes the channel for `address` (a gRPC target); `tls_name` is the name the server's
   // certificate must carry when it differs from the address's host (an expanded DNS name), else "".
-  using ChannelFactory = std::function<std::shared_ptr<grpc::Channel>(
-      const std::string& address, const std::string& tls_name)>;
+  using ChannelFactory = std::function<std::shared_ptr<grpc::Channel>(const std::string& address,
+                                                                      const std::string& tls_name)>;
   // The addresses `host` resolves to (numeric, IPv6 without brackets), or an error.
   using Resolver = std::function<absl::StatusOr<std::vector<std::string>>(const std::string& host)>;
 

@@ -18,7 +18,8 @@ absl::StatusOr<AggregatorAddress> ParseAggregatorAddress(absl::string_view text)
     return invalid("empty address");
   }
   for (char c : text) {
-    if (absl::ascii_isspace(static_cast<unsigned char>(c)) || absl::ascii_iscntrl(static_cast<unsigned char>(c))) {
+    if (absl::ascii_isspace(static_cast<unsigned char>(c)) ||
+        absl::ascii_iscntrl(static_cast<unsigned char>(c))) {
       return invalid("contains whitespace or a control character");
     }
   }

@@ -40,6 +40,7 @@ uint64_t RendezvousWeight(absl::string_view node, absl::string_view address);
 
 // `addresses` ordered by decreasing weight for `node` (ties, practically impossible, by address):
 // the first is the node's primary, the next its first fallback, and so on.
-std::vector<std::string> RankAggregators(absl::string_view node, std::vector<std::string> addresses);
+std::vector<std::string> RankAggregators(absl::string_view node,
+                                         std::vector<std::string> addresses);
 
 }  // namespace fabricmon::agent

@@ -21,8 +21,8 @@ bool Better(const v1::NodeSummary& candidate, const v1::NodeSummary& kept) {
 }
 
 std::string EndKey(const v1::LinkEnd& end) {
-  return absl::StrCat(end.is_switch() ? "s:" : "h:", end.node(), "/", end.device(), "/",
-                      end.port(), "/", end.guid());
+  return absl::StrCat(end.is_switch() ? "s:" : "h:", end.node(), "/", end.device(), "/", end.port(),
+                      "/", end.guid());
 }
 
 std::string SubjectKey(const v1::Subject& subject) { return subject.SerializeAsString(); }
@@ -118,9 +118,9 @@ v1::DiagnoseResponse MergeDiagnose(const std::vector<const v1::DiagnoseResponse*
     // Traffic from the shard that holds the node (it reports -1 for what it does not have).
     for (const v1::NodeTraffic& row : answer.traffic()) {
       auto [it, inserted] = traffic.emplace(row.node(), row);
-      if (!inserted && row.rdma_bytes_per_second() + row.kernel_bytes_per_second() >
-                           it->second.rdma_bytes_per_second() +
-                               it->second.kernel_bytes_per_second()) {
+      if (!inserted &&
+          row.rdma_bytes_per_second() + row.kernel_bytes_per_second() >
+              it->second.rdma_bytes_per_second() + it->second.kernel_bytes_per_second()) {
         it->second = row;
       }
     }
@@ -161,8 +161,7 @@ v1::DiagnoseResponse MergeDiagnose(const std::vector<const v1::DiagnoseResponse*
   return merged;
 }
 
-v1::GetTopologyResponse MergeTopology(
-    const std::vector<const v1::GetTopologyResponse*>& answers) {
+v1::GetTopologyResponse MergeTopology(const std::vector<const v1::GetTopologyResponse*>& answers) {
   if (answers.size() == 1) {
     return *answers.front();
   }

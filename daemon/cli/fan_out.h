@@ -65,8 +65,7 @@ std::vector<ShardAnswer<Response>> AskEveryShard(
 }
 
 v1::ListNodesResponse MergeNodes(const std::vector<const v1::ListNodesResponse*>& answers);
-v1::ListFindingsResponse MergeFindings(
-    const std::vector<const v1::ListFindingsResponse*>& answers);
+v1::ListFindingsResponse MergeFindings(const std::vector<const v1::ListFindingsResponse*>& answers);
 // `shards` names each answer's shard (parallel to `answers`).
 v1::DiagnoseResponse MergeDiagnose(const std::vector<const v1::DiagnoseResponse*>& answers,
                                    const std::vector<std::string>& shards,

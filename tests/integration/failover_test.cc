@@ -103,9 +103,8 @@ class FailoverTest : public ::testing::Test {
     PreferMemoryForTempTrees();
     tree_.CopyTree(SharedFixture("sysfs/gpud-h100/sys"), "sys");
     for (int i = 0; i < kAggregators; ++i) {
-      observers_.push_back(std::make_shared<RecordingObserver>([this] {
-        return agent_ != nullptr ? agent_->agent().buffer().last_sequence() : 0;
-      }));
+      observers_.push_back(std::make_shared<RecordingObserver>(
+          [this] { return agent_ != nullptr ? agent_->agent().buffer().last_sequence() : 0; }));
       AggregatorOptions options;
       options.stream.batch_observer = observers_.back();
       aggregators_.push_back(std::make_unique<AggregatorHarness>(Transport::kTcp, options));
@@ -148,7 +147,8 @@ class FailoverTest : public ::testing::Test {
 
 // Every sequence from 1 to the highest stored anywhere is stored somewhere (no gap); returns the
 // sequences stored more than once, checking that each copy carries the same timestamp.
-std::set<uint64_t> CheckContinuous(const std::vector<std::vector<RecordingObserver::Stored>>& parts) {
+std::set<uint64_t> CheckContinuous(
+    const std::vector<std::vector<RecordingObserver::Stored>>& parts) {
   std::map<uint64_t, std::vector<int64_t>> by_sequence;
   for (const auto& part : parts) {
     for (const RecordingObserver::Stored& stored : part) {
@@ -207,9 +207,8 @@ TEST_F(FailoverTest, PrimaryDiesSecondTakesOverWithoutGapAndPrimaryGetsItsNodeBa
   // Measured in the agent's own cycles (ib_sysfs every 100 ms plus its health cycle every
   // second): the second choice stored its first batch before the agent had produced more than
   // 2 × failover_after worth of cycles since the kill.
-  const uint64_t cycles_per_failover =
-      absl::ToInt64Milliseconds(failover_after) / kIntervalMs +
-      absl::ToInt64Milliseconds(failover_after) / 1000 + 1;
+  const uint64_t cycles_per_failover = absl::ToInt64Milliseconds(failover_after) / kIntervalMs +
+                                       absl::ToInt64Milliseconds(failover_after) / 1000 + 1;
   EXPECT_LE(observers_[second]->first_at_agent_sequence() - at_kill, 2 * cycles_per_failover);
   EXPECT_EQ(agent_->stream().stats().failovers, 1u);
   EXPECT_EQ(agent_->stream().stats().aggregator, ranked_[1]);
@@ -217,9 +216,8 @@ TEST_F(FailoverTest, PrimaryDiesSecondTakesOverWithoutGapAndPrimaryGetsItsNodeBa
   // The move reaches the fleet view: the second choice exports the agent's own account of it.
   EXPECT_TRUE(WaitFor([&] {
     const std::string text = aggregators_[second]->Scrape();
-    return text.find(absl::StrCat("fabricmon_agent_aggregator_info{node=\"", kNode,
-                                  "\",address=\"", ranked_[1], "\",rank=\"1\"} 1")) !=
-               std::string::npos &&
+    return text.find(absl::StrCat("fabricmon_agent_aggregator_info{node=\"", kNode, "\",address=\"",
+                                  ranked_[1], "\",rank=\"1\"} 1")) != std::string::npos &&
            text.find(absl::StrCat("fabricmon_agent_aggregator_failovers_total{node=\"", kNode,
                                   "\"} 1")) != std::string::npos;
   })) << aggregators_[second]->Scrape();
@@ -261,7 +259,8 @@ TEST_F(FailoverTest, PrimaryDiesSecondTakesOverWithoutGapAndPrimaryGetsItsNodeBa
   // The kill was not: only what was in flight when the primary died may be stored twice (and
   // then as an exact duplicate, checked above).
   for (uint64_t sequence : twice) {
-    EXPECT_LE(sequence, at_kill + 2) << "batch " << sequence << " stored twice, made after the kill";
+    EXPECT_LE(sequence, at_kill + 2)
+        << "batch " << sequence << " stored twice, made after the kill";
   }
   // Each aggregator counts no gap: what the other held is not a loss.
   EXPECT_EQ(aggregators_[second]->Node(kNode)->counters.sequence_gaps, 0u);

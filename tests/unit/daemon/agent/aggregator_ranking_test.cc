@@ -67,7 +67,8 @@ TEST(AggregatorRankingTest, PrimariesAreBalancedOverManyNodes) {
     const double p = 1.0 / shard_count;
     const double fair = kNodes * p;
     // An ideal hash gives a binomial count: within 4 standard deviations (2-3 % of the share
-    // here) of the fair share; plain FNV-1a without the finalizer fails it (3 shards: 4,593 of 12,500).
+    // here) of the fair share; plain FNV-1a without the finalizer fails it (3 shards: 4,593 of
+    // 12,500).
     const double bound = 4 * std::sqrt(kNodes * p * (1 - p));
     for (const std::string& shard : shards) {
       EXPECT_NEAR(primaries[shard], fair, bound) << shard_count << " shards: " << shard;
