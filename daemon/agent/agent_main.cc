@@ -169,7 +169,7 @@ class LocalMetrics final : public prometheus::Collectable {
 struct DaemonPlan {
   exposition::HttpServerLimits http_limits;
   std::optional<TransportSecurity> security;  // set when streaming
-  std::vector<std::string> aggregators;        // as configured (validated), empty: no streaming
+  std::vector<std::string> aggregators;       // as configured (validated), empty: no streaming
   absl::Duration failover_after = absl::Seconds(10);
   absl::Duration failback_after = absl::Seconds(30);
 };
@@ -181,8 +181,8 @@ absl::StatusOr<absl::Duration> DelayField(bool set, uint32_t value, absl::string
     return absl::Milliseconds(default_ms);
   }
   if (value < min_ms || value > max_ms) {
-    return absl::InvalidArgumentError(absl::StrCat(name, " must be within ", min_ms, "..", max_ms,
-                                                   " (got ", value, ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " must be within ", min_ms, "..", max_ms, " (got ", value, ")"));
   }
   return absl::Milliseconds(value);
 }
@@ -424,8 +424,8 @@ int main(int argc, char** argv) {
       "[--enable_collectors=A,B]",
       "fabricmon-agent --doctor [--config=FILE] [--sysfs_root=DIR] [--procfs_root=DIR] "
       "[--enable_collectors=A,B]",
-      "fabricmon-agent --aggregator=HOST:PORT[,HOST:PORT...] [--node_name=NAME] [--listen_metrics=HOST:PORT] "
-      "[--config=FILE] [--insecure_plaintext]",
+      "fabricmon-agent --aggregator=HOST:PORT[,HOST:PORT...] [--node_name=NAME] "
+      "[--listen_metrics=HOST:PORT] [--config=FILE] [--insecure_plaintext]",
       "fabricmon-agent --check_config --config=FILE [flags]",
   };
   info.exit_statuses = {

@@ -230,8 +230,7 @@ StreamClient::StreamClient(StreamClientOptions options, ReplayBuffer& buffer,
       buffer_(buffer),
       series_(series),
       hello_(std::move(hello)),
-      rng_state_(options_.jitter_seed ? options_.jitter_seed
-                                      : (options_.agent_instance_id | 1)) {}
+      rng_state_(options_.jitter_seed ? options_.jitter_seed : (options_.agent_instance_id | 1)) {}
 
 StreamClient::~StreamClient() { Stop(absl::ZeroDuration()); }
 
@@ -372,8 +371,8 @@ void StreamClient::ConnectionLoop() {
       FABRICMON_LOG(Warning) << "aggregator " << targets[index].address << " (rank " << index
                              << ") unreachable for "
                              << absl::FormatDuration(attempt_start - *unreachable_since)
-                             << "; failing over to " << targets[next].address << " (rank "
-                             << next << ")";
+                             << "; failing over to " << targets[next].address << " (rank " << next
+                             << ")";
       index = next;
       unreachable_since.reset();
       backoff = options_.initial_backoff;
@@ -400,9 +399,9 @@ void StreamClient::ConnectionLoop() {
     }
     std::unique_ptr<v1::Telemetry::Stub> stub = v1::Telemetry::NewStub(targets[index].channel);
     reactor->Start(*stub);
-    const std::optional<std::string> failback = Supervise(
-        *reactor, targets, current,
-        unreachable_since.value_or(attempt_start) + options_.failover_after);
+    const std::optional<std::string> failback =
+        Supervise(*reactor, targets, current,
+                  unreachable_since.value_or(attempt_start) + options_.failover_after);
     const bool established = reactor->established();
     const grpc::Status status = reactor->status();
     {

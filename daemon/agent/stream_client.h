@@ -69,10 +69,10 @@ struct StreamClientStats {
   uint64_t rejects = 0;
   bool connected = false;
   std::string last_error;
-  uint64_t failovers = 0;  // moves to the next aggregator in rank (the one in use was unreachable)
-  uint64_t failbacks = 0;  // returns to a better-ranked aggregator once it was reachable again
-  std::string aggregator;  // the aggregator in use (its address; "" with a fixed channel)
-  int aggregator_rank = 0; // its rank for this node (0: primary)
+  uint64_t failovers = 0;   // moves to the next aggregator in rank (the one in use was unreachable)
+  uint64_t failbacks = 0;   // returns to a better-ranked aggregator once it was reachable again
+  std::string aggregator;   // the aggregator in use (its address; "" with a fixed channel)
+  int aggregator_rank = 0;  // its rank for this node (0: primary)
 };
 
 class StreamClient {

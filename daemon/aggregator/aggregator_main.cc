@@ -202,7 +202,8 @@ absl::StatusOr<std::string> ShardName(const v1::AggregatorConfig& config) {
     if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') {
       std::snprintf(host, sizeof(host), "localhost");
     }
-    const std::string listen = config.grpc_listen().empty() ? "127.0.0.1:7470" : config.grpc_listen();
+    const std::string listen =
+        config.grpc_listen().empty() ? "127.0.0.1:7470" : config.grpc_listen();
     const size_t colon = listen.rfind(':');
     const std::string port = colon == std::string::npos ? "7470" : listen.substr(colon + 1);
     // Port 0 (a free port, tests) would name every such shard alike: the host alone.

@@ -188,9 +188,9 @@ Gathered<Response> Gather(const std::vector<ShardAnswer<Response>>& all) {
   }
   for (const ShardAnswer<Response>& answer : all) {
     if (!answer.status.ok()) {
-      std::cerr << "fabricmon: shard " << answer.shard << " did not answer: "
-                << answer.status.error_message() << " (gRPC code " << answer.status.error_code()
-                << "); the answer leaves out what only it holds\n";
+      std::cerr << "fabricmon: shard " << answer.shard
+                << " did not answer: " << answer.status.error_message() << " (gRPC code "
+                << answer.status.error_code() << "); the answer leaves out what only it holds\n";
       gathered.exit_status = 1;
     }
   }
@@ -374,7 +374,9 @@ int ListFindings(Shards& shards) {
   const auto all = AskEveryShard<v1::ListFindingsResponse>(
       shards.addresses, shards.stubs, DeadlineTime(),
       [&request](v1::Diagnostics::Stub& stub, grpc::ClientContext& context,
-                 v1::ListFindingsResponse* out) { return stub.ListFindings(&context, request, out); });
+                 v1::ListFindingsResponse* out) {
+        return stub.ListFindings(&context, request, out);
+      });
   const Gathered<v1::ListFindingsResponse> gathered = Gather(all);
   if (gathered.none) {
     return gathered.exit_status;
