@@ -580,7 +580,8 @@ int main(int argc, char** argv) {
       "Prometheus /metrics and the fabricmon CLI";
   info.usage = {
       "fabricmon-aggregator --grpc_listen=HOST:PORT --metrics_listen=HOST:PORT [--config=FILE] "
-      "[--topology_file=FILE] [--link_list=FILE] [--port_file=FILE] [--insecure_plaintext]",
+      "[--topology_file=FILE] [--link_list=FILE] [--port_file=FILE] [--insecure_plaintext] "
+      "[--shard=NAME]",
       "fabricmon-aggregator --check_config --config=FILE [flags]",
   };
   info.exit_statuses = {
