@@ -8,6 +8,7 @@
 // receiver deduplicates it.
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <set>
@@ -103,8 +104,10 @@ class FailoverTest : public ::testing::Test {
     PreferMemoryForTempTrees();
     tree_.CopyTree(SharedFixture("sysfs/gpud-h100/sys"), "sys");
     for (int i = 0; i < kAggregators; ++i) {
-      observers_.push_back(std::make_shared<RecordingObserver>(
-          [this] { return agent_ != nullptr ? agent_->agent().buffer().last_sequence() : 0; }));
+      observers_.push_back(std::make_shared<RecordingObserver>([this] {
+        const agent::ReplayBuffer* buffer = agent_buffer_.load();
+        return buffer != nullptr ? buffer->last_sequence() : 0;
+      }));
       AggregatorOptions options;
       options.stream.batch_observer = observers_.back();
       aggregators_.push_back(std::make_unique<AggregatorHarness>(Transport::kTcp, options));
@@ -143,6 +146,8 @@ class FailoverTest : public ::testing::Test {
   std::vector<std::string> ranked_;
   std::unique_ptr<agent::AggregatorDirectory> directory_;
   std::unique_ptr<AgentHarness> agent_;
+  // The agent's buffer for the observers (aggregator threads), once the agent runs.
+  std::atomic<const agent::ReplayBuffer*> agent_buffer_{nullptr};
 };
 
 // Every sequence from 1 to the highest stored anywhere is stored somewhere (no gap); returns the
@@ -189,6 +194,7 @@ TEST_F(FailoverTest, PrimaryDiesSecondTakesOverWithoutGapAndPrimaryGetsItsNodeBa
   options.failback_after = absl::Seconds(1);
   agent_ = std::make_unique<AgentHarness>(tree_.root() + "/sys", nullptr, options);
   ASSERT_TRUE(agent_->Start());
+  agent_buffer_.store(&agent_->agent().buffer());
 
   const int primary = AtRank(0);
   const int second = AtRank(1);
