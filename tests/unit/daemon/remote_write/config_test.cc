@@ -108,8 +108,10 @@ TEST(RemoteWriteConfigTest, TheShardNameIsAnExternalLabelOfEveryEndpoint) {
   // Naming the shard twice is ambiguous: refused.
   ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
       R"(remote_write { url: "http://vm" external_labels { key: "shard" value: "x" } })", &config));
-  EXPECT_THAT(ParseRemoteWriteConfigs(config.remote_write(), "aggregator-2:7470").status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("set `shard` instead")));
+  const absl::Status refused =
+      ParseRemoteWriteConfigs(config.remote_write(), "aggregator-2:7470").status();
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("set `shard` instead"));
 }
 
 TEST(RemoteWriteConfigTest, NamesMustDiffer) {
