@@ -141,8 +141,10 @@ std::string Explain(const grpc::Status& status, const std::string& address) {
          "name), and that the aggregator's CA signed --tls_cert and it has not expired";
 }
 
-int Fail(const grpc::Status& status, const std::string& address) {
-  std::cerr << "fabricmon: " << status.error_message() << " (gRPC code " << status.error_code()
+// `name_shard`: say which of several aggregators answered so.
+int Fail(const grpc::Status& status, const std::string& address, bool name_shard = false) {
+  std::cerr << "fabricmon: " << (name_shard ? absl::StrCat("shard ", address, ": ") : "")
+            << status.error_message() << " (gRPC code " << status.error_code()
             << ")" << Explain(status, address) << "\n";
   return 1;
 }
@@ -179,10 +181,7 @@ Gathered<Response> Gather(const std::vector<ShardAnswer<Response>>& all) {
   if (gathered.answers.empty()) {
     gathered.none = true;
     for (const ShardAnswer<Response>& answer : all) {
-      if (all.size() > 1) {
-        std::cerr << "fabricmon: shard " << answer.shard << ": ";
-      }
-      gathered.exit_status = Fail(answer.status, answer.shard);
+      gathered.exit_status = Fail(answer.status, answer.shard, /*name_shard=*/all.size() > 1);
     }
     return gathered;
   }
