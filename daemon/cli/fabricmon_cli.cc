@@ -594,18 +594,35 @@ int Diagnose(Shards& shards) {
 
 // For a Slurm prolog or epilog: 0 when no active warning-or-worse finding touches the nodes, 1
 // when one does (one line each on stdout), 2 when the question could not be asked or answered.
-int Gate(v1::Diagnostics::Stub& stub) {
+int Gate(Shards& shards) {
   absl::StatusOr<Target> target = ResolveTarget("gate", /*allow_job=*/true);
   if (!target.ok()) {
     std::cerr << target.status().message() << "\n";
     return kExitUsage;
   }
-  v1::DiagnoseResponse response;
-  grpc::Status status = AskDiagnose(stub, *target, &response);
-  if (!status.ok()) {
-    Fail(status);
-    return kExitUsage;  // no answer is not "healthy": the caller decides what to do
+  const Target& asked = *target;
+  const auto all = AskEveryShard<v1::DiagnoseResponse>(
+      shards.addresses, shards.stubs, DeadlineTime(),
+      [&asked](v1::Diagnostics::Stub& stub, grpc::ClientContext&, v1::DiagnoseResponse* out) {
+        return AskDiagnose(stub, asked, out);
+      });
+  std::vector<const v1::DiagnoseResponse*> answers;
+  std::vector<std::string> answered;
+  bool incomplete = false;
+  for (const ShardAnswer<v1::DiagnoseResponse>& answer : all) {
+    if (!answer.status.ok()) {
+      Fail(answer.status, answer.shard, /*name_shard=*/all.size() > 1);
+      incomplete = true;
+    }
+    answers.push_back(&answer.response);
+    answered.push_back(answer.shard);
   }
+  if (incomplete) {
+    // No answer is not "healthy", and neither is part of one (the silent shard may hold the
+    // fault): the caller decides what to do.
+    return kExitUsage;
+  }
+  const v1::DiagnoseResponse response = MergeDiagnose(answers, answered, asked.nodes);
   int unhealthy = 0;
   for (const v1::Finding& finding : response.findings()) {
     if (finding.cleared_unix_nanos() != 0 || finding.severity() < v1::SEVERITY_WARNING) {
@@ -638,7 +655,7 @@ void PrintJob(const v1::Job& job) {
               absl::StrJoin(job.nodes(), ",").c_str());
 }
 
-int StartJob(v1::Diagnostics::Stub& stub) {
+int StartJob(Shards& shards) {
   if (absl::GetFlag(FLAGS_name).empty()) {
     std::cerr << "fabricmon job start: give --name=ID\n";
     return kExitUsage;
@@ -654,37 +671,45 @@ int StartJob(v1::Diagnostics::Stub& stub) {
   for (const std::string& node : target->nodes) {
     request.add_nodes(node);
   }
-  grpc::ClientContext context;
-  Deadline(context);
-  v1::Job job;
-  grpc::Status status = stub.StartJob(&context, request, &job);
-  if (!status.ok()) {
-    return Fail(status);
+  // Every shard registers the job: each judges the job's nodes it holds (straggler) and answers
+  // diagnose/gate --job.
+  const auto all = AskEveryShard<v1::Job>(
+      shards.addresses, shards.stubs, DeadlineTime(),
+      [&request](v1::Diagnostics::Stub& stub, grpc::ClientContext& context, v1::Job* out) {
+        return stub.StartJob(&context, request, out);
+      });
+  const Gathered<v1::Job> gathered = Gather(all);
+  if (gathered.none) {
+    return gathered.exit_status;
   }
+  const v1::Job& job = *gathered.answers.front();
   if (!PrintJson(job)) {
     PrintJob(job);
   }
-  return 0;
+  return gathered.exit_status;
 }
 
-int EndJob(v1::Diagnostics::Stub& stub) {
+int EndJob(Shards& shards) {
   if (absl::GetFlag(FLAGS_name).empty()) {
     std::cerr << "fabricmon job end: give --name=ID\n";
     return kExitUsage;
   }
   v1::EndJobRequest request;
   request.set_name(absl::GetFlag(FLAGS_name));
-  grpc::ClientContext context;
-  Deadline(context);
-  v1::Job job;
-  grpc::Status status = stub.EndJob(&context, request, &job);
-  if (!status.ok()) {
-    return Fail(status);
+  const auto all = AskEveryShard<v1::Job>(
+      shards.addresses, shards.stubs, DeadlineTime(),
+      [&request](v1::Diagnostics::Stub& stub, grpc::ClientContext& context, v1::Job* out) {
+        return stub.EndJob(&context, request, out);
+      });
+  const Gathered<v1::Job> gathered = Gather(all);
+  if (gathered.none) {
+    return gathered.exit_status;
   }
+  const v1::Job& job = *gathered.answers.front();
   if (!PrintJson(job)) {
     std::printf("ended %s (%d nodes)\n", job.name().c_str(), job.nodes_size());
   }
-  return 0;
+  return gathered.exit_status;
 }
 
 int ListJobs(v1::Diagnostics::Stub& stub) {
@@ -1098,12 +1123,13 @@ int main(int argc, char** argv) {
         grpc::CreateCustomChannel(address, credentials, channel_args)));
   }
   fabricmon::cli::g_shards = &shards;
-  auto& stub = shards.stubs.front();
+  // node and jobs ask the first shard (every shard holds the jobs the CLI registered).
+  fabricmon::v1::Diagnostics::Stub& first = shards.first();
   if (command == "nodes") {
     return fabricmon::cli::ListNodes(shards);
   }
   if (command == "node") {
-    return fabricmon::cli::ShowNode(*stub, args[2]);
+    return fabricmon::cli::ShowNode(first, args[2]);
   }
   if (command == "findings") {
     return fabricmon::cli::ListFindings(shards);
@@ -1112,14 +1138,14 @@ int main(int argc, char** argv) {
     return fabricmon::cli::Diagnose(shards);
   }
   if (command == "job") {
-    return std::string(args[2]) == "start" ? fabricmon::cli::StartJob(*stub)
-                                           : fabricmon::cli::EndJob(*stub);
+    return std::string(args[2]) == "start" ? fabricmon::cli::StartJob(shards)
+                                           : fabricmon::cli::EndJob(shards);
   }
   if (command == "jobs") {
-    return fabricmon::cli::ListJobs(*stub);
+    return fabricmon::cli::ListJobs(first);
   }
   if (command == "gate") {
-    return fabricmon::cli::Gate(*stub);
+    return fabricmon::cli::Gate(shards);
   }
   return fabricmon::cli::Topology(shards);
 }
