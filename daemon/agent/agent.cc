@@ -30,6 +30,8 @@ class AgentSelfCollector final : public collectors::Collector {
     series_held_ = SeriesFromSpec(kSeriesFamily, "agent", {});
     series_ids_ = SeriesFromSpec(kSeriesIdsFamily, "agent", {});
     sent_bytes_ = SeriesFromSpec(kSentBytesFamily, "agent", {});
+    failovers_ = SeriesFromSpec(kAggregatorFailoversFamily, "agent", {});
+    failbacks_ = SeriesFromSpec(kAggregatorFailbacksFamily, "agent", {});
   }
   absl::string_view name() const override { return "agent"; }
   absl::Status Discover(v1::Inventory&) override { return absl::OkStatus(); }
@@ -48,6 +50,18 @@ class AgentSelfCollector final : public collectors::Collector {
       sink.Add(attempts_, stats.connect_attempts);
       sink.Add(replayed_, stats.replayed_batches);
       sink.Add(sent_bytes_, stats.bytes_sent);
+      if (!stats.aggregator.empty()) {  // several aggregators to choose from
+        if (stats.aggregator != info_address_ || stats.aggregator_rank != info_rank_) {
+          info_address_ = stats.aggregator;
+          info_rank_ = stats.aggregator_rank;
+          info_ = collectors::SeriesFromSpec(
+              kAggregatorInfoFamily, "agent",
+              {{"address", info_address_}, {"rank", std::to_string(info_rank_)}});
+        }
+        sink.Add(info_, 1);
+        sink.Add(failovers_, stats.failovers);
+        sink.Add(failbacks_, stats.failbacks);
+      }
     }
     return absl::OkStatus();
   }
@@ -60,7 +74,9 @@ class AgentSelfCollector final : public collectors::Collector {
   const StreamClient* stream_;
   collectors::SeriesDesc buffer_bytes_, buffer_cycles_, dropped_batches_, dropped_samples_,
       unconfirmed_, connected_, connects_, attempts_, replayed_, sent_bytes_, series_held_,
-      series_ids_;
+      series_ids_, failovers_, failbacks_, info_;
+  std::string info_address_;  // info_'s labels (Collect runs on one thread)
+  int info_rank_ = -1;
 };
 
 }  // namespace

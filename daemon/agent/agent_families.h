@@ -79,6 +79,22 @@ inline constexpr FamilySpec kSentBytesFamily = CounterFamily(
     "fabricmon_agent_sent_bytes_total", "Protobuf bytes written to the telemetry stream.",
     collectors::Unit::kBytes, 64, collectors::Overflow::kWraps);
 
+inline constexpr FamilySpec kAggregatorInfoFamily = GaugeFamily(
+    "fabricmon_agent_aggregator_info",
+    "1 for the aggregator the agent streams to now (address) and its rank for this node in the "
+    "rendezvous ranking (rank 0: the primary; higher: a fallback while better ones are "
+    "unreachable).",
+    collectors::Unit::kNone);
+inline constexpr FamilySpec kAggregatorFailoversFamily = CounterFamily(
+    "fabricmon_agent_aggregator_failovers_total",
+    "Moves to the next aggregator in rank after the one in use held no stream for "
+    "failover_after_ms.",
+    collectors::Unit::kNone, 64, collectors::Overflow::kWraps);
+inline constexpr FamilySpec kAggregatorFailbacksFamily = CounterFamily(
+    "fabricmon_agent_aggregator_failbacks_total",
+    "Returns to a better-ranked aggregator after it was reachable for failback_after_ms.",
+    collectors::Unit::kNone, 64, collectors::Overflow::kWraps);
+
 inline constexpr FamilySpec kAgentFamilies[] = {
     kCollectorSuccessFamily,    kCollectorDurationFamily, kCollectorPresentFamily,
     kCollectorTurnedOffFamily,
@@ -86,6 +102,7 @@ inline constexpr FamilySpec kAgentFamilies[] = {
     kEvictedUnconfirmedFamily,  kDroppedSamplesFamily,    kStreamConnectedFamily,
     kStreamConnectsFamily,      kStreamAttemptsFamily,    kReplayedBatchesFamily,
     kSeriesFamily,              kSeriesIdsFamily,         kSentBytesFamily,
+    kAggregatorInfoFamily,      kAggregatorFailoversFamily, kAggregatorFailbacksFamily,
 };
 
 }  // namespace fabricmon::agent

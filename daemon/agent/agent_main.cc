@@ -2,7 +2,8 @@
 //
 //   fabricmon-agent --once [--sysfs_root=DIR] [--config=FILE]
 //       Discover and collect once; print Prometheus text exposition to stdout.
-//   fabricmon-agent --aggregator=HOST:PORT [--node_name=NAME] [--listen_metrics=HOST:PORT]
+//   fabricmon-agent --aggregator=HOST:PORT[,HOST:PORT...] [--node_name=NAME]
+//                   [--listen_metrics=HOST:PORT]
 //                   [--config=FILE]
 //       Run: collect on schedule, stream to the aggregator, optionally serve local /metrics.
 //   fabricmon-agent --check_config --config=FILE [flags]
@@ -21,10 +22,13 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "collectors/builtin.h"
 #include "collectors/core/collector_registry.h"
 #include "collectors/core/recording_sink.h"
 #include "daemon/agent/agent.h"
+#include "daemon/agent/aggregator_directory.h"
+#include "daemon/agent/aggregator_ranking.h"
 #include "daemon/agent/collector_runner.h"
 #include "daemon/agent/doctor.h"
 #include "daemon/agent/stream_client.h"
@@ -57,7 +61,10 @@ ABSL_FLAG(std::vector<std::string>, enable_collectors, {},
 ABSL_FLAG(bool, doctor, false,
           "Say, one line per collector, what it can read and, where it cannot, why and how to "
           "fix it; exit 0 when every enabled collector works, 1 otherwise.");
-ABSL_FLAG(std::string, aggregator, "", "HOST:PORT of the aggregator (overrides config).");
+ABSL_FLAG(std::string, aggregator, "",
+          "HOST:PORT of the aggregator, or HOST:PORT,HOST:PORT,... of several (the node streams to "
+          "its primary in a rendezvous ranking and fails over down it); a single host name that "
+          "resolves to several addresses stands for all of them (overrides config).");
 ABSL_FLAG(std::string, node_name, "", "Node name (overrides config; default: host name).");
 ABSL_FLAG(std::string, listen_metrics, "",
           "HOST:PORT to serve this node's own /metrics (overrides config; empty: off).");
@@ -90,7 +97,8 @@ void ApplyOverrides(v1::AgentConfig& config) {
     config.mutable_collectors()->mutable_rdma_qp()->set_procfs_root(proc);
   }
   if (!absl::GetFlag(FLAGS_aggregator).empty()) {
-    config.set_aggregator(absl::GetFlag(FLAGS_aggregator));
+    config.clear_aggregator();
+    config.add_aggregator(absl::GetFlag(FLAGS_aggregator));
   }
   if (!absl::GetFlag(FLAGS_node_name).empty()) {
     config.set_node_name(absl::GetFlag(FLAGS_node_name));
@@ -161,11 +169,49 @@ class LocalMetrics final : public prometheus::Collectable {
 struct DaemonPlan {
   exposition::HttpServerLimits http_limits;
   std::optional<TransportSecurity> security;  // set when streaming
+  std::vector<std::string> aggregators;       // as configured (validated), empty: no streaming
+  absl::Duration failover_after = absl::Seconds(10);
+  absl::Duration failback_after = absl::Seconds(30);
 };
+
+// A delay field in milliseconds: its default when unset, InvalidArgument outside [min, max].
+absl::StatusOr<absl::Duration> DelayField(bool set, uint32_t value, absl::string_view name,
+                                          uint32_t default_ms, uint32_t min_ms, uint32_t max_ms) {
+  if (!set) {
+    return absl::Milliseconds(default_ms);
+  }
+  if (value < min_ms || value > max_ms) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " must be within ", min_ms, "..", max_ms, " (got ", value, ")"));
+  }
+  return absl::Milliseconds(value);
+}
 
 absl::StatusOr<DaemonPlan> PlanDaemon(const v1::AgentConfig& config) {
   DaemonPlan plan;
-  if (config.aggregator().empty() && config.listen_metrics().empty()) {
+  plan.aggregators.assign(config.aggregator().begin(), config.aggregator().end());
+  if (!plan.aggregators.empty()) {
+    absl::StatusOr<std::vector<agent::AggregatorAddress>> parsed =
+        agent::ParseAggregatorList(plan.aggregators);
+    if (!parsed.ok()) {
+      return parsed.status();
+    }
+  }
+  absl::StatusOr<absl::Duration> failover =
+      DelayField(config.has_failover_after_ms(), config.failover_after_ms(), "failover_after_ms",
+                 10000, 100, 600000);
+  if (!failover.ok()) {
+    return failover.status();
+  }
+  plan.failover_after = *failover;
+  absl::StatusOr<absl::Duration> failback =
+      DelayField(config.has_failback_after_ms(), config.failback_after_ms(), "failback_after_ms",
+                 30000, 100, 3600000);
+  if (!failback.ok()) {
+    return failback.status();
+  }
+  plan.failback_after = *failback;
+  if (plan.aggregators.empty() && config.listen_metrics().empty()) {
     return absl::InvalidArgumentError(
         "nothing to do: give --aggregator and/or --listen_metrics (or --once)");
   }
@@ -181,7 +227,7 @@ absl::StatusOr<DaemonPlan> PlanDaemon(const v1::AgentConfig& config) {
   }
   // Streaming needs mutual TLS or the explicit plaintext opt-in; a named file that cannot be read
   // stops the start (exit 2) instead of becoming an empty certificate.
-  if (!config.aggregator().empty()) {
+  if (!plan.aggregators.empty()) {
     absl::StatusOr<TransportSecurity> loaded = LoadTransportSecurity(config.tls(), TlsRole::kAgent);
     if (!loaded.ok()) {
       return loaded.status();
@@ -230,7 +276,7 @@ int RunDaemon(const v1::AgentConfig& config) {
     if (security->plaintext) {
       FABRICMON_LOG(Warning) << DescribeTransport(config.tls(), *security);
     } else {
-      FABRICMON_LOG(Info) << "aggregator " << config.aggregator() << ": "
+      FABRICMON_LOG(Info) << "aggregator " << absl::StrJoin(plan->aggregators, ",") << ": "
                           << DescribeTransport(config.tls(), *security);
     }
   }
@@ -256,8 +302,9 @@ int RunDaemon(const v1::AgentConfig& config) {
 
   const uint64_t instance_id = agent::NewAgentInstanceId();
   const std::string boot_id = agent::ReadBootId();
+  std::unique_ptr<agent::AggregatorDirectory> directory;
   std::unique_ptr<agent::StreamClient> stream;
-  if (!config.aggregator().empty()) {
+  if (!plan->aggregators.empty()) {
     agent::StreamClientOptions stream_options;
     if (config.reconnect_initial_backoff_ms() > 0) {
       stream_options.initial_backoff = absl::Milliseconds(config.reconnect_initial_backoff_ms());
@@ -278,8 +325,28 @@ int RunDaemon(const v1::AgentConfig& config) {
                 static_cast<int>(absl::ToInt64Milliseconds(stream_options.initial_backoff)));
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
                 static_cast<int>(absl::ToInt64Milliseconds(stream_options.max_backoff)));
-    stream_options.channel =
-        grpc::CreateCustomChannel(config.aggregator(), MakeChannelCredentials(*security), args);
+    std::shared_ptr<grpc::ChannelCredentials> credentials = MakeChannelCredentials(*security);
+    const bool plaintext = security->plaintext;
+    absl::StatusOr<std::unique_ptr<agent::AggregatorDirectory>> created_directory =
+        agent::AggregatorDirectory::Create(
+            plan->aggregators, config.node_name(),
+            [args, credentials, plaintext](const std::string& address,
+                                           const std::string& tls_name) {
+              grpc::ChannelArguments channel_args = args;
+              if (!tls_name.empty() && !plaintext) {
+                // An address a DNS name expanded to: the certificate still names the service.
+                channel_args.SetSslTargetNameOverride(tls_name);
+              }
+              return grpc::CreateCustomChannel(address, credentials, channel_args);
+            });
+    if (!created_directory.ok()) {  // PlanDaemon validated the list
+      Err() << created_directory.status().message() << "\n";
+      return kExitUsage;
+    }
+    directory = *std::move(created_directory);
+    stream_options.directory = directory.get();
+    stream_options.failover_after = plan->failover_after;
+    stream_options.failback_after = plan->failback_after;
     stream_options.node_name = config.node_name();
     stream_options.boot_id = boot_id;
     stream_options.agent_version = std::string(ProjectVersion());
@@ -357,8 +424,8 @@ int main(int argc, char** argv) {
       "[--enable_collectors=A,B]",
       "fabricmon-agent --doctor [--config=FILE] [--sysfs_root=DIR] [--procfs_root=DIR] "
       "[--enable_collectors=A,B]",
-      "fabricmon-agent --aggregator=HOST:PORT [--node_name=NAME] [--listen_metrics=HOST:PORT] "
-      "[--config=FILE] [--insecure_plaintext]",
+      "fabricmon-agent --aggregator=HOST:PORT[,HOST:PORT...] [--node_name=NAME] "
+      "[--listen_metrics=HOST:PORT] [--config=FILE] [--insecure_plaintext]",
       "fabricmon-agent --check_config --config=FILE [flags]",
   };
   info.exit_statuses = {
@@ -368,7 +435,7 @@ int main(int argc, char** argv) {
             "--doctor: an enabled collector cannot read what it needs"},
       {"2", "bad flags or configuration: an unknown flag, a bad value, an unreadable file"},
   };
-  info.value_names = {{"aggregator", "HOST:PORT"}, {"config", "FILE"},
+  info.value_names = {{"aggregator", "HOST:PORT[,...]"}, {"config", "FILE"},
                       {"listen_metrics", "HOST:PORT"}, {"log_level", "LEVEL"},
                       {"node_name", "NAME"}, {"procfs_root", "DIR"}, {"sysfs_root", "DIR"},
                       {"enable_collectors", "A,B"}};

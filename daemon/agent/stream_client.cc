@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <deque>
 #include <fstream>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "daemon/common/file_reader.h"
 #include "daemon/common/logging.h"
 #include "daemon/wire/batch_codec.h"
@@ -118,7 +120,7 @@ class StreamClient::Reactor final
     if (writing_ || finishing_) {
       return;
     }
-    if (queue_.empty() && established_) {
+    if (queue_.empty() && established_ && !draining_) {
       EncodeNextCycleLocked();
     }
     if (queue_.empty()) {
@@ -152,9 +154,26 @@ class StreamClient::Reactor final
 
   void Cancel() { context_.TryCancel(); }
 
+  // Sends no further cycles (what is queued still goes): the stream is about to be ended, and
+  // what the aggregator acknowledges before that is not sent to the next one again.
+  void Drain() {
+    absl::MutexLock lock(&mu_);
+    draining_ = true;
+  }
+  // The last cycle this stream sent (0 before the first).
+  uint64_t sent_through() {
+    absl::MutexLock lock(&mu_);
+    return cursor_;
+  }
+
   void WaitDone() {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(&done_));
+  }
+  // Whether the stream ended within `timeout`.
+  bool WaitDoneFor(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithTimeout(absl::Condition(&done_), timeout);
   }
 
   bool established() {
@@ -200,6 +219,7 @@ class StreamClient::Reactor final
   bool established_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t cursor_ ABSL_GUARDED_BY(mu_) = 0;
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
 };
@@ -210,9 +230,7 @@ StreamClient::StreamClient(StreamClientOptions options, ReplayBuffer& buffer,
       buffer_(buffer),
       series_(series),
       hello_(std::move(hello)),
-      stub_(v1::Telemetry::NewStub(options_.channel)),
-      rng_state_(options_.jitter_seed ? options_.jitter_seed
-                                      : (options_.agent_instance_id | 1)) {}
+      rng_state_(options_.jitter_seed ? options_.jitter_seed : (options_.agent_instance_id | 1)) {}
 
 StreamClient::~StreamClient() { Stop(absl::ZeroDuration()); }
 
@@ -249,9 +267,124 @@ absl::Duration StreamClient::NextBackoff(absl::Duration current) {
   return current * fraction;
 }
 
+std::vector<AggregatorTarget> StreamClient::Targets() {
+  if (options_.directory != nullptr) {
+    return options_.directory->Refresh();
+  }
+  return {AggregatorTarget{"", 0, options_.channel}};
+}
+
+namespace {
+
+size_t IndexOf(const std::vector<AggregatorTarget>& targets, const std::string& address) {
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (targets[i].address == address) {
+      return i;
+    }
+  }
+  return targets.size();
+}
+
+}  // namespace
+
+std::optional<std::string> StreamClient::Supervise(Reactor& reactor,
+                                                   std::vector<AggregatorTarget>& targets,
+                                                   const std::string& current,
+                                                   absl::Time failover_deadline) {
+  // Probing often enough that failover and failback land within a small fraction of their
+  // delays, seldom enough to cost nothing (a channel state read; DNS only every failback_after).
+  const absl::Duration probe =
+      std::clamp(std::min(options_.failover_after, options_.failback_after) / 8,
+                 absl::Milliseconds(10), absl::Seconds(1));
+  absl::flat_hash_map<std::string, absl::Time> reachable_since;
+  absl::Time next_refresh = absl::Now() + options_.failback_after;
+  bool cancelled = false;
+  while (!reactor.WaitDoneFor(probe)) {
+    if (cancelled || targets.size() < 2) {
+      continue;
+    }
+    const absl::Time now = absl::Now();
+    if (!reactor.established()) {
+      if (now >= failover_deadline) {
+        reactor.Cancel();  // an address that swallows packets never fails the attempt itself
+        cancelled = true;
+      }
+      continue;
+    }
+    size_t index = IndexOf(targets, current);
+    if (index == 0) {
+      continue;  // on the primary: nothing better to return to
+    }
+    if (options_.directory != nullptr && options_.directory->resolves() && now >= next_refresh) {
+      // A returning aggregator may come back under a new address (a rescheduled pod).
+      targets = options_.directory->Refresh();
+      next_refresh = now + options_.failback_after;
+      index = IndexOf(targets, current);
+    }
+    for (size_t better = 0; better < index && better < targets.size(); ++better) {
+      const std::string& address = targets[better].address;
+      if (targets[better].channel->GetState(/*try_to_connect=*/true) != GRPC_CHANNEL_READY) {
+        reachable_since.erase(address);
+        continue;
+      }
+      const absl::Time since = reachable_since.emplace(address, now).first->second;
+      if (now - since < options_.failback_after) {
+        continue;
+      }
+      // Let the fallback acknowledge what it has been sent (bounded), so that the better one is
+      // not sent it again, then end the stream.
+      reactor.Drain();
+      const absl::Time drain_deadline = now + std::max(probe * 8, absl::Seconds(1));
+      while (absl::Now() < drain_deadline && buffer_.acked_sequence() < reactor.sent_through()) {
+        if (reactor.WaitDoneFor(absl::Milliseconds(5))) {
+          break;
+        }
+      }
+      reactor.Cancel();
+      reactor.WaitDone();
+      return address;
+    }
+  }
+  return std::nullopt;
+}
+
 void StreamClient::ConnectionLoop() {
   absl::Duration backoff = options_.initial_backoff;
+  std::string current;  // the aggregator in use; "" before the first attempt
+  // Since when the aggregator in use has held no stream (unset while one is established or
+  // before the first attempt ends).
+  std::optional<absl::Time> unreachable_since;
   for (;;) {
+    std::vector<AggregatorTarget> targets = Targets();
+    size_t index = IndexOf(targets, current);
+    if (index == targets.size()) {
+      if (!current.empty()) {
+        FABRICMON_LOG(Info) << "aggregator " << current << " is no longer listed";
+      }
+      index = 0;
+      unreachable_since.reset();
+    }
+    const absl::Time attempt_start = absl::Now();
+    if (unreachable_since.has_value() && targets.size() > 1 &&
+        attempt_start - *unreachable_since >= options_.failover_after) {
+      const size_t next = (index + 1) % targets.size();
+      FABRICMON_LOG(Warning) << "aggregator " << targets[index].address << " (rank " << index
+                             << ") unreachable for "
+                             << absl::FormatDuration(attempt_start - *unreachable_since)
+                             << "; failing over to " << targets[next].address << " (rank " << next
+                             << ")";
+      index = next;
+      unreachable_since.reset();
+      backoff = options_.initial_backoff;
+      absl::MutexLock lock(&stats_mu_);
+      ++stats_.failovers;
+    }
+    current = targets[index].address;
+    {
+      absl::MutexLock lock(&stats_mu_);
+      stats_.aggregator = current;
+      stats_.aggregator_rank = static_cast<int>(index);
+    }
     auto reactor = std::make_unique<Reactor>(*this);
     {
       absl::MutexLock lock(&mu_);
@@ -264,14 +397,17 @@ void StreamClient::ConnectionLoop() {
       absl::MutexLock lock(&stats_mu_);
       ++stats_.connect_attempts;
     }
-    reactor->Start(*stub_);
-    reactor->WaitDone();
+    std::unique_ptr<v1::Telemetry::Stub> stub = v1::Telemetry::NewStub(targets[index].channel);
+    reactor->Start(*stub);
+    const std::optional<std::string> failback =
+        Supervise(*reactor, targets, current,
+                  unreachable_since.value_or(attempt_start) + options_.failover_after);
     const bool established = reactor->established();
     const grpc::Status status = reactor->status();
     {
       absl::MutexLock lock(&stats_mu_);
       stats_.connected = false;
-      if (!status.ok()) {
+      if (!status.ok() && !failback.has_value()) {
         stats_.last_error = status.error_message();
       }
     }
@@ -283,15 +419,36 @@ void StreamClient::ConnectionLoop() {
         return;
       }
     }
+    if (failback.has_value()) {
+      FABRICMON_LOG(Warning) << "aggregator " << *failback << " reachable again for "
+                             << absl::FormatDuration(options_.failback_after)
+                             << "; returning to it from " << current;
+      current = *failback;
+      unreachable_since.reset();
+      backoff = options_.initial_backoff;
+      absl::MutexLock lock(&stats_mu_);
+      ++stats_.failbacks;
+      continue;
+    }
     if (!status.ok()) {
       FABRICMON_LOG_EVERY_MINUTE(Warning)
-          << "telemetry stream ended: " << status.error_code() << " " << status.error_message();
+          << "telemetry stream" << (current.empty() ? "" : " to ") << current
+          << " ended: " << status.error_code() << " " << status.error_message();
     }
+    const absl::Time now = absl::Now();
     if (established) {
       backoff = options_.initial_backoff;
+      unreachable_since = now;
+    } else if (!unreachable_since.has_value()) {
+      unreachable_since = attempt_start;
     }
-    const absl::Duration sleep = NextBackoff(backoff);
+    absl::Duration sleep = NextBackoff(backoff);
     backoff = std::min(backoff * 2, options_.max_backoff);
+    if (targets.size() > 1) {
+      // Wake in time to fail over when the failover delay runs out during the backoff.
+      sleep = std::min(sleep, std::max(absl::ZeroDuration(),
+                                       *unreachable_since + options_.failover_after - now));
+    }
     absl::MutexLock lock(&mu_);
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), sleep);
     if (stopping_) {

@@ -6,6 +6,16 @@
 // reconnects with exponential backoff and full jitter, so thousands of agents do not stampede a
 // restarted aggregator.
 //
+// With several aggregators (an AggregatorDirectory) the client streams to the node's primary in
+// the rendezvous ranking. When the aggregator in use has held no stream for `failover_after` (it
+// died, refuses, or never answers), the client moves to the next in the ranking; the new
+// aggregator's hello ack says what it has of this node, and everything after that and after the
+// last acknowledgement is replayed from the buffer, so the move loses nothing within the buffer's
+// bound. While on a fallback it probes the better-ranked aggregators' channels; once one has been
+// reachable without a break for `failback_after` (hysteresis: an aggregator that crash-loops does
+// not pull nodes back and forth) the client lets the fallback acknowledge what it was sent, ends
+// that stream and returns.
+//
 // Threads: one connection thread owned by the client (joined by Stop()); reactions run on gRPC's
 // callback threads. Push-side callers only call Notify().
 
@@ -13,11 +23,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "daemon/agent/aggregator_directory.h"
 #include "daemon/agent/replay_buffer.h"
 #include "daemon/agent/series_table.h"
 #include "daemon/common/clock.h"
@@ -27,7 +40,15 @@
 namespace fabricmon::agent {
 
 struct StreamClientOptions {
+  // Either one fixed channel (no failover) ...
   std::shared_ptr<grpc::Channel> channel;
+  // ... or the aggregators to choose from (borrowed, must outlive the client; used only on the
+  // connection thread). When set, `channel` is ignored.
+  AggregatorDirectory* directory = nullptr;
+  // With several aggregators: how long the one in use may hold no stream before the next in rank
+  // takes over, and how long a better-ranked one must stay reachable before the client returns.
+  absl::Duration failover_after = absl::Seconds(10);
+  absl::Duration failback_after = absl::Seconds(30);
   std::string node_name;
   std::string boot_id;
   std::string agent_version;
@@ -48,6 +69,10 @@ struct StreamClientStats {
   uint64_t rejects = 0;
   bool connected = false;
   std::string last_error;
+  uint64_t failovers = 0;   // moves to the next aggregator in rank (the one in use was unreachable)
+  uint64_t failbacks = 0;   // returns to a better-ranked aggregator once it was reachable again
+  std::string aggregator;   // the aggregator in use (its address; "" with a fixed channel)
+  int aggregator_rank = 0;  // its rank for this node (0: primary)
 };
 
 class StreamClient {
@@ -77,13 +102,18 @@ class StreamClient {
  private:
   class Reactor;
   void ConnectionLoop();
+  std::vector<AggregatorTarget> Targets();
+  // Waits for `reactor`'s stream to end. Ends it early when it is not established by
+  // `failover_deadline` (and there is somewhere else to go), or, on a fallback (rank > 0), when a
+  // better-ranked aggregator has been reachable for failback_after: then returns its address.
+  std::optional<std::string> Supervise(Reactor& reactor, std::vector<AggregatorTarget>& targets,
+                                       const std::string& current, absl::Time failover_deadline);
   absl::Duration NextBackoff(absl::Duration current);
 
   const StreamClientOptions options_;
   ReplayBuffer& buffer_;
   const SeriesTable& series_;
   const HelloProvider hello_;
-  std::unique_ptr<v1::Telemetry::Stub> stub_;
 
   // Lock order: mu_ → Reactor::mu_ → stats_mu_. Holding mu_ while calling into the active
   // reactor keeps the connection thread from destroying it meanwhile.

@@ -28,6 +28,9 @@ ABSL_FLAG(std::string, config, "", "AggregatorConfig in protobuf text format.");
 ABSL_FLAG(std::string, grpc_listen, "",
           "HOST:PORT for agents and the CLI (default 127.0.0.1:7470).");
 ABSL_FLAG(std::string, metrics_listen, "", "HOST:PORT for /metrics (default 127.0.0.1:9470).");
+ABSL_FLAG(std::string, shard, "",
+          "This aggregator's shard name, the `shard` label of what it remote-writes (overrides "
+          "config; default HOST:PORT: the host name and the gRPC port).");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error.");
 ABSL_FLAG(std::string, link_list, "", "Link-list topology file (overrides config link_list_file).");
 ABSL_FLAG(std::string, topology_file, "",
@@ -121,7 +124,8 @@ int main(int argc, char** argv) {
       "Prometheus /metrics and the fabricmon CLI";
   info.usage = {
       "fabricmon-aggregator --grpc_listen=HOST:PORT --metrics_listen=HOST:PORT [--config=FILE] "
-      "[--topology_file=FILE] [--link_list=FILE] [--port_file=FILE] [--insecure_plaintext]",
+      "[--topology_file=FILE] [--link_list=FILE] [--port_file=FILE] [--insecure_plaintext] "
+      "[--shard=NAME]",
       "fabricmon-aggregator --check_config --config=FILE [flags]",
   };
   info.exit_statuses = {
@@ -132,7 +136,7 @@ int main(int argc, char** argv) {
   info.value_names = {
       {"config", "FILE"},       {"grpc_listen", "HOST:PORT"},    {"link_list", "FILE"},
       {"log_level", "LEVEL"},   {"metrics_listen", "HOST:PORT"}, {"port_file", "FILE"},
-      {"topology_file", "FILE"}};
+      {"shard", "NAME"},        {"topology_file", "FILE"}};
   info.flags_file = __FILE__;
   fabricmon::ParsedCommandLine parsed = fabricmon::ParseCommandLine(argc, argv, info);
   if (parsed.exit_status.has_value()) {
@@ -176,6 +180,9 @@ int main(int argc, char** argv) {
   }
   if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
     config.set_metrics_listen(absl::GetFlag(FLAGS_metrics_listen));
+  }
+  if (!absl::GetFlag(FLAGS_shard).empty()) {
+    config.set_shard(absl::GetFlag(FLAGS_shard));
   }
   return fabricmon::Run(config, check);
 }

@@ -1,7 +1,10 @@
 #include "daemon/aggregator/aggregator_server.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -82,6 +85,34 @@ absl::StatusOr<std::optional<recording::RecorderOptions>> RecordingOptions(
     return valid;
   }
   return options;
+}
+
+// The shard name: `shard`, or HOST:PORT of this aggregator (the host name and the gRPC port, as
+// agents list it; a StatefulSet pod's host name is stable). InvalidArgument for a name that
+// cannot be a label value as written (control characters, over 256 bytes).
+absl::StatusOr<std::string> ShardName(const v1::AggregatorConfig& config) {
+  std::string shard = config.shard();
+  if (shard.empty()) {
+    char host[256] = {0};
+    if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') {
+      std::snprintf(host, sizeof(host), "localhost");
+    }
+    const std::string listen =
+        config.grpc_listen().empty() ? "127.0.0.1:7470" : config.grpc_listen();
+    const size_t colon = listen.rfind(':');
+    const std::string port = colon == std::string::npos ? "7470" : listen.substr(colon + 1);
+    // Port 0 (a free port, tests) would name every such shard alike: the host alone.
+    shard = port == "0" ? std::string(host) : absl::StrCat(host, ":", port);
+  }
+  if (shard.size() > 256) {
+    return absl::InvalidArgumentError("shard: longer than 256 bytes");
+  }
+  for (unsigned char c : shard) {
+    if (c < 0x20 || c == 0x7f) {
+      return absl::InvalidArgumentError("shard: contains a control character");
+    }
+  }
+  return shard;
 }
 
 }  // namespace
@@ -186,8 +217,13 @@ absl::StatusOr<AggregatorSettings> ResolveAggregatorSettings(const v1::Aggregato
   settings.stale_after_nanos =
       int64_t{config.node_stale_after_ms() > 0 ? config.node_stale_after_ms() : 30000} * 1000000;
 
+  absl::StatusOr<std::string> shard = ShardName(config);
+  if (!shard.ok()) {
+    return Refuse(shard.status().message());
+  }
+  settings.shard = *std::move(shard);
   absl::StatusOr<std::vector<remote_write::EndpointConfig>> remote_write =
-      remote_write::ParseRemoteWriteConfigs(config.remote_write());
+      remote_write::ParseRemoteWriteConfigs(config.remote_write(), settings.shard);
   if (!remote_write.ok()) {
     return Refuse(remote_write.status().message());
   }

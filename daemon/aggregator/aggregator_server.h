@@ -62,6 +62,7 @@ struct AggregatorSettings {
   int64_t stale_after_nanos = int64_t{30} * 1000000000;
   MetricsServerOptions metrics;
   std::optional<recording::RecorderOptions> recording;  // nullopt: nothing is recorded
+  std::string shard;  // the `shard` label of what it remote-writes
   std::vector<remote_write::EndpointConfig> remote_write;
   v1::DetectorThresholds detectors;
   int64_t detector_tick_nanos = 1000000000;

@@ -38,6 +38,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "daemon/cli/fan_out.h"
 #include "daemon/cli/record_export.h"
 #include "daemon/cli/replay.h"
 #include "daemon/cli/slurm.h"
@@ -53,7 +54,10 @@
 #include "google/protobuf/util/json_util.h"
 #include "grpcpp/grpcpp.h"
 
-ABSL_FLAG(std::string, aggregator, "127.0.0.1:7470", "HOST:PORT of the aggregator.");
+ABSL_FLAG(std::string, aggregator, "127.0.0.1:7470",
+          "HOST:PORT of the aggregator, or HOST:PORT,HOST:PORT,... of every shard: nodes, "
+          "findings, diagnose and topology ask them all and merge the answers; the other "
+          "commands ask the first.");
 ABSL_FLAG(std::string, nodes, "", "Comma-separated node names (diagnose, gate, job start, record export).");
 ABSL_FLAG(std::string, dir, "", "record export: the aggregator's recording.directory.");
 ABSL_FLAG(std::string, from, "",
@@ -108,7 +112,7 @@ Transport g_transport;
 
 // gRPC reports a failed TLS handshake as UNAVAILABLE with a terse message ("Socket closed",
 // "failed to connect to all addresses", an SSL error string); say what most likely happened.
-std::string Explain(const grpc::Status& status) {
+std::string Explain(const grpc::Status& status, const std::string& address) {
   if (status.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
     return absl::StrCat(
         "\n  the aggregator refused your certificate: Diagnostics (this CLI) is for operators "
@@ -120,7 +124,7 @@ std::string Explain(const grpc::Status& status) {
     return "";
   }
   if (absl::StrContains(status.error_message(), "Connection refused")) {
-    return absl::StrCat("\n  nothing listens at ", absl::GetFlag(FLAGS_aggregator),
+    return absl::StrCat("\n  nothing listens at ", address,
                         ": is the aggregator running, on this address (--aggregator)?");
   }
   if (!g_transport.tls) {
@@ -137,10 +141,59 @@ std::string Explain(const grpc::Status& status) {
          "name), and that the aggregator's CA signed --tls_cert and it has not expired";
 }
 
-int Fail(const grpc::Status& status) {
-  std::cerr << "fabricmon: " << status.error_message() << " (gRPC code " << status.error_code()
-            << ")" << Explain(status) << "\n";
+// `name_shard`: say which of several aggregators answered so.
+int Fail(const grpc::Status& status, const std::string& address, bool name_shard = false) {
+  std::cerr << "fabricmon: " << (name_shard ? absl::StrCat("shard ", address, ": ") : "")
+            << status.error_message() << " (gRPC code " << status.error_code()
+            << ")" << Explain(status, address) << "\n";
   return 1;
+}
+
+// The aggregator (the first listed) that the single-shard commands ask.
+struct Shards {
+  std::vector<std::string> addresses;
+  std::vector<std::unique_ptr<v1::Diagnostics::Stub>> stubs;
+  v1::Diagnostics::Stub& first() { return *stubs.front(); }
+};
+Shards* g_shards = nullptr;
+
+int Fail(const grpc::Status& status) { return Fail(status, g_shards->addresses.front()); }
+
+// The answers of the shards that answered. A shard that did not is named on stderr and makes
+// the command exit 1 after printing what the others answered; when none answered, each failure
+// is explained as a single aggregator's would be (`none`, exit 1).
+template <typename Response>
+struct Gathered {
+  std::vector<const Response*> answers;
+  std::vector<std::string> shards;
+  bool none = false;
+  int exit_status = 0;
+};
+template <typename Response>
+Gathered<Response> Gather(const std::vector<ShardAnswer<Response>>& all) {
+  Gathered<Response> gathered;
+  for (const ShardAnswer<Response>& answer : all) {
+    if (answer.status.ok()) {
+      gathered.answers.push_back(&answer.response);
+      gathered.shards.push_back(answer.shard);
+    }
+  }
+  if (gathered.answers.empty()) {
+    gathered.none = true;
+    for (const ShardAnswer<Response>& answer : all) {
+      gathered.exit_status = Fail(answer.status, answer.shard, /*name_shard=*/all.size() > 1);
+    }
+    return gathered;
+  }
+  for (const ShardAnswer<Response>& answer : all) {
+    if (!answer.status.ok()) {
+      std::cerr << "fabricmon: shard " << answer.shard
+                << " did not answer: " << answer.status.error_message() << " (gRPC code "
+                << answer.status.error_code() << "); the answer leaves out what only it holds\n";
+      gathered.exit_status = 1;
+    }
+  }
+  return gathered;
 }
 
 // Severity reads as in metrics and alerts ("critical"), not as the proto enum's value name
@@ -183,21 +236,25 @@ bool PrintJson(const google::protobuf::Message& message) {
   return true;
 }
 
-void Deadline(grpc::ClientContext& context) {
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(absl::GetFlag(FLAGS_timeout_s)));
+std::chrono::system_clock::time_point DeadlineTime() {
+  return std::chrono::system_clock::now() + std::chrono::seconds(absl::GetFlag(FLAGS_timeout_s));
 }
 
-int ListNodes(v1::Diagnostics::Stub& stub) {
-  grpc::ClientContext context;
-  Deadline(context);
-  v1::ListNodesResponse response;
-  grpc::Status status = stub.ListNodes(&context, v1::ListNodesRequest(), &response);
-  if (!status.ok()) {
-    return Fail(status);
+void Deadline(grpc::ClientContext& context) { context.set_deadline(DeadlineTime()); }
+
+int ListNodes(Shards& shards) {
+  const auto all = AskEveryShard<v1::ListNodesResponse>(
+      shards.addresses, shards.stubs, DeadlineTime(),
+      [](v1::Diagnostics::Stub& stub, grpc::ClientContext& context, v1::ListNodesResponse* out) {
+        return stub.ListNodes(&context, v1::ListNodesRequest(), out);
+      });
+  const Gathered<v1::ListNodesResponse> gathered = Gather(all);
+  if (gathered.none) {
+    return gathered.exit_status;
   }
+  const v1::ListNodesResponse response = MergeNodes(gathered.answers);
   if (PrintJson(response)) {
-    return 0;
+    return gathered.exit_status;
   }
   std::printf("%-24s %-5s %-8s %-14s %-10s %s\n", "NODE", "UP", "SERIES", "LAST SEEN", "AGENT",
               "CONFLICTS");
@@ -212,7 +269,7 @@ int ListNodes(v1::Diagnostics::Stub& stub) {
                 Age(node.last_seen_unix_nanos()).c_str(), node.agent_version().c_str(),
                 conflicts.c_str());
   }
-  return 0;
+  return gathered.exit_status;
 }
 
 // "node017 mlx5_0/1", "switch leaf03/17", "ca:storage01/1", "node017 gpu3 link5", "node017".
@@ -310,18 +367,22 @@ int ShowNode(v1::Diagnostics::Stub& stub, const std::string& name) {
   return 0;
 }
 
-int ListFindings(v1::Diagnostics::Stub& stub) {
-  grpc::ClientContext context;
-  Deadline(context);
+int ListFindings(Shards& shards) {
   v1::ListFindingsRequest request;
   request.set_include_cleared(absl::GetFlag(FLAGS_all));
-  v1::ListFindingsResponse response;
-  grpc::Status status = stub.ListFindings(&context, request, &response);
-  if (!status.ok()) {
-    return Fail(status);
+  const auto all = AskEveryShard<v1::ListFindingsResponse>(
+      shards.addresses, shards.stubs, DeadlineTime(),
+      [&request](v1::Diagnostics::Stub& stub, grpc::ClientContext& context,
+                 v1::ListFindingsResponse* out) {
+        return stub.ListFindings(&context, request, out);
+      });
+  const Gathered<v1::ListFindingsResponse> gathered = Gather(all);
+  if (gathered.none) {
+    return gathered.exit_status;
   }
+  const v1::ListFindingsResponse response = MergeFindings(gathered.answers);
   if (PrintJson(response)) {
-    return 0;
+    return gathered.exit_status;
   }
   if (response.findings().empty()) {
     std::printf("no active findings\n");
@@ -329,7 +390,7 @@ int ListFindings(v1::Diagnostics::Stub& stub) {
   for (const v1::Finding& finding : response.findings()) {
     PrintFinding(finding);
   }
-  return 0;
+  return gathered.exit_status;
 }
 
 // One end as a link list names it (NODE/DEVICE/PORT for a host, switch:NAME/PORT), or
@@ -363,16 +424,19 @@ std::string Plural(uint64_t n, const char* one, const char* many) {
   return absl::StrCat(n, " ", n == 1 ? one : many);
 }
 
-int Topology(v1::Diagnostics::Stub& stub) {
-  grpc::ClientContext context;
-  Deadline(context);
-  v1::GetTopologyResponse response;
-  grpc::Status status = stub.GetTopology(&context, v1::GetTopologyRequest(), &response);
-  if (!status.ok()) {
-    return Fail(status);
+int Topology(Shards& shards) {
+  const auto all = AskEveryShard<v1::GetTopologyResponse>(
+      shards.addresses, shards.stubs, DeadlineTime(),
+      [](v1::Diagnostics::Stub& stub, grpc::ClientContext& context, v1::GetTopologyResponse* out) {
+        return stub.GetTopology(&context, v1::GetTopologyRequest(), out);
+      });
+  const Gathered<v1::GetTopologyResponse> gathered = Gather(all);
+  if (gathered.none) {
+    return gathered.exit_status;
   }
+  const v1::GetTopologyResponse response = MergeTopology(gathered.answers);
   if (PrintJson(response)) {
-    return 0;
+    return gathered.exit_status;
   }
   if (response.links().empty()) {
     std::printf(
@@ -405,7 +469,7 @@ int Topology(v1::Diagnostics::Stub& stub) {
               Plural(response.switches(), "switch", "switches").c_str(),
               Plural(response.hosts(), "host", "hosts").c_str(),
               sources.empty() ? "" : absl::StrCat(" (", absl::StrJoin(sources, ", "), ")").c_str());
-  return 0;
+  return gathered.exit_status;
 }
 
 // The nodes --nodes or --slurm_job name, for a command that takes either; `allow_job` also
@@ -491,19 +555,26 @@ grpc::Status AskDiagnose(v1::Diagnostics::Stub& stub, const Target& target,
   return stub.Diagnose(&context, request, response);
 }
 
-int Diagnose(v1::Diagnostics::Stub& stub) {
+int Diagnose(Shards& shards) {
   absl::StatusOr<Target> target = ResolveTarget("diagnose", /*allow_job=*/true);
   if (!target.ok()) {
     std::cerr << target.status().message() << "\n";
     return kExitUsage;
   }
-  v1::DiagnoseResponse response;
-  grpc::Status status = AskDiagnose(stub, *target, &response);
-  if (!status.ok()) {
-    return Fail(status);
+  const Target& asked = *target;
+  const auto all = AskEveryShard<v1::DiagnoseResponse>(
+      shards.addresses, shards.stubs, DeadlineTime(),
+      [&asked](v1::Diagnostics::Stub& stub, grpc::ClientContext&, v1::DiagnoseResponse* out) {
+        return AskDiagnose(stub, asked, out);  // sets the same deadline itself
+      });
+  const Gathered<v1::DiagnoseResponse> gathered = Gather(all);
+  if (gathered.none) {
+    return gathered.exit_status;
   }
+  const v1::DiagnoseResponse response =
+      MergeDiagnose(gathered.answers, gathered.shards, asked.nodes);
   if (PrintJson(response)) {
-    return 0;
+    return gathered.exit_status;
   }
   if (response.has_job()) {
     std::printf("job %s: %d nodes, registered %s by %s\n", response.job().name().c_str(),
@@ -518,23 +589,40 @@ int Diagnose(v1::Diagnostics::Stub& stub) {
     PrintFinding(finding);
   }
   PrintTraffic(response);
-  return 0;
+  return gathered.exit_status;
 }
 
 // For a Slurm prolog or epilog: 0 when no active warning-or-worse finding touches the nodes, 1
 // when one does (one line each on stdout), 2 when the question could not be asked or answered.
-int Gate(v1::Diagnostics::Stub& stub) {
+int Gate(Shards& shards) {
   absl::StatusOr<Target> target = ResolveTarget("gate", /*allow_job=*/true);
   if (!target.ok()) {
     std::cerr << target.status().message() << "\n";
     return kExitUsage;
   }
-  v1::DiagnoseResponse response;
-  grpc::Status status = AskDiagnose(stub, *target, &response);
-  if (!status.ok()) {
-    Fail(status);
-    return kExitUsage;  // no answer is not "healthy": the caller decides what to do
+  const Target& asked = *target;
+  const auto all = AskEveryShard<v1::DiagnoseResponse>(
+      shards.addresses, shards.stubs, DeadlineTime(),
+      [&asked](v1::Diagnostics::Stub& stub, grpc::ClientContext&, v1::DiagnoseResponse* out) {
+        return AskDiagnose(stub, asked, out);
+      });
+  std::vector<const v1::DiagnoseResponse*> answers;
+  std::vector<std::string> answered;
+  bool incomplete = false;
+  for (const ShardAnswer<v1::DiagnoseResponse>& answer : all) {
+    if (!answer.status.ok()) {
+      Fail(answer.status, answer.shard, /*name_shard=*/all.size() > 1);
+      incomplete = true;
+    }
+    answers.push_back(&answer.response);
+    answered.push_back(answer.shard);
   }
+  if (incomplete) {
+    // No answer is not "healthy", and neither is part of one (the silent shard may hold the
+    // fault): the caller decides what to do.
+    return kExitUsage;
+  }
+  const v1::DiagnoseResponse response = MergeDiagnose(answers, answered, asked.nodes);
   int unhealthy = 0;
   for (const v1::Finding& finding : response.findings()) {
     if (finding.cleared_unix_nanos() != 0 || finding.severity() < v1::SEVERITY_WARNING) {
@@ -567,7 +655,7 @@ void PrintJob(const v1::Job& job) {
               absl::StrJoin(job.nodes(), ",").c_str());
 }
 
-int StartJob(v1::Diagnostics::Stub& stub) {
+int StartJob(Shards& shards) {
   if (absl::GetFlag(FLAGS_name).empty()) {
     std::cerr << "fabricmon job start: give --name=ID\n";
     return kExitUsage;
@@ -583,37 +671,45 @@ int StartJob(v1::Diagnostics::Stub& stub) {
   for (const std::string& node : target->nodes) {
     request.add_nodes(node);
   }
-  grpc::ClientContext context;
-  Deadline(context);
-  v1::Job job;
-  grpc::Status status = stub.StartJob(&context, request, &job);
-  if (!status.ok()) {
-    return Fail(status);
+  // Every shard registers the job: each judges the job's nodes it holds (straggler) and answers
+  // diagnose/gate --job.
+  const auto all = AskEveryShard<v1::Job>(
+      shards.addresses, shards.stubs, DeadlineTime(),
+      [&request](v1::Diagnostics::Stub& stub, grpc::ClientContext& context, v1::Job* out) {
+        return stub.StartJob(&context, request, out);
+      });
+  const Gathered<v1::Job> gathered = Gather(all);
+  if (gathered.none) {
+    return gathered.exit_status;
   }
+  const v1::Job& job = *gathered.answers.front();
   if (!PrintJson(job)) {
     PrintJob(job);
   }
-  return 0;
+  return gathered.exit_status;
 }
 
-int EndJob(v1::Diagnostics::Stub& stub) {
+int EndJob(Shards& shards) {
   if (absl::GetFlag(FLAGS_name).empty()) {
     std::cerr << "fabricmon job end: give --name=ID\n";
     return kExitUsage;
   }
   v1::EndJobRequest request;
   request.set_name(absl::GetFlag(FLAGS_name));
-  grpc::ClientContext context;
-  Deadline(context);
-  v1::Job job;
-  grpc::Status status = stub.EndJob(&context, request, &job);
-  if (!status.ok()) {
-    return Fail(status);
+  const auto all = AskEveryShard<v1::Job>(
+      shards.addresses, shards.stubs, DeadlineTime(),
+      [&request](v1::Diagnostics::Stub& stub, grpc::ClientContext& context, v1::Job* out) {
+        return stub.EndJob(&context, request, out);
+      });
+  const Gathered<v1::Job> gathered = Gather(all);
+  if (gathered.none) {
+    return gathered.exit_status;
   }
+  const v1::Job& job = *gathered.answers.front();
   if (!PrintJson(job)) {
     std::printf("ended %s (%d nodes)\n", job.name().c_str(), job.nodes_size());
   }
-  return 0;
+  return gathered.exit_status;
 }
 
 int ListJobs(v1::Diagnostics::Stub& stub) {
@@ -1012,31 +1108,44 @@ int main(int argc, char** argv) {
   if (!absl::GetFlag(FLAGS_tls_server_name).empty()) {
     channel_args.SetSslTargetNameOverride(absl::GetFlag(FLAGS_tls_server_name));
   }
-  auto channel = grpc::CreateCustomChannel(absl::GetFlag(FLAGS_aggregator),
-                                           fabricmon::MakeChannelCredentials(*security),
-                                           channel_args);
-  auto stub = fabricmon::v1::Diagnostics::NewStub(channel);
+  absl::StatusOr<std::vector<std::string>> addresses =
+      fabricmon::cli::SplitAggregators(absl::GetFlag(FLAGS_aggregator));
+  if (!addresses.ok()) {
+    std::cerr << "fabricmon: " << addresses.status().message() << "; see --help\n";
+    return fabricmon::kExitUsage;
+  }
+  fabricmon::cli::Shards shards;
+  const std::shared_ptr<grpc::ChannelCredentials> credentials =
+      fabricmon::MakeChannelCredentials(*security);
+  for (const std::string& address : *addresses) {
+    shards.addresses.push_back(address);
+    shards.stubs.push_back(fabricmon::v1::Diagnostics::NewStub(
+        grpc::CreateCustomChannel(address, credentials, channel_args)));
+  }
+  fabricmon::cli::g_shards = &shards;
+  // node and jobs ask the first shard (every shard holds the jobs the CLI registered).
+  fabricmon::v1::Diagnostics::Stub& first = shards.first();
   if (command == "nodes") {
-    return fabricmon::cli::ListNodes(*stub);
+    return fabricmon::cli::ListNodes(shards);
   }
   if (command == "node") {
-    return fabricmon::cli::ShowNode(*stub, args[2]);
+    return fabricmon::cli::ShowNode(first, args[2]);
   }
   if (command == "findings") {
-    return fabricmon::cli::ListFindings(*stub);
+    return fabricmon::cli::ListFindings(shards);
   }
   if (command == "diagnose") {
-    return fabricmon::cli::Diagnose(*stub);
+    return fabricmon::cli::Diagnose(shards);
   }
   if (command == "job") {
-    return std::string(args[2]) == "start" ? fabricmon::cli::StartJob(*stub)
-                                           : fabricmon::cli::EndJob(*stub);
+    return std::string(args[2]) == "start" ? fabricmon::cli::StartJob(shards)
+                                           : fabricmon::cli::EndJob(shards);
   }
   if (command == "jobs") {
-    return fabricmon::cli::ListJobs(*stub);
+    return fabricmon::cli::ListJobs(first);
   }
   if (command == "gate") {
-    return fabricmon::cli::Gate(*stub);
+    return fabricmon::cli::Gate(shards);
   }
-  return fabricmon::cli::Topology(*stub);
+  return fabricmon::cli::Topology(shards);
 }

@@ -210,11 +210,24 @@ std::string RedactedUrl(const std::string& url) {
 }
 
 absl::StatusOr<std::vector<EndpointConfig>> ParseRemoteWriteConfigs(
-    const google::protobuf::RepeatedPtrField<v1::RemoteWriteConfig>& configs) {
+    const google::protobuf::RepeatedPtrField<v1::RemoteWriteConfig>& configs,
+    absl::string_view shard) {
   std::vector<EndpointConfig> out;
   std::set<std::string> names;
   for (int i = 0; i < configs.size(); ++i) {
     absl::StatusOr<EndpointConfig> parsed = ParseOne(configs.Get(i));
+    if (parsed.ok() && !shard.empty()) {
+      LabelPairs& external = parsed->endpoint.external_labels;
+      const auto at = std::lower_bound(
+          external.begin(), external.end(), std::string(kShardLabel),
+          [](const auto& pair, const std::string& name) { return pair.first < name; });
+      if (at != external.end() && at->first == kShardLabel) {
+        parsed = absl::InvalidArgumentError(
+            "external_labels: \"shard\" is the aggregator's shard name (set `shard` instead)");
+      } else {
+        external.insert(at, {std::string(kShardLabel), std::string(shard)});  // stays sorted
+      }
+    }
     if (!parsed.ok()) {
       return absl::Status(parsed.status().code(),
                           absl::StrCat("remote_write[", i, "]: ", parsed.status().message()));

@@ -550,6 +550,11 @@ absl::StatusOr<SeriesStore::Attachment> SeriesStore::Attach(const v1::Hello& hel
       // A restarted agent numbers its batches from 1 again.
       node->last_stored_sequence_ = 0;
     }
+    if (hello.last_acked_sequence() > node->last_stored_sequence_) {
+      // Acknowledged by another aggregator while the agent was failed over (or before this one
+      // restarted): the agent will not send them again, so they are not a gap in the sequence.
+      node->last_stored_sequence_ = hello.last_acked_sequence();
+    }
     node->connected_ = true;
     node->stream_token_ = stream_token;
     node->cancel_owner_ = std::move(cancel);

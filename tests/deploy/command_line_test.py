@@ -54,7 +54,8 @@ OWN_FLAGS = {
                         "listen_metrics", "log_level", "insecure_plaintext", "check_config",
                         "enable_collectors", "doctor"],
     "fabricmon-aggregator": ["config", "grpc_listen", "metrics_listen", "log_level", "link_list",
-                             "topology_file", "port_file", "insecure_plaintext", "check_config"],
+                             "topology_file", "port_file", "insecure_plaintext", "check_config",
+                             "shard"],
     "fabricmon": ["aggregator", "nodes", "timeout_s", "json", "all", "tls_ca", "tls_cert",
                   "tls_key", "tls_server_name", "name", "job", "slurm_job", "scontrol", "source",
                   "dir", "from", "to", "config", "link_list", "topology_file", "fast", "speed"],
@@ -188,6 +189,15 @@ def check_config(agent, aggregator, tmp):
         bad = os.path.join(tmp, "bad.textproto")
         with open(bad, "w") as f:
             f.write("no_such_field: 1\n")
+        shard_conf = os.path.join(tmp, "shard.textproto")
+        with open(shard_conf, "w") as f:
+            f.write("tls { insecure_plaintext: true }\n"
+                    'remote_write { url: "http://127.0.0.1:1/api/v1/write" '
+                    'external_labels { key: "shard" value: "x" } }\n')
+        failover_conf = os.path.join(tmp, "failover.textproto")
+        with open(failover_conf, "w") as f:
+            f.write('aggregator: "a.example:7470" aggregator: "b.example:7470"\n'
+                    "failover_after_ms: 50\n")
         cases = [
             # (name, argv, exit status, text expected on stdout (0) or stderr (1))
             ("agent", [agent, "--check_config", f"--config={agent_conf}", "--insecure_plaintext",
@@ -198,6 +208,16 @@ def check_config(agent, aggregator, tmp):
             ("agent", [agent, "--check_config", f"--config={agent_conf}",
                        "--aggregator=127.0.0.1:1"], 1, "TLS"),
             ("agent", [agent, "--check_config", f"--config={agent_conf}"], 1, "nothing to do"),
+            # Several aggregators: a list is checked whole, the failover delays by their ranges.
+            ("agent", [agent, "--check_config", f"--config={agent_conf}", "--insecure_plaintext",
+                       "--aggregator=a.example:7470,b.example:7470,[fd00::1]:7470"], 0,
+             "config OK"),
+            ("agent", [agent, "--check_config", f"--config={agent_conf}", "--insecure_plaintext",
+                       "--aggregator=a.example:7470,a.example:7470"], 1, "listed twice"),
+            ("agent", [agent, "--check_config", f"--config={agent_conf}", "--insecure_plaintext",
+                       "--aggregator=a.example:7470,b.example"], 1, "no :PORT"),
+            ("agent", [agent, "--check_config", f"--config={failover_conf}",
+                       "--insecure_plaintext"], 1, "failover_after_ms must be within 100..600000"),
             ("agent", [agent, "--check_config", "--once", f"--config={agent_conf}"], 0,
              "config OK"),
             ("agent", [agent, "--check_config", f"--config={bad}", "--listen_metrics=:1"], 1,
@@ -209,6 +229,8 @@ def check_config(agent, aggregator, tmp):
                             f"--link_list={os.path.join(tmp, 'missing-links.txt')}"], 1,
              "missing-links.txt"),
             ("aggregator", [aggregator, "--check_config", f"--config={bad}"], 1, "no_such_field"),
+            ("aggregator", [aggregator, "--check_config", f"--config={shard_conf}"], 1,
+             "set `shard` instead"),
             ("aggregator", [aggregator, "--check_config", "--config=" + os.path.join(tmp, "none")],
              1, "none"),
         ]

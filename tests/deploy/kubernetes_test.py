@@ -11,9 +11,11 @@
   * Agent DaemonSet: hostNetwork with dnsPolicy ClusterFirstWithHostNet, host /sys mounted
     read-only at /host/sys and --sysfs_root=/host/sys, --node_name from spec.nodeName, a GPU
     toleration, no /dev/infiniband by default, --config pointing into the mounted ConfigMap.
-  * Aggregator Deployment + Service: ports 7470 (grpc) and 9470 (metrics) on both, readiness and
-    liveness probes on declared ports, prometheus.io annotations on the pods, the Service selects
-    the pods.
+  * Aggregator StatefulSet + headless Service (the shards): ports 7470 (grpc) and 9470 (metrics)
+    on both, readiness and liveness probes on declared ports, prometheus.io annotations on the
+    pods, the Service selects the pods, is headless (clusterIP None) and is the StatefulSet's
+    serviceName, each pod's shard name is its own (--shard=$(POD_NAME) from metadata.name), and
+    the aggregator certificate names the pods' own DNS names (the CLI asks each shard).
   * No plaintext, no wildcard listener without TLS: no config sets insecure_plaintext and no
     container passes --insecure_plaintext; a gRPC listener on 0.0.0.0 / [::] comes with all
     three TLS files; an HTTP listener (metrics_listen, listen_metrics) is never on 0.0.0.0 /
@@ -380,12 +382,28 @@ def main():
                 else:
                     print(f"note: {sysfs} missing, agent config not loaded")
 
-        dep = get(by_kind, "Deployment", {}).get("fabricmon-aggregator")
+        dep = get(by_kind, "StatefulSet", {}).get("fabricmon-aggregator")
         svc = get(by_kind, "Service", {}).get("fabricmon-aggregator")
         if dep is None or svc is None:
-            fail("no Deployment and Service fabricmon-aggregator")
+            fail("no StatefulSet and Service fabricmon-aggregator")
         else:
-            where = "Deployment fabricmon-aggregator"
+            where = "StatefulSet fabricmon-aggregator"
+            if get(svc, "spec.clusterIP") != "None":
+                fail("Service fabricmon-aggregator is not headless (clusterIP: None): the agents "
+                     "need every shard's address")
+            if get(dep, "spec.serviceName") != "fabricmon-aggregator":
+                fail(f"{where}: serviceName is not the headless Service")
+            shard_container = get(dep, "spec.template.spec.containers", [{}])[0]
+            if flag_value(shard_container.get("args", []), "shard") != "$(POD_NAME)" or not any(
+                    e.get("name") == "POD_NAME"
+                    and get(e, "valueFrom.fieldRef.fieldPath") == "metadata.name"
+                    for e in shard_container.get("env", [])):
+                fail(f"{where}: --shard must be the pod's name (metadata.name)")
+            cert = next((d for d in docs if d.get("kind") == "Certificate"
+                         and get(d, "spec.secretName") == "fabricmon-aggregator-tls"), {})
+            if "*.fabricmon-aggregator.fabricmon.svc" not in get(cert, "spec.dnsNames", []):
+                fail("the aggregator certificate does not name the shards' own DNS names "
+                     "(*.fabricmon-aggregator.fabricmon.svc)")
             spec, volumes, containers = check_pod(where, get(dep, "spec.template"),
                                                   get(dep, "spec.selector.matchLabels"))
             c = containers[0]

@@ -232,6 +232,10 @@ bool AggregatorHarness::Start() {
   return true;
 }
 
+std::string AggregatorHarness::address() const {
+  return transport_ == Transport::kTcp && port_ != 0 ? absl::StrCat("127.0.0.1:", port_) : "";
+}
+
 void AggregatorHarness::StopServing() {
   if (!serving_) {
     return;
@@ -405,6 +409,9 @@ bool AgentHarness::Start() {
 
   agent::StreamClientOptions stream_options;
   stream_options.channel = channel_;
+  stream_options.directory = options_.directory;
+  stream_options.failover_after = options_.failover_after;
+  stream_options.failback_after = options_.failback_after;
   stream_options.node_name = options_.node_name;
   stream_options.boot_id = options_.boot_id;
   stream_options.agent_version = "test";

@@ -118,6 +118,8 @@ class AggregatorHarness {
 
   // The agent's channel; the same object for the whole test.
   std::shared_ptr<grpc::Channel> channel() const { return channel_; }
+  // TCP: "127.0.0.1:PORT" (the same across restarts), once started; "" in-process.
+  std::string address() const;
   AggregatorState& state() { return *state_; }
   bool serving() const { return serving_; }
 
@@ -181,6 +183,11 @@ struct AgentHarnessOptions {
   uint64_t instance_id = 0x1111;
   size_t replay_buffer_bytes = 64 << 20;
   int64_t interval_ms = 100;
+  // Several aggregators: the agent's directory (borrowed, must outlive the harness) and the
+  // failover delays. With a directory the constructor's channel is not used.
+  agent::AggregatorDirectory* directory = nullptr;
+  absl::Duration failover_after = absl::Seconds(10);
+  absl::Duration failback_after = absl::Seconds(30);
 };
 
 // A node agent streaming to `channel`: the ib_sysfs collector on `sysfs_root`, plus the agent's

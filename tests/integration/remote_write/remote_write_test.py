@@ -70,6 +70,19 @@ def write(path, content):
     return path
 
 
+# The aggregator's shard name: every remote series carries it as the `shard` external label.
+SHARD = "rw-test-shard"
+
+
+def pop_shard(labels):
+    """Removes the `shard` label, which every series must carry with the aggregator's name. A
+    series without it, or with another value, keeps a `bad_shard` label, so the comparison with
+    /metrics reports it (extra and missing) instead of this failing inside a poll."""
+    shard = labels.pop("shard", None)
+    if shard != SHARD:
+        labels["bad_shard"] = repr(shard)
+
+
 def key_of(name, labels):
     return (name, tuple(sorted(labels.items())))
 
@@ -114,6 +127,7 @@ class Daemons:
                 os.unlink(port_file)
             return [self.args.aggregator, "--config=" + path, "--grpc_listen=127.0.0.1:0",
                     "--port_file=" + port_file, "--metrics_listen=127.0.0.1:%d" % port,
+                    "--shard=" + SHARD,
                     "--log_level=info"]
 
         _, self.metrics_port = self.procs.start_server(
@@ -213,6 +227,7 @@ def vm_export(port, selector):
         row = json.loads(line)
         labels = dict(row["metric"])
         name = labels.pop("__name__")
+        pop_shard(labels)
         out[key_of(name, labels)] = sorted(zip(row["timestamps"], row["values"]))
     return out
 
@@ -224,6 +239,7 @@ def prom_samples(base, selector):
     for row in result:
         labels = dict(row["metric"])
         name = labels.pop("__name__")
+        pop_shard(labels)
         out[key_of(name, labels)] = [(int(round(float(t) * 1000)), float(v))
                                      for t, v in row["values"]]
     return out
@@ -548,6 +564,9 @@ def run_receiver(args, workdir, procs):
             raise Failure("a batch refused with 400 was sent again")
     accepted = [s for code, _, series in requests if code == 200 for s in series]
     failed = [s for code, _, series in requests if code == 400 for s in series]
+    for labels, _ in accepted:
+        if ("shard", SHARD) not in [tuple(label) for label in labels]:
+            raise Failure("%s arrived without the aggregator's shard label" % (labels,))
     seen = set()
     for labels, samples in accepted:
         for t, _ in samples:

@@ -86,6 +86,34 @@ TEST(RemoteWriteConfigTest, AnUnreadableTokenFileStopsTheStartWithoutTheToken) {
   EXPECT_THAT(parsed.status().message(), HasSubstr("bearer_token_file"));
 }
 
+TEST(RemoteWriteConfigTest, TheShardNameIsAnExternalLabelOfEveryEndpoint) {
+  v1::AggregatorConfig config;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"(remote_write { url: "http://vm:8428/api/v1/write"
+                       external_labels { key: "cluster" value: "c1" }
+                       external_labels { key: "zone" value: "z" } }
+         remote_write { url: "http://prom:9090/api/v1/write" })",
+      &config));
+  auto parsed = ParseRemoteWriteConfigs(config.remote_write(), "aggregator-2:7470");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_EQ(parsed->size(), 2u);
+  // Sorted by name, as the encoder's merge needs.
+  EXPECT_THAT((*parsed)[0].endpoint.external_labels,
+              ::testing::ElementsAre(::testing::Pair("cluster", "c1"),
+                                     ::testing::Pair("shard", "aggregator-2:7470"),
+                                     ::testing::Pair("zone", "z")));
+  EXPECT_THAT((*parsed)[1].endpoint.external_labels,
+              ::testing::ElementsAre(::testing::Pair("shard", "aggregator-2:7470")));
+
+  // Naming the shard twice is ambiguous: refused.
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
+      R"(remote_write { url: "http://vm" external_labels { key: "shard" value: "x" } })", &config));
+  const absl::Status refused =
+      ParseRemoteWriteConfigs(config.remote_write(), "aggregator-2:7470").status();
+  EXPECT_THAT(refused, StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("set `shard` instead"));
+}
+
 TEST(RemoteWriteConfigTest, NamesMustDiffer) {
   auto parsed = Parse(R"(remote_write { url: "http://vm/w" } remote_write { url: "http://vm/w" })");
   EXPECT_THAT(parsed.status(), StatusIs(absl::StatusCode::kInvalidArgument));
