@@ -52,6 +52,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -170,11 +171,19 @@ std::map<std::string, double> ParseUnlabelled(const std::string& text) {
 // The aggregator under test, as a child process that dies with us.
 class AggregatorProcess {
  public:
-  AggregatorProcess(std::string binary, std::string workdir, int cpu)
+  // `total_series`: what all simulated agents declare together. They share one peer (the
+  // loopback address), and a peer's new-series bucket is one node's (new_series_burst, default
+  // 50 000): unless --aggregator_config sets it, the burst is raised to hold them all, else the
+  // agents past the first ~100 would be refused and the run would measure refusals.
+  AggregatorProcess(std::string binary, std::string workdir, int cpu, size_t total_series)
       : binary_(std::move(binary)), workdir_(std::move(workdir)), cpu_(cpu) {
     config_path_ = workdir_ + "/aggregator.textproto";
-    std::ofstream(config_path_) << "tls { insecure_plaintext: true }\n"
-                                << absl::GetFlag(FLAGS_aggregator_config) << "\n";
+    const std::string extra = absl::GetFlag(FLAGS_aggregator_config);
+    std::ofstream config(config_path_);
+    config << "tls { insecure_plaintext: true }\n" << extra << "\n";
+    if (!absl::StrContains(extra, "new_series_burst")) {
+      config << "new_series_burst: " << std::max<size_t>(50000, 2 * total_series) << "\n";
+    }
     port_file_ = workdir_ + "/grpc.port";
   }
   ~AggregatorProcess() { Stop(); }
@@ -518,7 +527,8 @@ int Run() {
     }
     sched_setaffinity(0, sizeof(set), &set);
   }
-  AggregatorProcess aggregator(absl::GetFlag(FLAGS_aggregator_binary), workdir, aggregator_cpu);
+  AggregatorProcess aggregator(absl::GetFlag(FLAGS_aggregator_binary), workdir, aggregator_cpu,
+                               total_series);
   if (!aggregator.Start(0)) {
     std::cerr << "aggregator did not start (binary " << absl::GetFlag(FLAGS_aggregator_binary)
               << ")\n";
