@@ -184,7 +184,14 @@ absl::StatusOr<uint32_t> NodeState::DeclareLocked(const collectors::SeriesDesc& 
   series.last_stored_unix_nanos = last_seen_;
   by_fingerprint_.emplace(identity, index);
   by_family_[desc.name].push_back(index);
-  by_collector_[desc.collector].push_back(index);
+  // Collector numbers are never reused within a node: a node has a handful of collectors.
+  auto [collector, added] =
+      collector_ids_.try_emplace(desc.collector, static_cast<uint32_t>(by_collector_.size()));
+  if (added) {
+    by_collector_.emplace_back();
+  }
+  series.collector_id = collector->second;
+  by_collector_[collector->second].push_back(index);
   return index;
 }
 
@@ -341,31 +348,31 @@ uint64_t NodeState::RetireStaleLocked(int64_t now_unix_nanos) {
   }
   // Drop the stale indices from the lookup tables, each affected list filtered once.
   absl::flat_hash_set<std::string> families;
-  absl::flat_hash_set<std::string> collectors;
+  absl::flat_hash_set<uint32_t> collectors;
   for (uint32_t index : stale) {
     const collectors::SeriesDesc& desc = series_[index].desc;
     by_fingerprint_.erase(collectors::SeriesIdentity(desc));
     families.insert(desc.name);
-    collectors.insert(desc.collector);
+    collectors.insert(series_[index].collector_id);
   }
-  auto filter = [&](absl::flat_hash_map<std::string, std::vector<uint32_t>>& lists,
-                    const absl::flat_hash_set<std::string>& keys) {
-    for (const std::string& key : keys) {
-      auto it = lists.find(key);
-      if (it == lists.end()) {
-        continue;
-      }
-      std::vector<uint32_t>& list = it->second;
-      list.erase(std::remove_if(list.begin(), list.end(),
-                                [&](uint32_t index) { return stale.contains(index); }),
-                 list.end());
-      if (list.empty()) {
-        lists.erase(it);
-      }
-    }
+  auto drop_stale = [&](std::vector<uint32_t>& list) {
+    list.erase(std::remove_if(list.begin(), list.end(),
+                              [&](uint32_t index) { return stale.contains(index); }),
+               list.end());
   };
-  filter(by_family_, families);
-  filter(by_collector_, collectors);
+  for (const std::string& family : families) {
+    auto it = by_family_.find(family);
+    if (it == by_family_.end()) {
+      continue;
+    }
+    drop_stale(it->second);
+    if (it->second.empty()) {
+      by_family_.erase(it);
+    }
+  }
+  for (uint32_t collector : collectors) {
+    drop_stale(by_collector_[collector]);  // an emptied list keeps its number
+  }
   if (budget_ != nullptr) {
     budget_->Release(stale.size());
   }
@@ -384,29 +391,24 @@ uint64_t NodeState::RetireStaleLocked(int64_t now_unix_nanos) {
 
 void NodeState::MarkAbsentLocked(uint64_t sequence, absl::Span<const SlotRef> slots) {
   // The collectors of this batch (one, from an honest agent; a few at most).
-  std::vector<const std::string*> collectors;
+  absl::InlinedVector<uint32_t, 8> collectors;
   for (const SlotRef& slot : slots) {
     if (!Holds(slot)) {
       continue;
     }
-    const std::string& collector = series_[slot.index].desc.collector;
-    if (!collectors.empty() && *collectors.back() == collector) {
+    const uint32_t collector = series_[slot.index].collector_id;
+    if (!collectors.empty() && collectors.back() == collector) {
       continue;  // the common case: the same collector as the previous series
     }
-    if (std::none_of(collectors.begin(), collectors.end(),
-                     [&](const std::string* seen) { return *seen == collector; })) {
-      collectors.push_back(&collector);
+    if (std::find(collectors.begin(), collectors.end(), collector) == collectors.end()) {
+      collectors.push_back(collector);
       if (collectors.size() > 8) {
         return;  // not one collector's cycle; leave presence as it was
       }
     }
   }
-  for (const std::string* collector : collectors) {
-    auto it = by_collector_.find(*collector);
-    if (it == by_collector_.end()) {
-      continue;
-    }
-    for (uint32_t index : it->second) {
+  for (uint32_t collector : collectors) {
+    for (uint32_t index : by_collector_[collector]) {
       series_[index].absent = series_[index].last_sequence != sequence;
     }
   }

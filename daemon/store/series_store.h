@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/string_view.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -77,26 +78,30 @@ struct SlotRef {
   uint32_t generation = 0;
 };
 
-// One series of one node.
+// One series of one node. What every stored sample reads and writes comes first, so that a
+// batch touches few cache lines per series (a node's series are cold by its next batch).
 struct Series {
-  collectors::SeriesDesc desc;
-  std::vector<StoredSample> ring;  // capacity fixed at creation
-  uint32_t head = 0;               // index of the latest sample
-  uint32_t count = 0;              // samples held (≤ capacity)
-  uint64_t resets = 0;
-  bool saturated = false;
+  uint32_t generation = 0;  // bumped at each retirement of this slot
+  uint32_t head = 0;        // index of the latest sample
+  uint32_t count = 0;       // samples held (≤ capacity)
+  // Retired slots hold nothing (empty desc and ring, absent) until a declaration reuses them.
+  bool retired = false;
   // The last batch of this series' collector did not carry it (a process gone, a netdev or an
   // ethtool key vanished): its latest sample is history, not the present, and /metrics leaves it
   // out until it comes back. A batch is one collector's cycle, so what a batch of collector C
   // lacks of C's series is absent now.
   bool absent = false;
+  bool saturated = false;
+  uint32_t collector_id = 0;   // the node's number for desc.collector (NodeState's own)
   uint64_t last_sequence = 0;  // the batch that last carried a value
   // Aggregator clock time of the last stored sample (or of the declaration): what retirement
   // measures, so an agent's clock jump cannot retire anything.
   int64_t last_stored_unix_nanos = 0;
-  // Retired slots hold nothing (empty desc and ring, absent) until a declaration reuses them.
-  bool retired = false;
-  uint32_t generation = 0;  // bumped at each retirement of this slot
+  // Capacity fixed at creation (samples_per_series); the default 4 are held inline, without an
+  // allocation of their own.
+  absl::InlinedVector<StoredSample, 4> ring;
+  uint64_t resets = 0;
+  collectors::SeriesDesc desc;
 
   const StoredSample* Latest() const { return count ? &ring[head] : nullptr; }
   const StoredSample* Previous() const {
@@ -311,7 +316,10 @@ class NodeState {
   int64_t last_sweep_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<uint64_t, uint32_t> by_fingerprint_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::vector<uint32_t>> by_family_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, std::vector<uint32_t>> by_collector_ ABSL_GUARDED_BY(mu_);
+  // Collectors by the number their series carry (Series::collector_id), and their series: a
+  // batch marks absence by number, without comparing names.
+  absl::flat_hash_map<std::string, uint32_t> collector_ids_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<uint32_t>> by_collector_ ABSL_GUARDED_BY(mu_);
   v1::Inventory inventory_ ABSL_GUARDED_BY(mu_);
   uint64_t inventory_stamp_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::CollectorStatus> collectors_ ABSL_GUARDED_BY(mu_);
