@@ -142,6 +142,11 @@ std::optional<IngestError> IngestSession::AddLayouts(const v1::Layouts& layouts)
 
 std::variant<IngestSession::BatchResult, IngestError> IngestSession::Batch(
     const v1::SampleBatch& batch) {
+  if (batch.sequence() == 0 && decoder_.HasLayout(batch.layout_id())) {
+    // Before decoding: a refused batch must not move the stream's delta state.
+    return IngestError{RejectReason::kProtocol, v1::Reject::REASON_PROTOCOL,
+                       absl::StatusCode::kInvalidArgument, "batch sequence 0 is reserved"};
+  }
   absl::Status decoded = decoder_.Decode(batch, &decoded_);
   if (!decoded.ok()) {
     // A batch naming a layout never sent breaks the protocol; one that does not fit its layout
@@ -152,10 +157,6 @@ std::variant<IngestSession::BatchResult, IngestError> IngestSession::Batch(
     }
     return IngestError{RejectReason::kMalformed, v1::Reject::REASON_MALFORMED,
                        absl::StatusCode::kInvalidArgument, std::string(decoded.message())};
-  }
-  if (batch.sequence() == 0) {
-    return IngestError{RejectReason::kProtocol, v1::Reject::REASON_PROTOCOL,
-                       absl::StatusCode::kInvalidArgument, "batch sequence 0 is reserved"};
   }
   LayoutSlots& resolved = layout_slots_[batch.layout_id()];
   if (resolved.version != mapping_version_) {

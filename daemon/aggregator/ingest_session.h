@@ -7,8 +7,11 @@
 //
 // What stays with the transport: reading and parsing bytes, the peer's identity and role checks,
 // filtering switch topology out of a non-sweeper's inventory, sending acks, redeclaration
-// requests and rejects. A refused message leaves the session as it was; the caller ends the
-// stream (a live stream with a Reject naming IngestError's reason).
+// requests and rejects. A refused message ends the stream (the caller's part: a live stream sends
+// a Reject naming IngestError's reason, a replay marks the recorded stream broken). Messages the
+// wire decoder refuses leave the session as it was; a batch the store refuses (a value beyond
+// its width, a forgotten node) has moved the stream's delta state, so the session is not fed
+// again after a refusal.
 //
 // Not thread-safe: one reader per stream, as gRPC's reactor and the replay loop are.
 

@@ -119,7 +119,7 @@ TEST_F(IngestSessionTest, RefusalsNameTheirReasonAndLeaveTheSessionUsable) {
   EXPECT_EQ(std::get<IngestError>(sequence_zero).reason, RejectReason::kProtocol);
   EXPECT_EQ(stats_.batches.load(), 0u);
 
-  // Nothing refused moved the decoder: the next good batch decodes from zero.
+  // Nothing refused so far moved the decoder: the next good batch decodes from zero.
   ASSERT_TRUE(std::holds_alternative<IngestSession::BatchResult>(
       session.Batch(BatchOf(1, 10, 20))));
   EXPECT_EQ(LatestValues(*session.node()), (std::vector<uint64_t>{10, 20}));
