@@ -85,7 +85,8 @@ struct SlotRef {
 class SharedDesc {
  public:
   SharedDesc();  // the empty description (a retired slot's)
-  explicit SharedDesc(std::shared_ptr<const collectors::SeriesDesc> desc) : desc_(std::move(desc)) {}
+  explicit SharedDesc(std::shared_ptr<const collectors::SeriesDesc> desc)
+      : desc_(std::move(desc)) {}
   operator const collectors::SeriesDesc&() const { return *desc_; }  // NOLINT: reads as one
   const collectors::SeriesDesc* operator->() const { return desc_.get(); }
   const collectors::SeriesDesc& get() const { return *desc_; }

@@ -22,7 +22,8 @@ using collectors::Unit;
 
 collectors::SeriesDesc XmitData(std::string device) {
   return CounterSeries("ib_sysfs", "fabricmon_ib_port_xmit_data_bytes_total", "HELP", Unit::kBytes,
-                       64, Overflow::kSaturates, 4.0, {{"device", std::move(device)}, {"port", "1"}});
+                       64, Overflow::kSaturates, 4.0,
+                       {{"device", std::move(device)}, {"port", "1"}});
 }
 
 v1::Hello HelloFor(const std::string& node) {
