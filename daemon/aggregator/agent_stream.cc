@@ -85,19 +85,18 @@ absl::string_view RejectReasonName(RejectReason reason) {
 AgentStream::AgentStream(grpc::CallbackServerContext* context, store::SeriesStore& store,
                          IngestStats& stats, const StreamOptions& options, Clock& clock)
     : cancel_(std::make_shared<CancelHandle>()),
-      store_(store),
       stats_(stats),
       options_(options),
       clock_(clock),
       token_(g_next_token.fetch_add(1)),
       peer_(context->peer()),
-      identity_(PeerIdentityFromAuthContext(context->auth_context())) {
+      identity_(PeerIdentityFromAuthContext(context->auth_context())),
+      observed_(options_.batch_observer != nullptr ? options_.batch_observer->OpenStream()
+                                                   : nullptr),
+      session_(store, stats, clock, observed_.get()) {
   {
     absl::MutexLock lock(&cancel_->mu);
     cancel_->context = context;
-  }
-  if (options_.batch_observer != nullptr) {
-    observed_ = options_.batch_observer->OpenStream();
   }
   ++stats_.streams_opened;
   ++stats_.streams_active;
@@ -121,7 +120,7 @@ void AgentStream::OnReadDone(bool ok) {
   if (size > options_.max_message_bytes) {
     incoming_bytes_.Clear();
     Fail(Error{RejectReason::kTooLarge, v1::Reject::REASON_TOO_LARGE,
-               grpc::StatusCode::RESOURCE_EXHAUSTED,
+               absl::StatusCode::kResourceExhausted,
                absl::StrCat("message of ", size, " bytes is above max_message_bytes (",
                             options_.max_message_bytes, ")")});
     return;
@@ -136,7 +135,7 @@ void AgentStream::OnReadDone(bool ok) {
   if (!grpc::SerializationTraits<v1::AgentMessage>::Deserialize(&incoming_bytes_, &incoming_)
            .ok()) {
     Fail(Error{RejectReason::kUndecodable, v1::Reject::REASON_UNDECODABLE,
-               grpc::StatusCode::INVALID_ARGUMENT,
+               absl::StatusCode::kInvalidArgument,
                absl::StrCat("a message of ", size,
                             " bytes does not decode as a fabricmon.v1.AgentMessage (broken "
                             "encoding, or a string that is not valid UTF-8)")});
@@ -164,62 +163,52 @@ void AgentStream::OnReadDone(bool ok) {
 }
 
 std::optional<AgentStream::Error> AgentStream::Handle(const v1::AgentMessage& message) {
-  if (message.body_case() != v1::AgentMessage::kHello && node_ == nullptr) {
+  const std::shared_ptr<store::NodeState>& node = session_.node();
+  if (message.body_case() != v1::AgentMessage::kHello && node == nullptr) {
     return Error{RejectReason::kBeforeHello, v1::Reject::REASON_PROTOCOL,
-                 grpc::StatusCode::FAILED_PRECONDITION, "the first message must be a hello"};
+                 absl::StatusCode::kFailedPrecondition, "the first message must be a hello"};
   }
   switch (message.body_case()) {
     case v1::AgentMessage::kHello:
       return HandleHello(message.hello());
     case v1::AgentMessage::kDeclarations:
-      return HandleDeclarations(message.declarations());
+      return session_.Declare(message.declarations());
     case v1::AgentMessage::kLayouts:
-      return HandleLayouts(message.layouts());
+      return session_.AddLayouts(message.layouts());
     case v1::AgentMessage::kBatch:
       return HandleBatch(message.batch());
     case v1::AgentMessage::kInventory: {
       v1::Inventory inventory = message.inventory().inventory();
-      FilterInventory(node_->name(), inventory);
+      FilterInventory(node->name(), inventory);
       if (options_.recorder != nullptr &&
           (inventory.fabric_nodes_size() != message.inventory().inventory().fabric_nodes_size() ||
            inventory.fabric_links_size() != message.inventory().inventory().fabric_links_size())) {
         filtered_.emplace(message);
         *filtered_->mutable_inventory()->mutable_inventory() = inventory;
       }
-      node_->SetInventory(std::move(inventory));
+      session_.SetInventory(std::move(inventory));
       return std::nullopt;
     }
     case v1::AgentMessage::BODY_NOT_SET:
       break;
   }
   return Error{RejectReason::kMalformed, v1::Reject::REASON_MALFORMED,
-               grpc::StatusCode::INVALID_ARGUMENT, "empty or unknown message"};
+               absl::StatusCode::kInvalidArgument, "empty or unknown message"};
 }
 
 std::optional<AgentStream::Error> AgentStream::HandleHello(const v1::Hello& hello) {
-  if (node_ != nullptr) {
+  if (session_.node() != nullptr) {
     return Error{RejectReason::kProtocol, v1::Reject::REASON_PROTOCOL,
-                 grpc::StatusCode::FAILED_PRECONDITION, "second hello on one stream"};
+                 absl::StatusCode::kFailedPrecondition, "second hello on one stream"};
   }
-  if (hello.node_name().empty() || hello.node_name().size() > 253) {
-    return Error{RejectReason::kMalformed, v1::Reject::REASON_MALFORMED,
-                 grpc::StatusCode::INVALID_ARGUMENT, "hello without a valid node name"};
-  }
-  for (char c : hello.node_name()) {
-    // Host names and similar identifiers only: the name becomes a label value everywhere.
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '-' || c == '_' || c == '.' || c == ':';
-    if (!ok) {
-      return Error{RejectReason::kMalformed, v1::Reject::REASON_MALFORMED,
-                   grpc::StatusCode::INVALID_ARGUMENT,
-                   "node name may contain only letters, digits, '-', '_', '.', ':'"};
-    }
+  if (std::optional<Error> invalid = IngestSession::CheckNodeName(hello.node_name())) {
+    return invalid;
   }
   // An operator's certificate reads the fleet; it must not also be able to write a node's series
   // (the CLI's key on a laptop would otherwise be an agent key for a node named after it).
   if (options_.authorization != nullptr && options_.authorization->IsOperator(identity_)) {
     return Error{RejectReason::kRoleForbidden, v1::Reject::REASON_FORBIDDEN,
-                 grpc::StatusCode::PERMISSION_DENIED,
+                 absl::StatusCode::kPermissionDenied,
                  absl::StrCat("certificate ", identity_.Describe(),
                               " is an operator's (authorization.operators): operators may not "
                               "stream telemetry")};
@@ -230,7 +219,7 @@ std::optional<AgentStream::Error> AgentStream::HandleHello(const v1::Hello& hell
     absl::Status bound = CheckNodeIdentity(identity_, hello.node_name());
     if (!bound.ok()) {
       return Error{RejectReason::kIdentityMismatch, v1::Reject::REASON_IDENTITY_MISMATCH,
-                   grpc::StatusCode::PERMISSION_DENIED, std::string(bound.message())};
+                   absl::StatusCode::kPermissionDenied, std::string(bound.message())};
     }
   }
   // The hello's inventory goes through the same sweeper filter as later updates.
@@ -240,8 +229,7 @@ std::optional<AgentStream::Error> AgentStream::HandleHello(const v1::Hello& hell
     FilterInventory(hello.node_name(), *filtered->mutable_inventory());
   }
   std::shared_ptr<CancelHandle> cancel = cancel_;
-  const int64_t now = clock_.NowUnixNanos();  // read once per hello (tests gate the clock)
-  absl::StatusOr<store::SeriesStore::Attachment> attached = store_.Attach(
+  std::variant<IngestSession::Attached, Error> attached = session_.Attach(
       filtered.has_value() ? *filtered : hello, token_,
       [cancel] {
         absl::MutexLock lock(&cancel->mu);
@@ -249,158 +237,47 @@ std::optional<AgentStream::Error> AgentStream::HandleHello(const v1::Hello& hell
           cancel->context->TryCancel();
         }
       },
-      now, PeerKey(identity_, peer_));
-  if (!attached.ok()) {
-    const std::string message(attached.status().message());
-    switch (attached.status().code()) {
-      case absl::StatusCode::kResourceExhausted:
-        return Error{RejectReason::kNodeLimit, v1::Reject::REASON_LIMIT,
-                     grpc::StatusCode::RESOURCE_EXHAUSTED, message};
-      case absl::StatusCode::kFailedPrecondition:
-        FABRICMON_LOG_EVERY_MINUTE(Warning) << "stream from " << peer_ << " refused: " << message;
-        return Error{RejectReason::kIdentityConflict, v1::Reject::REASON_IDENTITY_CONFLICT,
-                     grpc::StatusCode::FAILED_PRECONDITION, message};
-      default:
-        return Error{RejectReason::kDuplicateNode, v1::Reject::REASON_DUPLICATE_NODE,
-                     grpc::StatusCode::ALREADY_EXISTS, message};
+      PeerKey(identity_, peer_));
+  if (Error* refused = std::get_if<Error>(&attached)) {
+    if (refused->reason == RejectReason::kIdentityConflict) {
+      FABRICMON_LOG_EVERY_MINUTE(Warning)
+          << "stream from " << peer_ << " refused: " << refused->message;
     }
+    return *std::move(refused);
   }
-  node_ = attached->node;
-  peer_budget_ = attached->peer;
+  const uint64_t last_stored_sequence =
+      std::get<IngestSession::Attached>(attached).last_stored_sequence;
   if (options_.recorder != nullptr && filtered.has_value()) {
     filtered_.emplace();
     *filtered_->mutable_hello() = *std::move(filtered);
   }
-  store_.MaybeForget(now, clock_.MonotonicNanos());
-  answers_redeclare_ = hello.protocol_revision() >= v1::PROTOCOL_REVISION_2;
   FABRICMON_LOG(Info) << "node " << hello.node_name() << " connected from " << peer_
                       << " (agent " << hello.agent_version() << ", stored up to sequence "
-                      << attached->last_stored_sequence << ")";
+                      << last_stored_sequence << ")";
   v1::AggregatorMessage reply;
-  reply.mutable_hello_ack()->set_last_stored_sequence(attached->last_stored_sequence);
+  reply.mutable_hello_ack()->set_last_stored_sequence(last_stored_sequence);
   reply.mutable_hello_ack()->set_max_message_bytes(options_.max_message_bytes);
   Send(std::move(reply));
   return std::nullopt;
 }
 
-std::optional<AgentStream::Error> AgentStream::HandleDeclarations(
-    const v1::SeriesDeclarations& declarations) {
-  const int64_t now = clock_.MonotonicNanos();  // for the node's new-series bucket
-  for (const v1::SeriesDeclaration& declaration : declarations.series()) {
-    absl::StatusOr<collectors::SeriesDesc> desc = wire::FromDeclaration(declaration);
-    if (!desc.ok()) {
-      return Error{RejectReason::kInvalidDeclaration, v1::Reject::REASON_MALFORMED,
-                   grpc::StatusCode::INVALID_ARGUMENT, std::string(desc.status().message())};
-    }
-    // What reaches /metrics is the aggregator's: catalogue HELP, pinned families, valid names.
-    absl::Status admitted = store_.families().Admit(*desc);
-    if (!admitted.ok()) {
-      return AdmissionError(admitted);
-    }
-    absl::Status declared = decoder_.Declare(declaration.id());
-    if (!declared.ok()) {
-      return Error{RejectReason::kInvalidDeclaration, v1::Reject::REASON_MALFORMED,
-                   grpc::StatusCode::INVALID_ARGUMENT, std::string(declared.message())};
-    }
-    absl::StatusOr<store::SlotRef> slot = node_->DeclareSlot(*desc, now, peer_budget_.get());
-    if (!slot.ok()) {
-      const RejectReason reason = absl::IsUnavailable(slot.status())
-                                      ? RejectReason::kSeriesRateLimit
-                                  : store::IsSeriesTotalLimit(slot.status())
-                                      ? RejectReason::kSeriesTotalLimit
-                                      : RejectReason::kSeriesLimit;
-      return Error{reason, v1::Reject::REASON_LIMIT, grpc::StatusCode::RESOURCE_EXHAUSTED,
-                   std::string(slot.status().message())};
-    }
-    if (declaration.id() >= stream_to_node_.size()) {
-      stream_to_node_.resize(declaration.id() + 1);
-    }
-    store::SlotRef& mapped = stream_to_node_[declaration.id()];
-    if (mapped.index != slot->index || mapped.generation != slot->generation) {
-      ++mapping_version_;  // layouts holding the old slot resolve again
-    }
-    mapped = *slot;
-    redeclare_pending_.erase(declaration.id());
-  }
-  return std::nullopt;
-}
-
-std::optional<AgentStream::Error> AgentStream::HandleLayouts(const v1::Layouts& layouts) {
-  for (const v1::Layout& layout : layouts.layouts()) {
-    absl::Status added = decoder_.AddLayout(layout);
-    if (added.code() == absl::StatusCode::kResourceExhausted) {
-      return Error{RejectReason::kSeriesLimit, v1::Reject::REASON_LIMIT,
-                   grpc::StatusCode::RESOURCE_EXHAUSTED, std::string(added.message())};
-    }
-    if (!added.ok()) {
-      return Error{RejectReason::kUnknownSeries, v1::Reject::REASON_PROTOCOL,
-                   grpc::StatusCode::INVALID_ARGUMENT, std::string(added.message())};
-    }
-    Resolve(layout.series_ids(), layout_slots_[layout.id()]);
-  }
-  return std::nullopt;
-}
-
 std::optional<AgentStream::Error> AgentStream::HandleBatch(const v1::SampleBatch& batch) {
-  absl::Status decoded = decoder_.Decode(batch, &decoded_);
-  if (!decoded.ok()) {
-    // A batch naming a layout never sent breaks the protocol; one that does not fit its layout
-    // (value count, presence bitmap) is malformed. Counted apart, so /metrics tells them apart.
-    if (!decoder_.HasLayout(batch.layout_id())) {
-      return Error{RejectReason::kUnknownLayout, v1::Reject::REASON_PROTOCOL,
-                   grpc::StatusCode::INVALID_ARGUMENT, std::string(decoded.message())};
+  std::variant<IngestSession::BatchResult, Error> handled = session_.Batch(batch);
+  if (Error* refused = std::get_if<Error>(&handled)) {
+    return *std::move(refused);
+  }
+  const IngestSession::BatchResult& result = std::get<IngestSession::BatchResult>(handled);
+  if (result.retired_values) {
+    // Values for series the node retired came back: ask the agent to declare them again (or,
+    // for an agent before PROTOCOL_REVISION_2, end the stream so the next one declares all).
+    if (!session_.answers_redeclare()) {
+      end_after_batch_ = true;
+    } else if (!result.redeclare.empty()) {
+      v1::AggregatorMessage message;
+      message.mutable_redeclare()->mutable_series_ids()->Assign(result.redeclare.begin(),
+                                                                result.redeclare.end());
+      Send(std::move(message));
     }
-    return Error{RejectReason::kMalformed, v1::Reject::REASON_MALFORMED,
-                 grpc::StatusCode::INVALID_ARGUMENT, std::string(decoded.message())};
-  }
-  if (batch.sequence() == 0) {
-    return Error{RejectReason::kProtocol, v1::Reject::REASON_PROTOCOL,
-                 grpc::StatusCode::INVALID_ARGUMENT, "batch sequence 0 is reserved"};
-  }
-  LayoutSlots& resolved = layout_slots_[batch.layout_id()];
-  if (resolved.version != mapping_version_) {
-    Resolve(*decoded_.series_ids, resolved);
-  }
-  const int64_t now = clock_.NowUnixNanos();  // read once per batch (tests gate the clock)
-  const store::NodeState::AppendResult result = node_->AppendBatchToSlots(
-      batch.sequence(), batch.dropped_before(), batch.timestamp_unix_nanos(), resolved.slots,
-      decoded_.values, decoded_.present, now);
-  // Whatever is refused here is not acknowledged: the agent keeps the batch.
-  if (result.forgotten) {
-    return Error{RejectReason::kForgotten, v1::Reject::REASON_PROTOCOL,
-                 grpc::StatusCode::UNAVAILABLE,
-                 "the aggregator forgot this node (silent longer than node_retention_s): "
-                 "reconnect"};
-  }
-  if (result.out_of_range_position.has_value()) {
-    const uint32_t position = *result.out_of_range_position;
-    return Error{RejectReason::kValueOutOfRange, v1::Reject::REASON_VALUE_OUT_OF_RANGE,
-                 grpc::StatusCode::INVALID_ARGUMENT,
-                 absl::StrCat("batch ", batch.sequence(), ": value ", decoded_.values[position],
-                              " of series id ", (*decoded_.series_ids)[position],
-                              " is beyond its declared width of ",
-                              static_cast<int>(result.out_of_range_width),
-                              " bits; the batch is not stored")};
-  }
-  if (result.clock_step) {
-    ++stats_.clock_steps;
-  }
-  store_.MaybeForget(now, clock_.MonotonicNanos());
-  stats_.series_retired += result.retired_now;
-  if (!result.retired_positions.empty()) {
-    stats_.retired_samples += result.retired_positions.size();
-    RequestRedeclaration(result.retired_positions);
-  }
-  if (result.stored) {
-    if (observed_ != nullptr) {
-      observed_->OnStored(*node_, resolved.slots, decoded_.present);
-    }
-    ++stats_.batches;
-    stats_.samples += result.samples;
-    stats_.agent_dropped_batches += batch.dropped_before();
-    stats_.timestamps_backwards += result.timestamps_backwards;
-  } else {
-    ++stats_.duplicate_batches;
   }
   SendAck(batch.sequence());
   return std::nullopt;
@@ -426,52 +303,6 @@ void AgentStream::FilterInventory(absl::string_view node_name, v1::Inventory& in
   inventory.clear_fabric_links();
 }
 
-AgentStream::Error AgentStream::AdmissionError(const absl::Status& status) {
-  std::string message(status.message());
-  switch (status.code()) {
-    case absl::StatusCode::kPermissionDenied:
-      return Error{RejectReason::kReservedFamily, v1::Reject::REASON_RESERVED_FAMILY,
-                   grpc::StatusCode::PERMISSION_DENIED, std::move(message)};
-    case absl::StatusCode::kFailedPrecondition:
-      return Error{RejectReason::kDeclarationConflict, v1::Reject::REASON_DECLARATION_CONFLICT,
-                   grpc::StatusCode::FAILED_PRECONDITION, std::move(message)};
-    case absl::StatusCode::kResourceExhausted:
-      return Error{RejectReason::kSeriesLimit, v1::Reject::REASON_LIMIT,
-                   grpc::StatusCode::RESOURCE_EXHAUSTED, std::move(message)};
-    default:
-      return Error{RejectReason::kInvalidDeclaration, v1::Reject::REASON_MALFORMED,
-                   grpc::StatusCode::INVALID_ARGUMENT, std::move(message)};
-  }
-}
-
-template <typename Ids>
-void AgentStream::Resolve(const Ids& series_ids, LayoutSlots& resolved) const {
-  resolved.slots.clear();
-  resolved.slots.reserve(series_ids.size());
-  for (uint32_t id : series_ids) {
-    resolved.slots.push_back(stream_to_node_[id]);
-  }
-  resolved.version = mapping_version_;
-}
-
-void AgentStream::RequestRedeclaration(const std::vector<uint32_t>& positions) {
-  if (!answers_redeclare_) {
-    end_after_batch_ = true;
-    return;
-  }
-  v1::AggregatorMessage message;
-  for (uint32_t position : positions) {
-    const uint32_t id = (*decoded_.series_ids)[position];
-    if (redeclare_pending_.insert(id).second) {
-      message.mutable_redeclare()->add_series_ids(id);
-    }
-  }
-  if (message.has_redeclare()) {
-    stats_.redeclare_requests += message.redeclare().series_ids_size();
-    Send(std::move(message));
-  }
-}
-
 void AgentStream::RecordAccepted(const v1::AgentMessage* filtered) {
   if (filtered == nullptr && incoming_slices_.empty()) {
     filtered = &incoming_;  // the buffer could not be dumped: the parsed message, serialized
@@ -479,21 +310,21 @@ void AgentStream::RecordAccepted(const v1::AgentMessage* filtered) {
   if (filtered != nullptr) {
     record_scratch_.clear();
     if (filtered->SerializeToString(&record_scratch_)) {
-      options_.recorder->RecordMessage(token_, node_->name(), record_scratch_);
+      options_.recorder->RecordMessage(token_, session_.node()->name(), record_scratch_);
     }
     return;
   }
   if (incoming_slices_.size() == 1) {
     const grpc::Slice& slice = incoming_slices_.front();
     options_.recorder->RecordMessage(
-        token_, node_->name(),
+        token_, session_.node()->name(),
         absl::string_view(reinterpret_cast<const char*>(slice.begin()), slice.size()));
   } else {
     record_scratch_.clear();
     for (const grpc::Slice& slice : incoming_slices_) {
       record_scratch_.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
     }
-    options_.recorder->RecordMessage(token_, node_->name(), record_scratch_);
+    options_.recorder->RecordMessage(token_, session_.node()->name(), record_scratch_);
   }
   incoming_slices_.clear();
   if (record_scratch_.capacity() > (size_t{1} << 20)) {
@@ -504,7 +335,8 @@ void AgentStream::RecordAccepted(const v1::AgentMessage* filtered) {
 void AgentStream::Fail(const Error& error) {
   stats_.Reject(error.reason);
   FABRICMON_LOG_EVERY_MINUTE(Warning)
-      << "rejecting stream from " << peer_ << (node_ ? " (node " + node_->name() + ")" : "")
+      << "rejecting stream from " << peer_
+      << (session_.node() ? " (node " + session_.node()->name() + ")" : "")
       << ": " << error.message;
   v1::AggregatorMessage reject;
   reject.mutable_reject()->set_reason(error.wire_reason);
@@ -512,7 +344,7 @@ void AgentStream::Fail(const Error& error) {
   absl::MutexLock lock(&mu_);
   queue_.push_back(std::move(reject));
   if (!finish_.has_value()) {
-    finish_ = grpc::Status(error.code, error.message);
+    finish_ = grpc::Status(static_cast<grpc::StatusCode>(error.code), error.message);
   }
   MaybeWriteLocked();
 }
@@ -575,12 +407,12 @@ void AgentStream::OnDone() {
     absl::MutexLock lock(&cancel_->mu);
     cancel_->context = nullptr;  // gRPC frees the context once this returns
   }
-  if (node_ != nullptr) {
-    store_.Detach(*node_, token_, clock_.NowUnixNanos());
+  if (const std::shared_ptr<store::NodeState>& node = session_.node(); node != nullptr) {
+    session_.Detach(token_);
     if (options_.recorder != nullptr) {
-      options_.recorder->RecordStreamEnd(token_, node_->name());
+      options_.recorder->RecordStreamEnd(token_, node->name());
     }
-    FABRICMON_LOG(Info) << "node " << node_->name() << " disconnected";
+    FABRICMON_LOG(Info) << "node " << node->name() << " disconnected";
   }
   --stats_.streams_active;
   delete this;

@@ -18,18 +18,16 @@
 #include <optional>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/aggregator/authorization.h"
 #include "daemon/aggregator/batch_observer.h"
+#include "daemon/aggregator/ingest_session.h"
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/peer_identity.h"
 #include "daemon/store/series_store.h"
 #include "daemon/common/clock.h"
 #include "daemon/recording/recorder.h"
-#include "daemon/wire/batch_codec.h"
 #include "fabricmon/v1/telemetry.grpc.pb.h"
 #include "grpcpp/support/byte_buffer.h"
 
@@ -71,25 +69,13 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   void OnCancel() override {}
 
  private:
-  struct Error {
-    RejectReason reason;
-    v1::Reject::Reason wire_reason;
-    grpc::StatusCode code;
-    std::string message;
-  };
+  using Error = IngestError;
   std::optional<Error> Handle(const v1::AgentMessage& message);
   std::optional<Error> HandleHello(const v1::Hello& hello);
-  std::optional<Error> HandleDeclarations(const v1::SeriesDeclarations& declarations);
-  // The Reject for a declaration FamilyRegistry::Admit refused (by its status code).
-  static Error AdmissionError(const absl::Status& status);
-  std::optional<Error> HandleLayouts(const v1::Layouts& layouts);
   std::optional<Error> HandleBatch(const v1::SampleBatch& batch);
   // Drops fabric_nodes/fabric_links from `inventory` unless `node_name` is a fabric sweeper;
   // counts it and logs it once per stream.
   void FilterInventory(absl::string_view node_name, v1::Inventory& inventory);
-  // Values for series the node retired came back: ask the agent to declare them again (or, for
-  // an agent before PROTOCOL_REVISION_2, end the stream so the next one declares everything).
-  void RequestRedeclaration(const std::vector<uint32_t>& positions);
   void Fail(const Error& error);
   void Send(v1::AggregatorMessage message) ABSL_LOCKS_EXCLUDED(mu_);
   void SendAck(uint64_t sequence) ABSL_LOCKS_EXCLUDED(mu_);
@@ -108,7 +94,6 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   };
 
   const std::shared_ptr<CancelHandle> cancel_;
-  store::SeriesStore& store_;
   IngestStats& stats_;
   const StreamOptions options_;
   Clock& clock_;
@@ -123,25 +108,8 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   std::string record_scratch_;  // a message in several slices, joined for the recorder
   std::optional<v1::AgentMessage> filtered_;  // set by Handle when it kept less than received
   v1::AgentMessage incoming_;
-  std::shared_ptr<store::PeerBudget> peer_budget_;  // the per-peer new-series bucket, if any
-  std::unique_ptr<BatchObserver::Stream> observed_;  // options_.batch_observer's, if any
-  std::shared_ptr<store::NodeState> node_;
-  wire::StreamDecoder decoder_;
-  wire::DecodedBatch decoded_;
-  std::vector<store::SlotRef> stream_to_node_;  // stream series id → node series slot
-  // A layout's slots, resolved when mapping_version_ was `version`. A re-declaration that moves
-  // an id to another slot bumps mapping_version_, and layouts are resolved again when next used.
-  struct LayoutSlots {
-    std::vector<store::SlotRef> slots;
-    uint64_t version = 0;
-  };
-  absl::flat_hash_map<uint32_t, LayoutSlots> layout_slots_;
-  // Maps a layout's stream ids to node slots as of mapping_version_.
-  template <typename Ids>
-  void Resolve(const Ids& series_ids, LayoutSlots& resolved) const;
-  uint64_t mapping_version_ = 0;
-  absl::flat_hash_set<uint32_t> redeclare_pending_;  // ids asked for again, not yet declared
-  bool answers_redeclare_ = false;                   // hello's protocol revision ≥ 2
+  const std::unique_ptr<BatchObserver::Stream> observed_;  // options_.batch_observer's, if any
+  IngestSession session_;
   bool end_after_batch_ = false;                     // older agent: end the stream, it reconnects
   bool logged_fabric_refused_ = false;               // FilterInventory logged for this stream
 

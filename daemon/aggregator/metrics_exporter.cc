@@ -207,7 +207,7 @@ std::vector<prometheus::MetricFamily> MetricsExporter::Collect() const {
           continue;  // gone from its collector's last cycle
         }
         if (const store::StoredSample* latest = series.Latest()) {
-          samples.push_back({&series.desc, latest->raw});
+          samples.push_back({&series.desc.get(), latest->raw});
         }
       }
       // Families copy names and labels, so they outlive the lock.

@@ -49,10 +49,10 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
         Cached& cached = labels_[slot.index];
         if (cached.set == nullptr || cached.generation != slot.generation) {
           LabelPairs pairs;
-          pairs.reserve(series.desc.labels.size() + 1);
+          pairs.reserve(series.desc->labels.size() + 1);
           pairs.emplace_back("node", node.name());
-          pairs.insert(pairs.end(), series.desc.labels.begin(), series.desc.labels.end());
-          cached.set = remote_write::MakeLabelSet(series.desc.name, std::move(pairs));
+          pairs.insert(pairs.end(), series.desc->labels.begin(), series.desc->labels.end());
+          cached.set = remote_write::MakeLabelSet(series.desc->name, std::move(pairs));
           cached.generation = slot.generation;
           cached.saturated_set.reset();
           cached.flagged = false;
@@ -62,11 +62,11 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
             {cached.set, timestamp_ms, collectors::ExportedValue(series.desc, latest->raw), now});
         // The saturation flag /metrics shows beside a pinned saturating counter: 1 while it is
         // pinned, then a staleness marker when it moves again (a reset).
-        const bool saturated = series.desc.IsSaturated(latest->raw);
+        const bool saturated = series.desc->IsSaturated(latest->raw);
         if (saturated || cached.flagged) {
           if (cached.saturated_set == nullptr) {
-            LabelPairs pairs = {{"node", node.name()}, {"metric", series.desc.name}};
-            pairs.insert(pairs.end(), series.desc.labels.begin(), series.desc.labels.end());
+            LabelPairs pairs = {{"node", node.name()}, {"metric", series.desc->name}};
+            pairs.insert(pairs.end(), series.desc->labels.begin(), series.desc->labels.end());
             cached.saturated_set =
                 remote_write::MakeLabelSet(exposition::kSaturatedFamily, std::move(pairs));
           }

@@ -4,18 +4,17 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <variant>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "daemon/aggregator/ingest_session.h"
 #include "daemon/common/clock.h"
 #include "daemon/detectors/engine.h"
 #include "daemon/recording/recording_reader.h"
 #include "daemon/store/series_store.h"
-#include "daemon/wire/batch_codec.h"
-#include "daemon/wire/series_codec.h"
 #include "fabricmon/v1/telemetry.pb.h"
 
 namespace fabricmon::replay {
@@ -62,12 +61,12 @@ store::StoreOptions StoreOptionsFor(const v1::AggregatorConfig& config) {
   return options;
 }
 
-// One recorded agent stream, as AgentStream keeps it.
+// One recorded agent stream: the ingest the live stream ran (IngestSession), fed the recorded
+// messages instead of the network's.
 struct Stream {
-  std::shared_ptr<store::NodeState> node;
-  wire::StreamDecoder decoder;
-  std::vector<store::SlotRef> stream_to_node;
-  absl::flat_hash_map<uint32_t, std::vector<store::SlotRef>> layout_slots;
+  Stream(store::SeriesStore& store, aggregator::IngestStats& stats, Clock& clock)
+      : session(store, stats, clock) {}
+  aggregator::IngestSession session;
   bool broken = false;  // a message was refused: the live stream ended there
 };
 
@@ -116,9 +115,7 @@ class Replayer {
     if (record.type == recording::RecordType::kStreamEnd) {
       auto it = streams_.find(record.stream);
       if (it != streams_.end()) {
-        if (it->second.node != nullptr) {
-          store_.Detach(*it->second.node, record.stream, clock_.NowUnixNanos());
-        }
+        it->second->session.Detach(record.stream);
         streams_.erase(it);
       }
       return;
@@ -133,25 +130,33 @@ class Replayer {
       return;
     }
     auto it = streams_.find(record.stream);
-    if (it == streams_.end() || it->second.broken || it->second.node == nullptr ||
-        it->second.node->name() != record.node) {
+    if (it == streams_.end() || it->second->broken || it->second->session.node() == nullptr ||
+        it->second->session.node()->name() != record.node) {
       ++summary_.refused_messages;  // no hello for it (the recording starts mid-stream)
       return;
     }
-    Stream& stream = it->second;
+    aggregator::IngestSession& session = it->second->session;
     bool ok = false;
     switch (message.body_case()) {
       case v1::AgentMessage::kDeclarations:
-        ok = Declare(stream, message.declarations());
+        ok = !session.Declare(message.declarations()).has_value();
         break;
       case v1::AgentMessage::kLayouts:
-        ok = Layouts(stream, message.layouts());
+        ok = !session.AddLayouts(message.layouts()).has_value();
         break;
-      case v1::AgentMessage::kBatch:
-        ok = Batch(stream, message.batch());
+      case v1::AgentMessage::kBatch: {
+        auto handled = session.Batch(message.batch());
+        if (auto* result = std::get_if<aggregator::IngestSession::BatchResult>(&handled)) {
+          ok = true;
+          if (result->stored) {
+            ++summary_.batches;
+            summary_.samples += result->samples;
+          }
+        }
         break;
+      }
       case v1::AgentMessage::kInventory:
-        stream.node->SetInventory(message.inventory().inventory());
+        session.SetInventory(message.inventory().inventory());
         ok = true;
         break;
       default:
@@ -175,7 +180,7 @@ class Replayer {
   void Refuse(uint64_t stream) {
     ++summary_.refused_messages;
     auto it = streams_.find(stream);
-    if (it != streams_.end()) it->second.broken = true;
+    if (it != streams_.end()) it->second->broken = true;
   }
 
   void Hello(const recording::Record& record, const v1::Hello& hello) {
@@ -183,75 +188,19 @@ class Replayer {
       Refuse(record.stream);
       return;
     }
-    absl::StatusOr<store::SeriesStore::Attachment> attached =
-        store_.Attach(hello, record.stream, [] {}, clock_.NowUnixNanos());
-    Stream& stream = streams_[record.stream];
-    if (!attached.ok()) {
-      stream.broken = true;
+    std::unique_ptr<Stream>& stream = streams_[record.stream];
+    if (stream == nullptr) {
+      stream = std::make_unique<Stream>(store_, stats_, clock_);
+    }
+    // No cancel (a takeover is the recording's next records) and no peer bucket (the recording
+    // holds what the aggregator admitted, from whichever peer).
+    if (std::holds_alternative<aggregator::IngestError>(
+            stream->session.Attach(hello, record.stream, [] {}))) {
+      stream->broken = true;
       ++summary_.refused_messages;
       return;
     }
     ++summary_.streams;
-    stream.node = attached->node;
-    store_.MaybeForget(clock_.NowUnixNanos(), clock_.MonotonicNanos());
-  }
-
-  bool Declare(Stream& stream, const v1::SeriesDeclarations& declarations) {
-    for (const v1::SeriesDeclaration& declaration : declarations.series()) {
-      absl::StatusOr<collectors::SeriesDesc> desc = wire::FromDeclaration(declaration);
-      if (!desc.ok() || !store_.families().Admit(*desc).ok() ||
-          !stream.decoder.Declare(declaration.id()).ok()) {
-        return false;
-      }
-      absl::StatusOr<store::SlotRef> slot =
-          stream.node->DeclareSlot(*desc, clock_.MonotonicNanos());
-      if (!slot.ok()) {
-        return false;
-      }
-      if (declaration.id() >= stream.stream_to_node.size()) {
-        stream.stream_to_node.resize(declaration.id() + 1);
-      }
-      stream.stream_to_node[declaration.id()] = *slot;
-      // Layouts resolve again when next used (a re-declaration may move an id to another slot).
-      stream.layout_slots.clear();
-    }
-    return true;
-  }
-
-  bool Layouts(Stream& stream, const v1::Layouts& layouts) {
-    for (const v1::Layout& layout : layouts.layouts()) {
-      if (!stream.decoder.AddLayout(layout).ok()) {
-        return false;
-      }
-      stream.layout_slots.erase(layout.id());
-    }
-    return true;
-  }
-
-  bool Batch(Stream& stream, const v1::SampleBatch& batch) {
-    if (!stream.decoder.Decode(batch, &decoded_).ok() || batch.sequence() == 0) {
-      return false;
-    }
-    auto [it, inserted] = stream.layout_slots.try_emplace(batch.layout_id());
-    if (inserted) {
-      it->second.reserve(decoded_.series_ids->size());
-      for (uint32_t id : *decoded_.series_ids) {
-        it->second.push_back(stream.stream_to_node[id]);
-      }
-    }
-    const int64_t now = clock_.NowUnixNanos();
-    const store::NodeState::AppendResult result = stream.node->AppendBatchToSlots(
-        batch.sequence(), batch.dropped_before(), batch.timestamp_unix_nanos(), it->second,
-        decoded_.values, decoded_.present, now);
-    if (result.forgotten || result.out_of_range_position.has_value()) {
-      return false;
-    }
-    store_.MaybeForget(now, clock_.MonotonicNanos());
-    if (result.stored) {
-      ++summary_.batches;
-      summary_.samples += result.samples;
-    }
-    return true;
   }
 
   void TickUntil(int64_t unix_nanos) {
@@ -306,8 +255,8 @@ class Replayer {
   store::SeriesStore store_;
   const int64_t tick_nanos_;
   detectors::DetectionEngine engine_;
-  std::map<uint64_t, Stream> streams_;
-  wire::DecodedBatch decoded_;
+  aggregator::IngestStats stats_;  // what the sessions count; the summary counts its own
+  std::map<uint64_t, std::unique_ptr<Stream>> streams_;
   v1::AgentMessage message_;
   std::map<std::string, v1::Finding> active_;  // by finding id, as of the last tick
   int64_t next_tick_ = 0;

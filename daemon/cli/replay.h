@@ -6,12 +6,11 @@
 // de-escalated, cleared) is reported with the recorded time it happened at. The same recording
 // and configuration give the same timeline, byte for byte.
 //
-// Each recorded message is applied as the aggregator's ingest applied it (AgentStream): hello →
-// SeriesStore::Attach, declarations → FamilyRegistry::Admit + NodeState::DeclareSlot, layouts and
-// batches through the wire decoder into NodeState::AppendBatchToSlots, inventory updates →
-// SetInventory, stream ends → Detach. A recording is untrusted input: a record that does not
-// parse, or that the store refuses, ends its stream in the replay as it would have live, and is
-// counted.
+// Each recorded message is applied by the aggregator's own ingest (aggregator::IngestSession, what
+// AgentStream runs): hello → attach, declarations, layouts and batches through the wire decoder
+// into the store, inventory updates, stream ends → detach. A recording is untrusted input: a
+// record that does not parse, or that the session refuses, ends its stream in the replay as it
+// would have live, and is counted.
 
 #include <cstdint>
 #include <functional>

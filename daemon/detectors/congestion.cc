@@ -96,7 +96,7 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
       return;
     }
     const double fraction =
-        std::min(1.0, static_cast<double>(increase) * series.desc.scale / seconds);
+        std::min(1.0, static_cast<double>(increase) * series.desc->scale / seconds);
     const bool tx = collectors::LabelValue(series.desc, "direction") == "tx";
     const Endpoint endpoint = view.PortOf(node, series.desc);
     Measured& port = measured[endpoint];
@@ -108,7 +108,7 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
     port.port.fraction = std::max(port.port.fraction, fraction);
     port.port.pauses_peer = port.port.pauses_peer || tx;
     port.port.evidence.push_back(MakeEvidence(
-        series.desc, static_cast<double>(series.Latest()->raw) * series.desc.scale, fraction,
+        series.desc, static_cast<double>(series.Latest()->raw) * series.desc->scale, fraction,
         tx ? absl::StrCat("pausing its peer ", Percent(fraction), " of the time (slow receiver)")
            : absl::StrCat("paused by its peer ", Percent(fraction), " of the time")));
   });

@@ -24,7 +24,7 @@ void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>
     });
     view.ForEachSeries(family, [&](const std::string& node, const store::Series& series) {
       const Endpoint endpoint = view.PortOf(node, series.desc);
-      ForEachNewPair(series, &cursors_[{node, series.desc.fingerprint}],
+      ForEachNewPair(series, &cursors_[{node, series.desc->fingerprint}],
                      [&](const store::StoredSample& previous,
                          const store::StoredSample& current) {
                        if (!reporters.Judges(endpoint, node)) {

@@ -146,7 +146,7 @@ std::map<std::string, NodeTrafficReading> ReadNodeTraffic(const FabricView& view
     int64_t at;
     if (!wanted(node) || !LatestIncrease(series, &increase, &seconds, &at)) return;
     const double fraction =
-        std::min(1.0, static_cast<double>(increase) * series.desc.scale / seconds);
+        std::min(1.0, static_cast<double>(increase) * series.desc->scale / seconds);
     NodeTrafficReading& reading = nodes[node].reading;
     reading.pause_fraction = std::max(reading.pause_fraction, fraction);
   });

@@ -16,7 +16,7 @@ void PauseStormDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
   std::map<Endpoint, std::pair<double, Evidence>> storming;
   view.ForEachSeries(families::kRocePauseDuration, [&](const std::string& node,
                                                        const Series& series) {
-    const SeriesKey key{node, series.desc.fingerprint};
+    const SeriesKey key{node, series.desc->fingerprint};
     Streak& streak = streaks_[key];
     ForEachNewPair(series, &cursors_[key], [&](const StoredSample& previous,
                                                const StoredSample& current) {
@@ -24,13 +24,13 @@ void PauseStormDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
           static_cast<double>(current.timestamp_unix_nanos - previous.timestamp_unix_nanos) / 1e9;
       const double fraction =
           seconds > 0 ? static_cast<double>(RawIncrease(series.desc, previous, current)) *
-                            series.desc.scale / seconds
+                            series.desc->scale / seconds
                       : 0;
       if (fraction >= options_.fraction) {
         ++streak.intervals;
         streak.fraction = fraction;
         streak.evidence = MakeEvidence(
-            series.desc, static_cast<double>(current.raw) * series.desc.scale, fraction,
+            series.desc, static_cast<double>(current.raw) * series.desc->scale, fraction,
             absl::StrFormat("paused %.0f%% of the interval", 100 * std::min(1.0, fraction)));
       } else {
         streak.intervals = 0;
@@ -42,7 +42,7 @@ void PauseStormDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
   });
   for (const char* family : {families::kRocePauseStormWarning, families::kRocePauseStormError}) {
     view.ForEachSeries(family, [&](const std::string& node, const Series& series) {
-      const SeriesKey key{node, series.desc.fingerprint};
+      const SeriesKey key{node, series.desc->fingerprint};
       ForEachNewPair(series, &cursors_[key], [&](const StoredSample& previous,
                                                  const StoredSample& current) {
         if (RawIncrease(series.desc, previous, current) > 0) {
@@ -131,7 +131,7 @@ void EcnMisconfigDetector::Evaluate(const FabricView& view, std::vector<Finding>
       nodes[node].max_pause = rate.per_second;
       if (rate.per_second >= options_.pause_fraction) {
         nodes[node].evidence.push_back(MakeEvidence(
-            series.desc, static_cast<double>(series.Latest()->raw) * series.desc.scale,
+            series.desc, static_cast<double>(series.Latest()->raw) * series.desc->scale,
             rate.per_second, "heavy PFC"));
       }
     }

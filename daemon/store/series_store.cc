@@ -69,12 +69,62 @@ Rate CounterRate(const collectors::SeriesDesc& desc, const StoredSample& previou
   return rate;
 }
 
+namespace {
+
+bool SameDesc(const collectors::SeriesDesc& a, const collectors::SeriesDesc& b) {
+  return a.fingerprint == b.fingerprint && a.type == b.type && a.unit == b.unit &&
+         a.width_bits == b.width_bits && a.overflow == b.overflow && a.scale == b.scale &&
+         a.collector == b.collector && a.name == b.name && a.help == b.help &&
+         a.labels == b.labels;
+}
+
+}  // namespace
+
+SharedDesc::SharedDesc() {
+  static const auto* const kEmpty = new std::shared_ptr<const collectors::SeriesDesc>(
+      std::make_shared<const collectors::SeriesDesc>());
+  desc_ = *kEmpty;
+}
+
+SharedDesc DescTable::Intern(const collectors::SeriesDesc& desc) {
+  absl::MutexLock lock(&mu_);
+  auto [it, inserted] = by_fingerprint_.try_emplace(desc.fingerprint);
+  if (!inserted) {
+    if (std::shared_ptr<const collectors::SeriesDesc> held = it->second.lock()) {
+      if (SameDesc(*held, desc)) {
+        return SharedDesc(std::move(held));
+      }
+      // A fingerprint collision (or a forged one): this description is kept on its own, and
+      // the one already shared stays as it is.
+      return SharedDesc(std::make_shared<const collectors::SeriesDesc>(desc));
+    }
+  }
+  auto made = std::make_shared<const collectors::SeriesDesc>(desc);
+  it->second = made;
+  if (by_fingerprint_.size() >= purge_at_) {
+    for (auto entry = by_fingerprint_.begin(); entry != by_fingerprint_.end();) {
+      if (entry->second.expired()) {
+        by_fingerprint_.erase(entry++);
+      } else {
+        ++entry;
+      }
+    }
+    purge_at_ = std::max<size_t>(1024, 2 * by_fingerprint_.size());
+  }
+  return SharedDesc(std::move(made));
+}
+
+size_t DescTable::size() const {
+  absl::MutexLock lock(&mu_);
+  return by_fingerprint_.size();
+}
+
 Rate Series::CurrentRate() const {
   const StoredSample* latest = Latest();
   const StoredSample* previous = Previous();
   if (latest == nullptr || previous == nullptr) {
     Rate rate;
-    rate.kind = desc.type == MetricType::kCounter ? Rate::Kind::kInsufficient
+    rate.kind = desc->type == MetricType::kCounter ? Rate::Kind::kInsufficient
                                                   : Rate::Kind::kNotCounter;
     return rate;
   }
@@ -83,12 +133,14 @@ Rate Series::CurrentRate() const {
 
 NodeState::NodeState(std::string name, size_t samples_per_series, size_t max_series,
                      NewSeriesLimit new_series, int64_t series_retention_nanos,
-                     std::shared_ptr<SeriesBudget> budget)
+                     std::shared_ptr<SeriesBudget> budget,
+                     std::shared_ptr<DescTable> descs)
     : name_(std::move(name)),
       samples_per_series_(samples_per_series < 2 ? 2 : samples_per_series),
       max_series_(max_series),
       retention_(series_retention_nanos),
       budget_(std::move(budget)),
+      descs_(std::move(descs)),
       new_series_(new_series.per_second, new_series.burst),
       inventory_stamp_(NextInventoryStamp()) {}
 
@@ -127,10 +179,10 @@ absl::StatusOr<uint32_t> NodeState::DeclareLocked(const collectors::SeriesDesc& 
   auto it = by_fingerprint_.find(identity);
   if (it != by_fingerprint_.end()) {
     Series& existing = series_[it->second];
-    if (existing.desc.type != desc.type || existing.desc.width_bits != desc.width_bits ||
-        existing.desc.scale != desc.scale) {
+    if (existing.desc->type != desc.type || existing.desc->width_bits != desc.width_bits ||
+        existing.desc->scale != desc.scale) {
       // Same name and labels, new semantics (agent upgrade): restart the series.
-      existing.desc = desc;
+      existing.desc = ShareDesc(desc);
       existing.count = 0;
     }
     return it->second;
@@ -177,15 +229,29 @@ absl::StatusOr<uint32_t> NodeState::DeclareLocked(const collectors::SeriesDesc& 
     series_.emplace_back();
   }
   Series& series = series_[index];
-  series.desc = desc;
+  series.desc = ShareDesc(desc);
   series.ring.resize(samples_per_series_);
   series.retired = false;
   series.absent = false;
   series.last_stored_unix_nanos = last_seen_;
   by_fingerprint_.emplace(identity, index);
   by_family_[desc.name].push_back(index);
-  by_collector_[desc.collector].push_back(index);
+  // Collector numbers are never reused within a node: a node has a handful of collectors.
+  auto [collector, added] =
+      collector_ids_.try_emplace(desc.collector, static_cast<uint32_t>(by_collector_.size()));
+  if (added) {
+    by_collector_.emplace_back();
+  }
+  series.collector_id = collector->second;
+  by_collector_[collector->second].push_back(index);
   return index;
+}
+
+SharedDesc NodeState::ShareDesc(const collectors::SeriesDesc& desc) const {
+  if (descs_ == nullptr) {
+    return SharedDesc(std::make_shared<const collectors::SeriesDesc>(desc));
+  }
+  return descs_->Intern(desc);
 }
 
 NodeState::AppendResult NodeState::AppendBatch(uint64_t sequence, uint64_t dropped_before,
@@ -240,10 +306,10 @@ NodeState::AppendResult NodeState::AppendBatchLocked(uint64_t sequence, uint64_t
       continue;
     }
     const Series& series = series_[slots[i].index];
-    if (series.desc.type == MetricType::kCounter && values[i] > series.desc.MaxRaw()) {
+    if (series.desc->type == MetricType::kCounter && values[i] > series.desc->MaxRaw()) {
       ++counters_.values_out_of_range;
       result.out_of_range_position = static_cast<uint32_t>(i);
-      result.out_of_range_width = series.desc.width_bits;
+      result.out_of_range_width = series.desc->width_bits;
       return result;
     }
     if (series.count > 0 && series.ring[series.head].timestamp_unix_nanos > newest) {
@@ -290,9 +356,9 @@ NodeState::AppendResult NodeState::AppendBatchLocked(uint64_t sequence, uint64_t
     const uint64_t raw = values[i];
     if (series.count > 0) {
       const StoredSample& last = series.ring[series.head];
-      if (series.desc.type == MetricType::kCounter && raw < last.raw) {
-        const bool wrapped = series.desc.overflow == Overflow::kWraps &&
-                             series.desc.width_bits < 64 && last.raw > series.desc.MaxRaw() / 2;
+      if (series.desc->type == MetricType::kCounter && raw < last.raw) {
+        const bool wrapped = series.desc->overflow == Overflow::kWraps &&
+                             series.desc->width_bits < 64 && last.raw > series.desc->MaxRaw() / 2;
         if (!wrapped) {
           // Reset (driver reload, perfquery -R, reboot): the new value is a new baseline.
           ++series.resets;
@@ -306,7 +372,7 @@ NodeState::AppendResult NodeState::AppendBatchLocked(uint64_t sequence, uint64_t
     if (series.count < series.ring.size()) {
       ++series.count;
     }
-    series.saturated = series.desc.IsSaturated(raw);
+    series.saturated = series.desc->IsSaturated(raw);
     ++counters_.samples;
     ++result.samples;
   }
@@ -341,31 +407,31 @@ uint64_t NodeState::RetireStaleLocked(int64_t now_unix_nanos) {
   }
   // Drop the stale indices from the lookup tables, each affected list filtered once.
   absl::flat_hash_set<std::string> families;
-  absl::flat_hash_set<std::string> collectors;
+  absl::flat_hash_set<uint32_t> collectors;
   for (uint32_t index : stale) {
     const collectors::SeriesDesc& desc = series_[index].desc;
     by_fingerprint_.erase(collectors::SeriesIdentity(desc));
     families.insert(desc.name);
-    collectors.insert(desc.collector);
+    collectors.insert(series_[index].collector_id);
   }
-  auto filter = [&](absl::flat_hash_map<std::string, std::vector<uint32_t>>& lists,
-                    const absl::flat_hash_set<std::string>& keys) {
-    for (const std::string& key : keys) {
-      auto it = lists.find(key);
-      if (it == lists.end()) {
-        continue;
-      }
-      std::vector<uint32_t>& list = it->second;
-      list.erase(std::remove_if(list.begin(), list.end(),
-                                [&](uint32_t index) { return stale.contains(index); }),
-                 list.end());
-      if (list.empty()) {
-        lists.erase(it);
-      }
-    }
+  auto drop_stale = [&](std::vector<uint32_t>& list) {
+    list.erase(std::remove_if(list.begin(), list.end(),
+                              [&](uint32_t index) { return stale.contains(index); }),
+               list.end());
   };
-  filter(by_family_, families);
-  filter(by_collector_, collectors);
+  for (const std::string& family : families) {
+    auto it = by_family_.find(family);
+    if (it == by_family_.end()) {
+      continue;
+    }
+    drop_stale(it->second);
+    if (it->second.empty()) {
+      by_family_.erase(it);
+    }
+  }
+  for (uint32_t collector : collectors) {
+    drop_stale(by_collector_[collector]);  // an emptied list keeps its number
+  }
   if (budget_ != nullptr) {
     budget_->Release(stale.size());
   }
@@ -384,29 +450,24 @@ uint64_t NodeState::RetireStaleLocked(int64_t now_unix_nanos) {
 
 void NodeState::MarkAbsentLocked(uint64_t sequence, absl::Span<const SlotRef> slots) {
   // The collectors of this batch (one, from an honest agent; a few at most).
-  std::vector<const std::string*> collectors;
+  absl::InlinedVector<uint32_t, 8> collectors;
   for (const SlotRef& slot : slots) {
     if (!Holds(slot)) {
       continue;
     }
-    const std::string& collector = series_[slot.index].desc.collector;
-    if (!collectors.empty() && *collectors.back() == collector) {
+    const uint32_t collector = series_[slot.index].collector_id;
+    if (!collectors.empty() && collectors.back() == collector) {
       continue;  // the common case: the same collector as the previous series
     }
-    if (std::none_of(collectors.begin(), collectors.end(),
-                     [&](const std::string* seen) { return *seen == collector; })) {
-      collectors.push_back(&collector);
+    if (std::find(collectors.begin(), collectors.end(), collector) == collectors.end()) {
+      collectors.push_back(collector);
       if (collectors.size() > 8) {
         return;  // not one collector's cycle; leave presence as it was
       }
     }
   }
-  for (const std::string* collector : collectors) {
-    auto it = by_collector_.find(*collector);
-    if (it == by_collector_.end()) {
-      continue;
-    }
-    for (uint32_t index : it->second) {
+  for (uint32_t collector : collectors) {
+    for (uint32_t index : by_collector_[collector]) {
       series_[index].absent = series_[index].last_sequence != sequence;
     }
   }
@@ -491,7 +552,7 @@ absl::StatusOr<SeriesStore::Attachment> SeriesStore::Attach(const v1::Hello& hel
                         std::make_shared<NodeState>(
                             hello.node_name(), options_.samples_per_series,
                             options_.max_series_per_node, options_.new_series,
-                            options_.series_retention_nanos, budget_))
+                            options_.series_retention_nanos, budget_, descs_))
                .first;
     }
     node = it->second;

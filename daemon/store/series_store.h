@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/string_view.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -77,26 +78,62 @@ struct SlotRef {
   uint32_t generation = 0;
 };
 
-// One series of one node.
+// A series' description, shared by every series of the store that has the same one: nodes of
+// one kind declare the same names, labels, HELP and semantics, and a description (a few hundred
+// bytes of strings) held once per node would be most of a series' memory. Immutable; reads as
+// the description itself (`const SeriesDesc&`, or `->` for a field).
+class SharedDesc {
+ public:
+  SharedDesc();  // the empty description (a retired slot's)
+  explicit SharedDesc(std::shared_ptr<const collectors::SeriesDesc> desc)
+      : desc_(std::move(desc)) {}
+  operator const collectors::SeriesDesc&() const { return *desc_; }  // NOLINT: reads as one
+  const collectors::SeriesDesc* operator->() const { return desc_.get(); }
+  const collectors::SeriesDesc& get() const { return *desc_; }
+
+ private:
+  std::shared_ptr<const collectors::SeriesDesc> desc_;  // never null
+};
+
+// The store's shared descriptions, by fingerprint. A description is shared only when equal in
+// every field (a fingerprint is a hash: two different descriptions that collide are each kept
+// on their own). Entries are weak: a description lives while a series holds it. Thread-safe.
+class DescTable {
+ public:
+  SharedDesc Intern(const collectors::SeriesDesc& desc) ABSL_LOCKS_EXCLUDED(mu_);
+  size_t size() const ABSL_LOCKS_EXCLUDED(mu_);  // entries, expired ones included
+
+ private:
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<uint64_t, std::weak_ptr<const collectors::SeriesDesc>> by_fingerprint_
+      ABSL_GUARDED_BY(mu_);
+  size_t purge_at_ ABSL_GUARDED_BY(mu_) = 1024;  // drop expired entries beyond this size
+};
+
+// One series of one node. What every stored sample reads and writes comes first, so that a
+// batch touches few cache lines per series (a node's series are cold by its next batch).
 struct Series {
-  collectors::SeriesDesc desc;
-  std::vector<StoredSample> ring;  // capacity fixed at creation
-  uint32_t head = 0;               // index of the latest sample
-  uint32_t count = 0;              // samples held (≤ capacity)
-  uint64_t resets = 0;
-  bool saturated = false;
+  uint32_t generation = 0;  // bumped at each retirement of this slot
+  uint32_t head = 0;        // index of the latest sample
+  uint32_t count = 0;       // samples held (≤ capacity)
+  // Retired slots hold nothing (empty desc and ring, absent) until a declaration reuses them.
+  bool retired = false;
   // The last batch of this series' collector did not carry it (a process gone, a netdev or an
   // ethtool key vanished): its latest sample is history, not the present, and /metrics leaves it
   // out until it comes back. A batch is one collector's cycle, so what a batch of collector C
   // lacks of C's series is absent now.
   bool absent = false;
+  bool saturated = false;
+  uint32_t collector_id = 0;   // the node's number for desc.collector (NodeState's own)
   uint64_t last_sequence = 0;  // the batch that last carried a value
   // Aggregator clock time of the last stored sample (or of the declaration): what retirement
   // measures, so an agent's clock jump cannot retire anything.
   int64_t last_stored_unix_nanos = 0;
-  // Retired slots hold nothing (empty desc and ring, absent) until a declaration reuses them.
-  bool retired = false;
-  uint32_t generation = 0;  // bumped at each retirement of this slot
+  // Capacity fixed at creation (samples_per_series); the default 4 are held inline, without an
+  // allocation of their own.
+  absl::InlinedVector<StoredSample, 4> ring;
+  uint64_t resets = 0;
+  SharedDesc desc;
 
   const StoredSample* Latest() const { return count ? &ring[head] : nullptr; }
   const StoredSample* Previous() const {
@@ -180,7 +217,8 @@ class NodeState {
   // series count the node's series take from.
   NodeState(std::string name, size_t samples_per_series, size_t max_series,
             NewSeriesLimit new_series = {}, int64_t series_retention_nanos = 0,
-            std::shared_ptr<SeriesBudget> budget = nullptr);
+            std::shared_ptr<SeriesBudget> budget = nullptr,
+            std::shared_ptr<DescTable> descs = nullptr);
   ~NodeState();  // gives the node's series back to the budget
 
   const std::string& name() const { return name_; }
@@ -283,6 +321,8 @@ class NodeState {
                                          const int64_t* now_monotonic_nanos,
                                          PeerBudget* peer = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `desc` as the store shares it (its own copy without a store).
+  SharedDesc ShareDesc(const collectors::SeriesDesc& desc) const;
   // After batch `sequence` (series `indices`) is stored: marks the series of its collectors that
   // it did not carry as absent, and those it carried as present.
   void MarkAbsentLocked(uint64_t sequence, absl::Span<const SlotRef> slots)
@@ -303,6 +343,7 @@ class NodeState {
   const size_t max_series_;
   const int64_t retention_;
   const std::shared_ptr<SeriesBudget> budget_;
+  const std::shared_ptr<DescTable> descs_;  // the store's (null: descriptions not shared)
 
   mutable absl::Mutex mu_;
   TokenBucket new_series_ ABSL_GUARDED_BY(mu_);
@@ -311,7 +352,10 @@ class NodeState {
   int64_t last_sweep_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<uint64_t, uint32_t> by_fingerprint_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::vector<uint32_t>> by_family_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, std::vector<uint32_t>> by_collector_ ABSL_GUARDED_BY(mu_);
+  // Collectors by the number their series carry (Series::collector_id), and their series: a
+  // batch marks absence by number, without comparing names.
+  absl::flat_hash_map<std::string, uint32_t> collector_ids_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<uint32_t>> by_collector_ ABSL_GUARDED_BY(mu_);
   v1::Inventory inventory_ ABSL_GUARDED_BY(mu_);
   uint64_t inventory_stamp_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::CollectorStatus> collectors_ ABSL_GUARDED_BY(mu_);
@@ -356,7 +400,9 @@ struct StoreOptions {
 class SeriesStore {
  public:
   explicit SeriesStore(StoreOptions options)
-      : options_(options), budget_(std::make_shared<SeriesBudget>(options.max_series_total)) {}
+      : options_(options),
+        budget_(std::make_shared<SeriesBudget>(options.max_series_total)),
+        descs_(std::make_shared<DescTable>()) {}
 
   // Binds a stream to the node named in `hello`. Returns the node and the last sequence stored
   // for this agent instance (0 when it is a new instance: a new sequence space).
@@ -402,6 +448,7 @@ class SeriesStore {
  private:
   const StoreOptions options_;
   const std::shared_ptr<SeriesBudget> budget_;
+  const std::shared_ptr<DescTable> descs_;
   std::atomic<uint64_t> nodes_forgotten_{0};
   std::atomic<int64_t> last_forget_sweep_{0};
   FamilyRegistry families_{wire::MetricCatalogue::Project()};

@@ -242,7 +242,7 @@ void ReadEverything(const SeriesStore& store, const fabricmon::aggregator::Inges
       FABRICMON_FUZZ_CHECK(series.count <= series.ring.size());
       const fabricmon::store::Rate rate = series.CurrentRate();
       if (rate.kind == fabricmon::store::Rate::Kind::kOk &&
-          series.desc.type == fabricmon::collectors::MetricType::kCounter) {
+          series.desc->type == fabricmon::collectors::MetricType::kCounter) {
         // Counters never go backwards: a decrease is a wrap or a reset, never a negative rate.
         FABRICMON_FUZZ_CHECK(!(rate.per_second < 0));
       }

@@ -192,7 +192,7 @@ std::vector<prometheus::MetricFamily> LegacyNodeFamilies(const FilledStore& fill
       samples.reserve(all.size());
       for (const store::Series& series : all) {
         if (const store::StoredSample* latest = series.Latest()) {
-          samples.push_back({&series.desc, latest->raw});
+          samples.push_back({&series.desc.get(), latest->raw});
         }
       }
       exposition::MergeFamilies(LegacyBuildFamilies(samples, {{"node", node->name()}}), &families);

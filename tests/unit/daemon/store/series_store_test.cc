@@ -347,7 +347,7 @@ TEST_F(NodeStateTest, ResetStartsANewBaselineAndIsCountedButAWrapIsNot) {
   Append(3, kT0 + 2 * kSecond, {0x20u, 30, 7});
   EXPECT_DOUBLE_EQ(RateOf(indices_[1]).per_second, 20);
   node_.ForEachSeries([&](const Series& series) {
-    EXPECT_EQ(series.resets, series.desc.name == "fabricmon_b_total" ? 1u : 0u);
+    EXPECT_EQ(series.resets, series.desc->name == "fabricmon_b_total" ? 1u : 0u);
   });
 }
 
@@ -439,7 +439,7 @@ class NodeStateRetirementTest : public ::testing::Test {
   }
   std::vector<std::string> Pids() {
     std::vector<std::string> pids;
-    node_.ForEachSeries([&](const Series& series) { pids.emplace_back(series.desc.labels[0].second); });
+    node_.ForEachSeries([&](const Series& series) { pids.emplace_back(series.desc->labels[0].second); });
     return pids;
   }
 
@@ -476,7 +476,7 @@ TEST_F(NodeStateRetirementTest, SeriesWithoutSamplesForTheRetentionAreRetiredAnd
   EXPECT_EQ(node_.GetSummary(false).counters.retired_samples, 1u);
   node_.WithSeries([&](const std::vector<Series>& all) {
     EXPECT_EQ(all[fresh.index].count, 0u) << "a stale slot wrote into the series reusing it";
-    EXPECT_EQ(all[fresh.index].desc.labels[0].second, "300");
+    EXPECT_EQ(all[fresh.index].desc->labels[0].second, "300");
   });
   // Declared again, pid 200 is a live series once more.
   const SlotRef back = *node_.DeclareSlot(Pid("200"), 0);
@@ -540,7 +540,7 @@ TEST(NodeStateDeclareTest, IsIdempotentCapsSeriesAndRestartsChangedSemantics) {
   ASSERT_THAT(node.Declare(Counter(64, Overflow::kWraps, 1.0, "fabricmon_a_total")), IsOk());
   node.WithSeries([&](const std::vector<Series>& all) {
     EXPECT_EQ(all[*first].count, 0u);
-    EXPECT_EQ(all[*first].desc.width_bits, 64);
+    EXPECT_EQ(all[*first].desc->width_bits, 64);
   });
   EXPECT_EQ(node.GetSummary(false).series, 2u);
 }
