@@ -45,8 +45,10 @@ uint32_t PortFromDevPort(const std::string& netdev_dir) {
 
 class Reader {
  public:
-  explicit Reader(const std::string& root)
-      : net_dir_(JoinPath(root, "class/net")), ib_dir_(JoinPath(root, "class/infiniband")) {
+  Reader(const std::string& root, const RdmaNetdevScope& scope)
+      : net_dir_(JoinPath(root, "class/net")),
+        ib_dir_(JoinPath(root, "class/infiniband")),
+        scope_(scope) {
     absl::StatusOr<std::vector<std::string>> names = ListDirectory(net_dir_);
     if (names.ok()) {
       net_listed_ = true;
@@ -58,6 +60,9 @@ class Reader {
     absl::StatusOr<std::vector<std::string>> devices = ListDirectory(ib_dir_);
     if (devices.ok()) {
       for (const std::string& device : *devices) {
+        if (scope_.rdma_device && !scope_.rdma_device(device)) {
+          continue;
+        }
         FromGidTables(device);
         FromDeviceNet(device);
       }
@@ -139,6 +144,9 @@ class Reader {
 
   void FromNetdevs() {
     for (const std::string& netdev : present_) {
+      if (scope_.netdev && !scope_.netdev(netdev)) {
+        continue;
+      }
       const std::string dir = JoinPath(net_dir_, netdev);
       absl::StatusOr<std::vector<std::string>> devices =
           ListDirectory(JoinPath(dir, "device/infiniband"));
@@ -154,6 +162,7 @@ class Reader {
 
   const std::string net_dir_;
   const std::string ib_dir_;
+  const RdmaNetdevScope& scope_;
   bool net_listed_ = false;
   std::set<std::string> present_;
   std::vector<RdmaNetdevLink> links_;
@@ -183,9 +192,9 @@ void CollectLowest(const std::string& net_dir, const std::string& netdev, int de
 
 }  // namespace
 
-RdmaNetdevMap RdmaNetdevMap::Read(const std::string& sysfs_root) {
+RdmaNetdevMap RdmaNetdevMap::Read(const std::string& sysfs_root, const RdmaNetdevScope& scope) {
   RdmaNetdevMap map;
-  map.links_ = Reader(sysfs_root).Run();
+  map.links_ = Reader(sysfs_root, scope).Run();
   return map;
 }
 

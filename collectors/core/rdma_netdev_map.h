@@ -20,6 +20,7 @@
 // thread-compatible.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -42,11 +43,20 @@ struct RdmaNetdevLink {
   RdmaNetdevSource source = RdmaNetdevSource::kGidTable;
 };
 
+// What a reading may open. An operator's exclusion is a promise that no file of that device is
+// opened (a firmware-restricted function logs a kernel error for every read): an RDMA device
+// that `rdma_device` refuses has none of its files read (its GID tables, its device/net), a
+// netdev that `netdev` refuses none of its class/net entries. Unset: everything.
+struct RdmaNetdevScope {
+  std::function<bool(absl::string_view)> rdma_device;
+  std::function<bool(absl::string_view)> netdev;
+};
+
 class RdmaNetdevMap {
  public:
   // Reads the GID tables of every port under <root>/class/infiniband and the PCI functions of
-  // every netdev under <root>/class/net and of every RDMA device.
-  static RdmaNetdevMap Read(const std::string& sysfs_root);
+  // every netdev under <root>/class/net and of every RDMA device, within `scope`.
+  static RdmaNetdevMap Read(const std::string& sysfs_root, const RdmaNetdevScope& scope = {});
 
   // Every link, unique, sorted by netdev, then GID-table links before PCI-function ones, then
   // device and port.

@@ -628,8 +628,9 @@ class StragglerTcp(StragglerScenario):
 
     def expect(self, ctx):
         return super().expect(ctx) + [
-            Expect("tcp_fallback", "node12", extra_budget=1.0,
-                   note="+1: the rule holds for 2 samples (detectors.tcp_fallback_ticks)")]
+            Expect("tcp_fallback", "node12", extra_budget=1.5,
+                   note="+1.5: 2 samples (detectors.tcp_fallback_ticks) after a mixed one "
+                        "(0.5 s samples of 50 ms counter ticks; 3.17 seen with two CPU hogs)")]
 
 
 class StragglerSlowNvlink(StragglerScenario):

@@ -146,6 +146,29 @@ TEST(RdmaNetdevMapTest, FromTheRdmaSideWhenClassNetWasNotCaptured) {
   EXPECT_EQ(map.links().size(), 3u);
 }
 
+TEST(RdmaNetdevMapTest, AScopeKeepsExcludedDevicesAndNetdevsUnread) {
+  // An excluded RDMA device contributes neither its GID tables nor its device/net; an excluded
+  // netdev not its device/infiniband. The rest maps as without a scope.
+  TempTree tree;
+  tree.WriteFile("class/infiniband/mlx5_0/device/net/ens3f0/dev_port", "0\n");
+  tree.WriteFile("class/infiniband/mlx5_9/device/net/ens9f0/dev_port", "0\n");
+  AddGid(tree, "mlx5_9", 1, 0, "ens9f0\n");
+  tree.MakeDir("class/net/ens3f0");
+  tree.MakeDir("class/net/ens9f0");
+  AddPciNetdev(tree, "ib0", "mlx4_0", "0\n");
+  AddPciNetdev(tree, "ib1", "mlx4_1", "0\n");
+  RdmaNetdevScope scope;
+  scope.rdma_device = [](absl::string_view device) { return device != "mlx5_9"; };
+  scope.netdev = [](absl::string_view netdev) { return netdev != "ib1"; };
+  const RdmaNetdevMap map = RdmaNetdevMap::Read(tree.root(), scope);
+  EXPECT_THAT(map.NetdevsOf("mlx5_0", 1), ElementsAre("ens3f0"));
+  EXPECT_THAT(map.NetdevsOf("mlx4_0", 1), ElementsAre("ib0"));
+  EXPECT_THAT(map.NetdevsOf("mlx5_9", 1), IsEmpty());
+  EXPECT_THAT(map.NetdevsOf("mlx4_1", 1), IsEmpty());
+  EXPECT_EQ(RdmaNetdevMap::Read(tree.root()).NetdevsOf("mlx5_9", 1),
+            std::vector<std::string>{"ens9f0"});
+}
+
 TEST(RdmaNetdevMapTest, BothSidesOfOnePciFunctionGiveOneLink) {
   TempTree tree;
   AddPciNetdev(tree, "ens3f0", "mlx5_0", "0\n");
