@@ -146,8 +146,8 @@ absl::Status IbSysfsCollector::Discover(v1::Inventory& inventory) {
     absl::StatusOr<Device> device = DiscoverDevice(name, device_inventory);
     if (!device.ok()) {
       errors_.Record(ErrorKindFromStatus(device.status()));
-      FABRICMON_LOG_EVERY_MINUTE(Warning) << "ib_sysfs: skipping " << name << ": "
-                                          << device.status();
+      FABRICMON_LOG_EVERY_MINUTE(Warning)
+          << "ib_sysfs: skipping " << name << ": " << device.status();
       continue;
     }
     *inventory.add_rdma_devices() = std::move(device_inventory);
@@ -216,16 +216,15 @@ absl::StatusOr<IbSysfsCollector::Device> IbSysfsCollector::DiscoverDevice(
            "ib_sysfs.devices.exclude to stop the kernel log messages.";
   }
 
-  device.info = SeriesFromSpec(
-      kIbDeviceInfoFamily, kIbSysfsCollectorName,
-      {{"device", name},
-       {"driver", inventory.driver()},
-       {"fw_ver", inventory.fw_ver()},
-       {"board_id", inventory.board_id()},
-       {"hca_type", inventory.hca_type()},
-       {"node_guid", inventory.node_guid()},
-       {"sys_image_guid", inventory.sys_image_guid()},
-       {"restricted", restricted ? "true" : "false"}});
+  device.info = SeriesFromSpec(kIbDeviceInfoFamily, kIbSysfsCollectorName,
+                               {{"device", name},
+                                {"driver", inventory.driver()},
+                                {"fw_ver", inventory.fw_ver()},
+                                {"board_id", inventory.board_id()},
+                                {"hca_type", inventory.hca_type()},
+                                {"node_guid", inventory.node_guid()},
+                                {"sys_image_guid", inventory.sys_image_guid()},
+                                {"restricted", restricted ? "true" : "false"}});
   return device;
 }
 
@@ -273,8 +272,10 @@ absl::StatusOr<IbSysfsCollector::Port> IbSysfsCollector::DiscoverPort(
   const std::string port_label = absl::StrCat(number);
   const Labels labels = {{"device", device.name}, {"port", port_label}};
 
-  ib_sysfs::PortStateValue state = ib_sysfs::ParsePortState(OptionalAttribute(JoinPath(port_dir, "state")));
-  ib_sysfs::PortStateValue phys = ib_sysfs::ParsePortState(OptionalAttribute(JoinPath(port_dir, "phys_state")));
+  ib_sysfs::PortStateValue state =
+      ib_sysfs::ParsePortState(OptionalAttribute(JoinPath(port_dir, "state")));
+  ib_sysfs::PortStateValue phys =
+      ib_sysfs::ParsePortState(OptionalAttribute(JoinPath(port_dir, "phys_state")));
   const std::string rate_text = OptionalAttribute(JoinPath(port_dir, "rate"));
   inventory.set_number(number);
   inventory.set_link_layer(OptionalAttribute(JoinPath(port_dir, "link_layer")));
@@ -299,25 +300,24 @@ absl::StatusOr<IbSysfsCollector::Port> IbSysfsCollector::DiscoverPort(
     attribute.series = std::move(series);
     return attribute;
   };
-  port.state = open_attribute(
-      "state", SeriesFromSpec(kIbPortStateFamily, kIbSysfsCollectorName, labels));
+  port.state =
+      open_attribute("state", SeriesFromSpec(kIbPortStateFamily, kIbSysfsCollectorName, labels));
   port.phys_state = open_attribute(
-      "phys_state",
-      SeriesFromSpec(kIbPortPhysStateFamily, kIbSysfsCollectorName, labels));
-  port.rate = open_attribute(
-      "rate", SeriesFromSpec(kIbPortRateFamily, kIbSysfsCollectorName, labels));
+      "phys_state", SeriesFromSpec(kIbPortPhysStateFamily, kIbSysfsCollectorName, labels));
+  port.rate =
+      open_attribute("rate", SeriesFromSpec(kIbPortRateFamily, kIbSysfsCollectorName, labels));
 
   std::string netdevs;
   for (const std::string& netdev : inventory.netdevs()) {
     absl::StrAppend(&netdevs, netdevs.empty() ? "" : ",", netdev);
   }
   port.info = SeriesFromSpec(kIbPortInfoFamily, kIbSysfsCollectorName,
-                         {{"device", device.name},
-                          {"port", port_label},
-                          {"link_layer", inventory.link_layer()},
-                          {"netdev", netdevs},
-                          {"lid", absl::StrCat(inventory.lid())},
-                          {"sm_lid", absl::StrCat(inventory.sm_lid())}});
+                             {{"device", device.name},
+                              {"port", port_label},
+                              {"link_layer", inventory.link_layer()},
+                              {"netdev", netdevs},
+                              {"lid", absl::StrCat(inventory.lid())},
+                              {"sm_lid", absl::StrCat(inventory.sm_lid())}});
   port.unreadable = SeriesFromSpec(kIbPortUnreadableFamily, kIbSysfsCollectorName, labels);
 
   // Gather candidates from the three groups; when two files map to one metric (counters/ 32-bit
@@ -333,7 +333,8 @@ absl::StatusOr<IbSysfsCollector::Port> IbSysfsCollector::DiscoverPort(
     if (!files.ok()) {
       return;
     }
-    const bool extended = std::find(files->begin(), files->end(), "unicast_xmit_packets") != files->end();
+    const bool extended =
+        std::find(files->begin(), files->end(), "unicast_xmit_packets") != files->end();
     for (const std::string& file : *files) {
       CounterSpec spec = ib_sysfs::SpecForCounter(group, file, extended, driver);
       if (spec.skip) {
@@ -363,15 +364,14 @@ absl::StatusOr<IbSysfsCollector::Port> IbSysfsCollector::DiscoverPort(
   ProbeTally tally;
   bool traffic_widened = false;
   for (Candidate& candidate : candidates) {
-    SeriesDesc series =
-        CounterSeries(kIbSysfsCollectorName, candidate.spec.metric, candidate.spec.help,
-                      candidate.spec.unit, candidate.spec.width_bits, candidate.spec.overflow,
-                      candidate.spec.scale, labels);
+    SeriesDesc series = CounterSeries(
+        kIbSysfsCollectorName, candidate.spec.metric, candidate.spec.help, candidate.spec.unit,
+        candidate.spec.width_bits, candidate.spec.overflow, candidate.spec.scale, labels);
     const size_t kept = port.counters.size();
     AddCounterFile(port, candidate.path, std::move(series), tally);
-    traffic_widened = traffic_widened || (port.counters.size() > kept &&
-                                          port.counters.back().series.width_bits !=
-                                              candidate.spec.width_bits);
+    traffic_widened =
+        traffic_widened || (port.counters.size() > kept &&
+                            port.counters.back().series.width_bits != candidate.spec.width_bits);
   }
   if (traffic_widened) {
     WidenPortTraffic(port.counters);
@@ -452,8 +452,9 @@ absl::Status IbSysfsCollector::Collect(SampleSink& sink) {
 Diagnosis IbSysfsCollector::Diagnose(const DiagnosisInput& input) const {
   Diagnosis diagnosis = DefaultDiagnosis(kIbSysfsCollectorName, input);
   if (absl::IsNotFound(input.discovery)) {
-    diagnosis.fix = "load the HCA's RDMA driver (mlx5_ib, ...) so that its devices appear under "
-                    "class/infiniband, or set ib_sysfs { enabled: false } on nodes without RDMA";
+    diagnosis.fix =
+        "load the HCA's RDMA driver (mlx5_ib, ...) so that its devices appear under "
+        "class/infiniband, or set ib_sysfs { enabled: false } on nodes without RDMA";
     return diagnosis;
   }
   if (!input.discovery.ok()) {
@@ -467,9 +468,9 @@ Diagnosis IbSysfsCollector::Diagnose(const DiagnosisInput& input) const {
       restricted.push_back(device.name());
     }
   }
-  diagnosis.reads = absl::StrCat(input.found.rdma_devices_size(), " RDMA device(s), ", ports,
-                                 " port(s) under ", root_, "/class/infiniband, ", input.samples,
-                                 " series");
+  diagnosis.reads =
+      absl::StrCat(input.found.rdma_devices_size(), " RDMA device(s), ", ports, " port(s) under ",
+                   root_, "/class/infiniband, ", input.samples, " series");
   if (!restricted.empty()) {
     diagnosis.works = false;
     diagnosis.problem = absl::StrCat(
@@ -482,15 +483,15 @@ Diagnosis IbSysfsCollector::Diagnose(const DiagnosisInput& input) const {
 }
 
 void RegisterIbSysfsCollector(CollectorRegistry& registry) {
-  registry.Register(kIbSysfsCollectorName, /*enabled_by_default=*/true,
-                    [](const CollectorContext& context)
-                        -> absl::StatusOr<std::unique_ptr<Collector>> {
-                      auto collector = IbSysfsCollector::Create(context.config.ib_sysfs());
-                      if (!collector.ok()) {
-                        return collector.status();
-                      }
-                      return std::unique_ptr<Collector>(*std::move(collector));
-                    });
+  registry.Register(
+      kIbSysfsCollectorName, /*enabled_by_default=*/true,
+      [](const CollectorContext& context) -> absl::StatusOr<std::unique_ptr<Collector>> {
+        auto collector = IbSysfsCollector::Create(context.config.ib_sysfs());
+        if (!collector.ok()) {
+          return collector.status();
+        }
+        return std::unique_ptr<Collector>(*std::move(collector));
+      });
 }
 
 }  // namespace fabricmon::collectors

@@ -29,7 +29,6 @@ constexpr size_t kAttributeBufferSize = 64;
 constexpr size_t kProcNetInitialBuffer = 16 * 1024;
 constexpr size_t kProcNetMaxBuffer = 1024 * 1024;
 
-
 // ethtool speed is a u32 printed with "%d": SPEED_UNKNOWN (0xffffffff, up without link) reads
 // "-1". Negative → unknown.
 std::optional<int64_t> SpeedMbps(uint64_t raw) {
@@ -142,26 +141,22 @@ std::optional<NetdevCollector::Netdev> NetdevCollector::DiscoverNetdev(
 
   const Labels labels = {{"netdev", name}};
   netdev.oper_state = OpenAttribute(
-      dir, "operstate",
-      SeriesFromSpec(netdev::kOperStateFamily, kNetdevCollectorName, labels));
+      dir, "operstate", SeriesFromSpec(netdev::kOperStateFamily, kNetdevCollectorName, labels));
   netdev.carrier = OpenAttribute(
-      dir, "carrier",
-      SeriesFromSpec(netdev::kCarrierFamily, kNetdevCollectorName, labels));
-  netdev.carrier_changes = OpenAttribute(
-      dir, "carrier_changes",
-      SeriesFromSpec(netdev::kCarrierChangesFamily, kNetdevCollectorName, labels));
-  netdev.carrier_up = OpenAttribute(
-      dir, "carrier_up_count",
-      SeriesFromSpec(netdev::kCarrierUpFamily, kNetdevCollectorName, labels));
+      dir, "carrier", SeriesFromSpec(netdev::kCarrierFamily, kNetdevCollectorName, labels));
+  netdev.carrier_changes =
+      OpenAttribute(dir, "carrier_changes",
+                    SeriesFromSpec(netdev::kCarrierChangesFamily, kNetdevCollectorName, labels));
+  netdev.carrier_up =
+      OpenAttribute(dir, "carrier_up_count",
+                    SeriesFromSpec(netdev::kCarrierUpFamily, kNetdevCollectorName, labels));
   netdev.carrier_down =
       OpenAttribute(dir, "carrier_down_count",
                     SeriesFromSpec(netdev::kCarrierDownFamily, kNetdevCollectorName, labels));
-  netdev.mtu = OpenAttribute(
-      dir, "mtu",
-      SeriesFromSpec(netdev::kMtuFamily, kNetdevCollectorName, labels));
-  netdev.speed = OpenAttribute(
-      dir, "speed",
-      SeriesFromSpec(netdev::kSpeedFamily, kNetdevCollectorName, labels));
+  netdev.mtu =
+      OpenAttribute(dir, "mtu", SeriesFromSpec(netdev::kMtuFamily, kNetdevCollectorName, labels));
+  netdev.speed = OpenAttribute(dir, "speed",
+                               SeriesFromSpec(netdev::kSpeedFamily, kNetdevCollectorName, labels));
 
   // statistics/: walk the directory so counters new kernels add are exported too.
   const std::string stats_dir = JoinPath(dir, "statistics");
@@ -209,12 +204,11 @@ std::optional<NetdevCollector::Netdev> NetdevCollector::DiscoverNetdev(
     inventory.set_operstate(std::string(absl::StripAsciiWhitespace(*oper)));
   }
 
-  netdev.info = SeriesFromSpec(
-      netdev::kNetdevInfoFamily, kNetdevCollectorName,
-      {{"netdev", name},
-       {"kind", std::string(netdev::NetdevKindName(netdev.kind))},
-       {"driver", inventory.driver()},
-       {"rdma_device", rdma.device}});
+  netdev.info = SeriesFromSpec(netdev::kNetdevInfoFamily, kNetdevCollectorName,
+                               {{"netdev", name},
+                                {"kind", std::string(netdev::NetdevKindName(netdev.kind))},
+                                {"driver", inventory.driver()},
+                                {"rdma_device", rdma.device}});
   return netdev;
 }
 
@@ -266,8 +260,8 @@ void NetdevCollector::DiscoverTcp() {
               ? GaugeSeries(kNetdevCollectorName, std::string(spec.metric), std::string(spec.help),
                             spec.unit, 1.0, std::move(labels))
               : CounterSeries(kNetdevCollectorName, std::string(spec.metric),
-                              std::string(spec.help), spec.unit, netdev::kKernelLongBits, Overflow::kWraps,
-                              1.0, std::move(labels));
+                              std::string(spec.help), spec.unit, netdev::kKernelLongBits,
+                              Overflow::kWraps, 1.0, std::move(labels));
       source.fields.push_back({&spec, std::move(series), index});
     }
     if (!source.fields.empty()) {
