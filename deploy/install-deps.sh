@@ -39,6 +39,8 @@ TEST_PACKAGES=(
   lintian
   # sanitizers and fuzzing; openssl makes the test CA and certificates (tests/security)
   clang libclang-rt-14-dev openssl
+  # formatting check (.ci/run, tests/check_format.sh)
+  clang-format
   # remote_write receivers (VictoriaMetrics; Prometheus above) and a real Slurm for job lookup/gates
   victoria-metrics slurmctld slurmd slurm-client munge
 )

@@ -24,9 +24,10 @@ Diagnosis DefaultDiagnosis(absl::string_view collector, const DiagnosisInput& in
     diagnosis.fix = absl::StrCat("nothing to read on this node: install what ", collector,
                                  " reads, or set ", collector, " { enabled: false }");
   } else if (absl::IsPermissionDenied(failed)) {
-    diagnosis.fix = "the agent's user may not read it: check the modes of what it reads and the "
-                    "sandboxing of the agent's systemd unit (deploy/systemd/"
-                    "fabricmon-agent.service)";
+    diagnosis.fix =
+        "the agent's user may not read it: check the modes of what it reads and the "
+        "sandboxing of the agent's systemd unit (deploy/systemd/"
+        "fabricmon-agent.service)";
   } else {
     diagnosis.fix = absl::StrCat("see collectors/", collector, "/README.md");
   }

@@ -31,10 +31,10 @@ struct Diagnosis {
 
 // Everything a collector is told when asked to explain itself.
 struct DiagnosisInput {
-  absl::Status discovery;        // what Discover() returned
-  absl::Status collection;       // what Collect() returned (not run: discovery's status)
-  const v1::Inventory& found;    // what Discover() added to the inventory
-  size_t samples = 0;            // samples Collect() emitted, health series excluded
+  absl::Status discovery;      // what Discover() returned
+  absl::Status collection;     // what Collect() returned (not run: discovery's status)
+  const v1::Inventory& found;  // what Discover() added to the inventory
+  size_t samples = 0;          // samples Collect() emitted, health series excluded
 };
 
 // The generic explanation from statuses alone: works when both are OK; NotFound reads as

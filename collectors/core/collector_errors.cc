@@ -41,10 +41,9 @@ ErrorKind ErrorKindFromStatus(const absl::Status& status) {
 
 CollectorErrors::CollectorErrors(absl::string_view collector) {
   for (size_t i = 0; i < series_.size(); ++i) {
-    series_[i] = SeriesFromSpec(
-        kCollectorErrorsFamily, collector,
-        {{"collector", std::string(collector)},
-         {"kind", std::string(ErrorKindName(static_cast<ErrorKind>(i)))}});
+    series_[i] = SeriesFromSpec(kCollectorErrorsFamily, collector,
+                                {{"collector", std::string(collector)},
+                                 {"kind", std::string(ErrorKindName(static_cast<ErrorKind>(i)))}});
   }
 }
 

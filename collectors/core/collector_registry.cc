@@ -78,8 +78,7 @@ std::string CaptureRoot(const v1::CollectorsConfig& config) {
   return "";
 }
 
-absl::Status EnableCollectors(const std::vector<std::string>& names,
-                              v1::CollectorsConfig& config) {
+absl::Status EnableCollectors(const std::vector<std::string>& names, v1::CollectorsConfig& config) {
   for (const std::string& name : names) {
     const FieldDescriptor* field = config.GetDescriptor()->FindFieldByName(name);
     if (field == nullptr || field->type() != FieldDescriptor::TYPE_MESSAGE ||
@@ -132,10 +131,10 @@ std::vector<CollectorRegistry::Decision> CollectorRegistry::Decide(
         decision.state = Decision::State::kEnabled;
       } else {
         decision.state = Decision::State::kTurnedOff;
-        decision.reason =
-            absl::StrCat("the agent reads a capture (", capture, ") and ", entry.name,
-                         " would read ", live, ". Enable it explicitly to read this host anyway: ",
-                         entry.name, " { enabled: true } or --enable_collectors=", entry.name);
+        decision.reason = absl::StrCat(
+            "the agent reads a capture (", capture, ") and ", entry.name, " would read ", live,
+            ". Enable it explicitly to read this host anyway: ", entry.name,
+            " { enabled: true } or --enable_collectors=", entry.name);
       }
     } else {
       decision.state = Decision::State::kEnabled;

@@ -1,10 +1,9 @@
 #include "collectors/core/sample.h"
 
-#include "collectors/core/family_spec.h"
-
 #include <limits>
 
 #include "absl/hash/hash.h"
+#include "collectors/core/family_spec.h"
 
 namespace fabricmon::collectors {
 

@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "collectors/ethtool/capture_dir_ethtool_api.h"
-#include "collectors/ethtool/ethtool_text.h"
 #include "collectors/ethtool/ethtool_families.h"
+#include "collectors/ethtool/ethtool_text.h"
 #include "collectors/ethtool/mlx5_stat_specs.h"
 #include "collectors/ethtool/netdev_discovery.h"
 #include "daemon/common/logging.h"
@@ -26,7 +26,6 @@ using ethtool::kRoceNetdevInfoFamily;
 constexpr int64_t kDefaultIntervalMs = 1000;
 constexpr int64_t kDefaultRediscoverMs = 60000;
 constexpr uint32_t kDefaultExtraKeysLimit = 64;
-
 
 // Label values must be valid UTF-8; kernel stat names are ASCII, but a capture or a buggy driver
 // may carry anything. Non-printable and non-ASCII bytes become '_'.
@@ -244,9 +243,8 @@ void EthtoolCollector::Bind(Netdev& netdev, const std::vector<std::string>& raw_
       ++netdev.extra_dropped;
       continue;
     }
-    SeriesDesc series =
-        SeriesFromSpec(kEthtoolExtraFamily, kEthtoolCollectorName,
-                       {{"netdev", netdev.name}, {"key", LabelSafe(key)}});
+    SeriesDesc series = SeriesFromSpec(kEthtoolExtraFamily, kEthtoolCollectorName,
+                                       {{"netdev", netdev.name}, {"key", LabelSafe(key)}});
     if (seen_series.insert(series.fingerprint).second) {
       netdev.bindings.push_back({i, std::move(series)});
       ++extra_kept;
@@ -362,9 +360,10 @@ Diagnosis EthtoolCollector::Diagnose(const DiagnosisInput& input) const {
   }
   if (refused_.empty()) {
     if (absl::IsNotFound(input.discovery)) {
-      diagnosis.fix = "ethtool reads the netdevs behind RDMA devices (RoCE): none here. Set "
-                      "ethtool { all_physical_netdevs: true } to read every physical NIC, or "
-                      "ethtool { enabled: false }";
+      diagnosis.fix =
+          "ethtool reads the netdevs behind RDMA devices (RoCE): none here. Set "
+          "ethtool { all_physical_netdevs: true } to read every physical NIC, or "
+          "ethtool { enabled: false }";
     }
     return diagnosis;
   }

@@ -404,9 +404,9 @@ std::vector<StatSpec> Mlx5FamilySpecs() {
   }
   // One key per pattern family (PrioritySpec, LaneSpec).
   for (const char* key :
-       {"rx_prio0_pause", "rx_prio0_pause_duration", "rx_prio0_pause_transition",
-        "rx_prio0_bytes", "rx_prio0_packets", "rx_prio0_discards", "rx_prio0_buf_discard",
-        "rx_prio0_cong_discard", "rx_prio0_marked", "rx_err_lane_0_phy"}) {
+       {"rx_prio0_pause", "rx_prio0_pause_duration", "rx_prio0_pause_transition", "rx_prio0_bytes",
+        "rx_prio0_packets", "rx_prio0_discards", "rx_prio0_buf_discard", "rx_prio0_cong_discard",
+        "rx_prio0_marked", "rx_err_lane_0_phy"}) {
     if (std::optional<StatSpec> spec = Mlx5StatSpec(key)) {
       specs.push_back(*std::move(spec));
     }

@@ -365,8 +365,7 @@ void IbFabricCollector::BuildPlan() {
     const Labels labels = NodeLabels(swept);
     const std::string c = kIbFabricCollectorName;
     swept.up = SeriesFromSpec(ib_fabric::kNodeUpFamily, c, labels);
-    swept.timeouts_series =
-        SeriesFromSpec(ib_fabric::kMadTimeoutsFamily, c, labels);
+    swept.timeouts_series = SeriesFromSpec(ib_fabric::kMadTimeoutsFamily, c, labels);
     plan_.push_back(std::move(swept));
   }
 }
@@ -730,11 +729,13 @@ Diagnosis IbFabricCollector::Diagnose(const DiagnosisInput& input) const {
         "deploy/systemd/90-fabricmon-umad.rules in /etc/udev/rules.d (group fabricmon, mode "
         "0660) and `udevadm trigger`, with fabricmon-agent.service.d/fabric-collector.conf";
   } else if (absl::IsFailedPrecondition(failed)) {
-    diagnosis.fix = "MADs need an InfiniBand port: set ib_fabric { ca: ... ca_port: ... } to one, "
-                    "or ib_fabric { enabled: false } on RoCE-only nodes";
+    diagnosis.fix =
+        "MADs need an InfiniBand port: set ib_fabric { ca: ... ca_port: ... } to one, "
+        "or ib_fabric { enabled: false } on RoCE-only nodes";
   } else if (absl::IsNotFound(failed)) {
-    diagnosis.fix = "no InfiniBand port here: load the HCA driver and ib_umad (modprobe "
-                    "ib_umad), or set ib_fabric { enabled: false }";
+    diagnosis.fix =
+        "no InfiniBand port here: load the HCA driver and ib_umad (modprobe "
+        "ib_umad), or set ib_fabric { enabled: false }";
   }
   return diagnosis;
 }

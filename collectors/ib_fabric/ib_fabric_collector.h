@@ -34,10 +34,10 @@
 #include "collectors/core/collector.h"
 #include "collectors/core/collector_errors.h"
 #include "collectors/core/collector_registry.h"
+#include "collectors/fabric_model/subnet.h"
 #include "collectors/ib_fabric/fabric_discovery.h"
 #include "collectors/ib_fabric/mad_pipeline.h"
 #include "collectors/ib_fabric/pma.h"
-#include "collectors/fabric_model/subnet.h"
 #include "daemon/common/clock.h"
 #include "fabricmon/v1/config.pb.h"
 

@@ -9,12 +9,12 @@
 
 namespace fabricmon::collectors::ib_fabric {
 
-inline constexpr FamilySpec kSweepDurationFamily = GaugeFamily(
-    "fabricmon_ib_fabric_sweep_duration_seconds",
-    "Wall time of the last sweep of the subnet's port counters.", Unit::kSeconds, 1e-9);
-inline constexpr FamilySpec kDiscoveryDurationFamily = GaugeFamily(
-    "fabricmon_ib_fabric_discovery_duration_seconds",
-    "Wall time of the last subnet discovery (libibnetdisc).", Unit::kSeconds, 1e-9);
+inline constexpr FamilySpec kSweepDurationFamily =
+    GaugeFamily("fabricmon_ib_fabric_sweep_duration_seconds",
+                "Wall time of the last sweep of the subnet's port counters.", Unit::kSeconds, 1e-9);
+inline constexpr FamilySpec kDiscoveryDurationFamily =
+    GaugeFamily("fabricmon_ib_fabric_discovery_duration_seconds",
+                "Wall time of the last subnet discovery (libibnetdisc).", Unit::kSeconds, 1e-9);
 inline constexpr FamilySpec kMadsFamily =
     CounterFamily("fabricmon_ib_fabric_mads_total",
                   "MAD requests of the sweeps by outcome: ok, timeout (every attempt), "
@@ -32,25 +32,26 @@ inline constexpr FamilySpec kLinksFamily =
     GaugeFamily("fabricmon_ib_fabric_links", "Cabled links at the last discovery.", Unit::kNone);
 inline constexpr FamilySpec kSweptPortsFamily = GaugeFamily(
     "fabricmon_ib_fabric_swept_ports", "Ports whose counters the sweeps read.", Unit::kNone);
-inline constexpr FamilySpec kNodeUpFamily = GaugeFamily(
-    "fabricmon_ib_fabric_node_up",
-    "1 if the node's PMA answered in the last sweep, 0 if it timed out.", Unit::kNone);
+inline constexpr FamilySpec kNodeUpFamily =
+    GaugeFamily("fabricmon_ib_fabric_node_up",
+                "1 if the node's PMA answered in the last sweep, 0 if it timed out.", Unit::kNone);
 inline constexpr FamilySpec kMadTimeoutsFamily =
     CounterFamily("fabricmon_ib_fabric_mad_timeouts_total",
                   "MAD requests to the node that went unanswered on every attempt.", Unit::kNone,
                   64, Overflow::kWraps);
-inline constexpr FamilySpec kPortWidthFamily = GaugeFamily(
-    "fabricmon_ib_fabric_port_width_lanes",
-    "Active link width in lanes (PortInfo.LinkWidthActive); 0 when Down.", Unit::kNone);
+inline constexpr FamilySpec kPortWidthFamily =
+    GaugeFamily("fabricmon_ib_fabric_port_width_lanes",
+                "Active link width in lanes (PortInfo.LinkWidthActive); 0 when Down.", Unit::kNone);
 inline constexpr FamilySpec kLinkInfoFamily =
     InfoFamily("fabricmon_ib_fabric_link_info",
                "The cable on a switch port: the peer node and port, link width "
                "and speed, from the last discovery; value 1.");
 
 inline constexpr FamilySpec kIbFabricOwnFamilies[] = {
-    kSweepDurationFamily, kDiscoveryDurationFamily, kMadsFamily,     kMadRetriesFamily,
-    kDiscoverySmpsFamily, kNodesFamily,             kLinksFamily,    kSweptPortsFamily,
-    kNodeUpFamily,        kMadTimeoutsFamily,       kPortWidthFamily, kLinkInfoFamily,
+    kSweepDurationFamily, kDiscoveryDurationFamily, kMadsFamily,
+    kMadRetriesFamily,    kDiscoverySmpsFamily,     kNodesFamily,
+    kLinksFamily,         kSweptPortsFamily,        kNodeUpFamily,
+    kMadTimeoutsFamily,   kPortWidthFamily,         kLinkInfoFamily,
 };
 
 // Every family the collector can declare: the ones above, port state, physical state and rate

@@ -13,7 +13,6 @@ uint64_t Field64(const uint8_t* data, MAD_FIELDS field) {
   return mad_get_field64(const_cast<uint8_t*>(data), 0, field);
 }
 
-
 bool IsTraffic(PmaCounter counter) {
   return counter == PmaCounter::kXmitData || counter == PmaCounter::kRcvData ||
          counter == PmaCounter::kXmitPackets || counter == PmaCounter::kRcvPackets;

@@ -73,8 +73,8 @@ uint8_t Mlx5HwCounterWidth(absl::string_view name) {
 
 std::vector<absl::string_view> KnownCounterFiles() {
   std::vector<absl::string_view> files = {
-      "port_xmit_data",         "port_rcv_data",          "port_xmit_packets",
-      "port_rcv_packets",       "unicast_xmit_packets",   "unicast_rcv_packets",
+      "port_xmit_data",         "port_rcv_data",         "port_xmit_packets",
+      "port_rcv_packets",       "unicast_xmit_packets",  "unicast_rcv_packets",
       "multicast_xmit_packets", "multicast_rcv_packets",
   };
   for (const PmaField& field : kPmaFields) {
@@ -112,7 +112,8 @@ CounterSpec SpecForCounter(CounterGroup group, absl::string_view file, bool pma_
     absl::string_view view(name);
     if (absl::ConsumeSuffix(&view, "_64")) {
       name = std::string(view);
-    } else if (absl::StartsWith(name, "port_unicast_") || absl::StartsWith(name, "port_multicast_")) {
+    } else if (absl::StartsWith(name, "port_unicast_") ||
+               absl::StartsWith(name, "port_multicast_")) {
       name = name.substr(5);
     }
     pma_extended = true;

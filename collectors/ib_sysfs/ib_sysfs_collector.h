@@ -64,7 +64,7 @@ class IbSysfsCollector final : public Collector {
     SeriesDesc info;
     SeriesDesc unreadable;  // gauge: counter files skipped (EINVAL / no PMA)
     uint64_t unreadable_count = 0;
-    SeriesDesc lifespan;    // hw_counters/lifespan, ms → seconds
+    SeriesDesc lifespan;  // hw_counters/lifespan, ms → seconds
     uint64_t lifespan_ms = 0;
     bool has_lifespan = false;
   };

@@ -10,8 +10,8 @@ void AppendIbSysfsFamilies(std::vector<SeriesDesc>* out) {
     for (bool extended : {false, true}) {
       const CounterSpec spec = SpecForCounter(CounterGroup::kCounters, file, extended, "");
       if (!spec.skip) {
-        out->push_back(CounterSeries("ib_sysfs", spec.metric, spec.help, spec.unit,
-                                     spec.width_bits, spec.overflow, spec.scale, {}));
+        out->push_back(CounterSeries("ib_sysfs", spec.metric, spec.help, spec.unit, spec.width_bits,
+                                     spec.overflow, spec.scale, {}));
       }
     }
   }

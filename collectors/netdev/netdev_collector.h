@@ -121,8 +121,7 @@ class NetdevCollector final : public Collector {
                   int64_t interval_ms, int64_t rediscover_interval_ms);
 
   // Builds one netdev; nullopt when `name` is not a netdev directory (class/net/bonding_masters).
-  std::optional<Netdev> DiscoverNetdev(const std::string& name,
-                                       const RdmaNetdevMap& rdma_map,
+  std::optional<Netdev> DiscoverNetdev(const std::string& name, const RdmaNetdevMap& rdma_map,
                                        v1::Netdev& inventory);
   Attribute OpenAttribute(const std::string& dir, const char* file, SeriesDesc series);
   void DiscoverTcp();

@@ -18,9 +18,8 @@ void AppendNetdevFamilies(std::vector<SeriesDesc>* out) {
     out->push_back(spec.type == MetricType::kGauge
                        ? GaugeSeries("netdev", std::string(spec.metric), std::string(spec.help),
                                      spec.unit, 1.0, {})
-                       : CounterSeries("netdev", std::string(spec.metric),
-                                       std::string(spec.help), spec.unit, kKernelLongBits,
-                                       Overflow::kWraps, 1.0, {}));
+                       : CounterSeries("netdev", std::string(spec.metric), std::string(spec.help),
+                                       spec.unit, kKernelLongBits, Overflow::kWraps, 1.0, {}));
   }
 }
 

@@ -38,8 +38,8 @@ inline constexpr FamilySpec kCarrierChangesFamily =
                   Unit::kNone, kCarrierCounterBits, Overflow::kWraps);
 inline constexpr FamilySpec kCarrierUpFamily =
     CounterFamily("fabricmon_netdev_carrier_up_total",
-                  "Times the carrier came up (sysfs carrier_up_count); 32-bit, wraps.",
-                  Unit::kNone, kCarrierCounterBits, Overflow::kWraps);
+                  "Times the carrier came up (sysfs carrier_up_count); 32-bit, wraps.", Unit::kNone,
+                  kCarrierCounterBits, Overflow::kWraps);
 inline constexpr FamilySpec kCarrierDownFamily =
     CounterFamily("fabricmon_netdev_carrier_down_total",
                   "Times the carrier went down: link flaps, edge-exact (sysfs "

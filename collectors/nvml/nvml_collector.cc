@@ -48,8 +48,8 @@ struct FieldSpec {
 constexpr FieldSpec kFieldSpecs[] = {
     {abi::NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_SUCCESSFUL_EVENTS,
      nvml::kNvLinkRecoveryFamily.name, nvml::kNvLinkRecoveryFamily.help, "successful"},
-    {abi::NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS,
-     nvml::kNvLinkRecoveryFamily.name, nvml::kNvLinkRecoveryFamily.help, "failed"},
+    {abi::NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_FAILED_EVENTS, nvml::kNvLinkRecoveryFamily.name,
+     nvml::kNvLinkRecoveryFamily.help, "failed"},
     {abi::NVML_FI_DEV_NVLINK_COUNT_LINK_RECOVERY_EVENTS, nvml::kNvLinkRecoveryFamily.name,
      nvml::kNvLinkRecoveryFamily.help, "all"},
     {abi::NVML_FI_DEV_NVLINK_COUNT_EFFECTIVE_ERRORS, nvml::kNvLinkEffectiveErrorsFamily.name,
@@ -165,11 +165,13 @@ void NvmlCollector::BuildGpuSeries(Gpu& gpu) {
   gpu.info = SeriesFromSpec(
       nvml::kGpuInfoFamily, kNvmlCollectorName,
       {{"gpu", gpu.label}, {"uuid", gpu.uuid}, {"pci_bus_id", gpu.pci_bus_id}, {"name", gpu.name}});
-  gpu.lost_series = SeriesFromSpec(
-      nvml::kGpuLostFamily, kNvmlCollectorName, {{"gpu", gpu.label}, {"uuid", gpu.uuid}});
+  gpu.lost_series = SeriesFromSpec(nvml::kGpuLostFamily, kNvmlCollectorName,
+                                   {{"gpu", gpu.label}, {"uuid", gpu.uuid}});
   gpu.utilization = SeriesFromSpec(nvml::kGpuUtilizationFamily, kNvmlCollectorName, labels);
-  gpu.memory_utilization = SeriesFromSpec(nvml::kGpuMemoryUtilizationFamily, kNvmlCollectorName, labels);
-  gpu.compute_processes = SeriesFromSpec(nvml::kGpuComputeProcessesFamily, kNvmlCollectorName, labels);
+  gpu.memory_utilization =
+      SeriesFromSpec(nvml::kGpuMemoryUtilizationFamily, kNvmlCollectorName, labels);
+  gpu.compute_processes =
+      SeriesFromSpec(nvml::kGpuComputeProcessesFamily, kNvmlCollectorName, labels);
   gpu.unsupported = SeriesFromSpec(nvml::kGpuUnsupportedFamily, kNvmlCollectorName, labels);
 }
 
@@ -185,8 +187,9 @@ void NvmlCollector::BuildLinkSeries(const Gpu& gpu, Link& link) {
     for (const ErrorCounterSpec& spec : kErrorCounters) {
       ErrorCounter counter;
       counter.counter = spec.counter;
-      counter.series = SeriesFromSpec(
-          nvml::kNvLinkErrorsFamily, kNvmlCollectorName, {{"gpu", gpu.label}, {"link", link_label}, {"type", spec.type}});
+      counter.series =
+          SeriesFromSpec(nvml::kNvLinkErrorsFamily, kNvmlCollectorName,
+                         {{"gpu", gpu.label}, {"link", link_label}, {"type", spec.type}});
       link.errors.push_back(std::move(counter));
     }
   }
@@ -464,9 +467,9 @@ void NvmlCollector::CollectGpu(Gpu& gpu, SampleSink& sink) {
           }
         }
         link.info = SeriesFromSpec(nvml::kNvLinkInfoFamily, kNvmlCollectorName,
-                               {{"gpu", gpu.label},
-                                {"link", absl::StrCat(link.index)},
-                                {"remote_pci_bus_id", link.remote_pci_bus_id}});
+                                   {{"gpu", gpu.label},
+                                    {"link", absl::StrCat(link.index)},
+                                    {"remote_pci_bus_id", link.remote_pci_bus_id}});
       }
       sink.Add(link.state, active ? 1 : 0);
       sink.Add(link.info, 1);
@@ -548,8 +551,8 @@ void NvmlCollector::CollectFieldValues(Gpu& gpu, SampleSink& sink) {
 Diagnosis NvmlCollector::Diagnose(const DiagnosisInput& input) const {
   Diagnosis diagnosis = DefaultDiagnosis(kNvmlCollectorName, input);
   if (diagnosis.works) {
-    diagnosis.reads = absl::StrCat(input.found.gpus_size(), " GPU(s) through NVML, ",
-                                   input.samples, " series");
+    diagnosis.reads =
+        absl::StrCat(input.found.gpus_size(), " GPU(s) through NVML, ", input.samples, " series");
     return diagnosis;
   }
   const absl::Status& failed = input.discovery.ok() ? input.collection : input.discovery;
@@ -558,11 +561,13 @@ Diagnosis NvmlCollector::Diagnose(const DiagnosisInput& input) const {
         "install the NVIDIA driver (libnvidia-ml.so.1), or set nvml { library: \"/path/to/"
         "libnvidia-ml.so.1\" }; on nodes without NVIDIA GPUs set nvml { enabled: false }";
   } else if (absl::IsNotFound(failed)) {
-    diagnosis.fix = "NVML sees no GPU this process may use (driver not loaded, GPUs hidden by "
-                    "the container or cgroup); on nodes without GPUs set nvml { enabled: false }";
+    diagnosis.fix =
+        "NVML sees no GPU this process may use (driver not loaded, GPUs hidden by "
+        "the container or cgroup); on nodes without GPUs set nvml { enabled: false }";
   } else if (absl::IsFailedPrecondition(failed) || absl::IsUnavailable(failed)) {
-    diagnosis.fix = "NVML did not start: check `nvidia-smi`; after a driver upgrade reload the "
-                    "kernel module or reboot";
+    diagnosis.fix =
+        "NVML did not start: check `nvidia-smi`; after a driver upgrade reload the "
+        "kernel module or reboot";
   }
   return diagnosis;
 }
@@ -581,11 +586,11 @@ void RegisterNvmlCollector(CollectorRegistry& registry) {
         if (config.nvml().library().find('/') != std::string::npos) {
           return "";  // a library named by path: the one the operator chose
         }
-        return absl::StrCat("this host's NVML library, ",
-                            config.nvml().library().empty() ? nvml::kDefaultNvmlLibrary
-                                                            : config.nvml().library(),
-                            " on the loader path; nvml.library set to a file path loads that "
-                            "one instead");
+        return absl::StrCat(
+            "this host's NVML library, ",
+            config.nvml().library().empty() ? nvml::kDefaultNvmlLibrary : config.nvml().library(),
+            " on the loader path; nvml.library set to a file path loads that "
+            "one instead");
       });
 }
 

@@ -37,9 +37,9 @@ inline constexpr FamilySpec kGpuUnsupportedFamily = GaugeFamily(
     "NVML queries of the GPU and its links that answered NOT_SUPPORTED and are skipped until "
     "the next discovery (why a metric is absent).",
     Unit::kNone);
-inline constexpr FamilySpec kNvLinkStateFamily = GaugeFamily(
-    "fabricmon_nvlink_state", "NVLink state from nvmlDeviceGetNvLinkState: 1 active, 0 inactive.",
-    Unit::kState);
+inline constexpr FamilySpec kNvLinkStateFamily =
+    GaugeFamily("fabricmon_nvlink_state",
+                "NVLink state from nvmlDeviceGetNvLinkState: 1 active, 0 inactive.", Unit::kState);
 inline constexpr FamilySpec kNvLinkInfoFamily = InfoFamily(
     "fabricmon_nvlink_info",
     "NVLink remote end; value 1. remote_pci_bus_id is nvmlDeviceGetNvLinkRemotePciInfo_v2 (a GPU "
@@ -70,10 +70,18 @@ inline constexpr FamilySpec kNvLinkSymbolErrorsFamily = CounterFamily(
     Unit::kNone, 64, Overflow::kWraps);
 
 inline constexpr FamilySpec kNvmlFamilies[] = {
-    kGpuInfoFamily,        kGpuLostFamily,           kGpuUtilizationFamily,
-    kGpuMemoryUtilizationFamily, kGpuComputeProcessesFamily, kGpuUnsupportedFamily,
-    kNvLinkStateFamily,    kNvLinkInfoFamily,        kNvLinkErrorsFamily,
-    kNvLinkRecoveryFamily, kNvLinkEffectiveErrorsFamily, kNvLinkSymbolErrorsFamily,
+    kGpuInfoFamily,
+    kGpuLostFamily,
+    kGpuUtilizationFamily,
+    kGpuMemoryUtilizationFamily,
+    kGpuComputeProcessesFamily,
+    kGpuUnsupportedFamily,
+    kNvLinkStateFamily,
+    kNvLinkInfoFamily,
+    kNvLinkErrorsFamily,
+    kNvLinkRecoveryFamily,
+    kNvLinkEffectiveErrorsFamily,
+    kNvLinkSymbolErrorsFamily,
 };
 
 }  // namespace fabricmon::collectors::nvml

@@ -78,8 +78,7 @@ std::string NvmlLibrary::DescribeSearch(const std::string& path) {
   // dlopen(3): DT_RPATH of the caller, LD_LIBRARY_PATH, DT_RUNPATH, /etc/ld.so.cache, then the
   // default directories. fabricmon-agent has no RPATH/RUNPATH of its own.
   const char* env = std::getenv("LD_LIBRARY_PATH");
-  return absl::StrCat(path, " in LD_LIBRARY_PATH (",
-                      env != nullptr && *env != '\0' ? env : "unset",
+  return absl::StrCat(path, " in LD_LIBRARY_PATH (", env != nullptr && *env != '\0' ? env : "unset",
                       "), /etc/ld.so.cache, /lib, /usr/lib and their multiarch directories");
 }
 

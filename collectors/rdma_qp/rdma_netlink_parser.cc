@@ -17,7 +17,6 @@ namespace {
 // Largest errno the kernel returns (MAX_ERRNO in include/linux/err.h).
 constexpr int kMaxErrno = 4095;
 
-
 // Header sizes as the kernel lays them out (NLMSG_HDRLEN = 16, NLA_HDRLEN = 4).
 constexpr size_t kNlmsgHeader = static_cast<size_t>(NLMSG_HDRLEN);
 constexpr size_t kNlaHeader = static_cast<size_t>(NLA_HDRLEN);
@@ -39,17 +38,17 @@ absl::StatusOr<std::vector<Attribute>> SplitAttributes(absl::string_view region,
   while (at < region.size()) {
     const size_t left = region.size() - at;
     if (left < kNlaHeader) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": ", left,
-                                                     " trailing bytes at offset ", base + at,
+      return absl::InvalidArgumentError(absl::StrCat(what, ": ", left, " trailing bytes at offset ",
+                                                     base + at,
                                                      " are too short for an attribute header"));
     }
     struct nlattr header;
     std::memcpy(&header, region.data() + at, sizeof(header));
     const uint16_t type = header.nla_type & NLA_TYPE_MASK;
     if (header.nla_len < kNlaHeader) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": attribute type ", type,
-                                                     " at offset ", base + at, " has nla_len ",
-                                                     header.nla_len, " (< 4)"));
+      return absl::InvalidArgumentError(absl::StrCat(what, ": attribute type ", type, " at offset ",
+                                                     base + at, " has nla_len ", header.nla_len,
+                                                     " (< 4)"));
     }
     if (header.nla_len > left) {
       return absl::InvalidArgumentError(
@@ -66,8 +65,8 @@ absl::StatusOr<std::vector<Attribute>> SplitAttributes(absl::string_view region,
 
 absl::Status ShortValue(const Attribute& attribute, absl::string_view name, size_t need) {
   return absl::InvalidArgumentError(absl::StrCat(name, " at offset ", attribute.offset, " has ",
-                                                 attribute.payload.size(),
-                                                 " payload bytes, needs ", need));
+                                                 attribute.payload.size(), " payload bytes, needs ",
+                                                 need));
 }
 
 absl::StatusOr<uint32_t> ReadU32(const Attribute& attribute, absl::string_view name) {
@@ -226,8 +225,8 @@ absl::StatusOr<RdmaNetlinkReply> ParseRdmaNetlink(absl::string_view bytes) {
     struct nlmsghdr header;
     std::memcpy(&header, bytes.data() + at, sizeof(header));
     if (header.nlmsg_len < kNlmsgHeader) {
-      return absl::InvalidArgumentError(absl::StrCat("message at offset ", at, " has nlmsg_len ",
-                                                     header.nlmsg_len, " (< 16)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("message at offset ", at, " has nlmsg_len ", header.nlmsg_len, " (< 16)"));
     }
     if (header.nlmsg_len > left) {
       return absl::InvalidArgumentError(
@@ -266,8 +265,8 @@ absl::StatusOr<RdmaNetlinkReply> ParseRdmaNetlink(absl::string_view bytes) {
         // The kernel sends 0 or a negative errno (-1 .. -4095); anything else is not an answer
         // (and INT_MIN cannot even be negated).
         if (error < -kMaxErrno || error > 0) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "NLMSG_ERROR at offset ", at, " carries ", error, ", not 0 or a negative errno"));
+          return absl::InvalidArgumentError(absl::StrCat("NLMSG_ERROR at offset ", at, " carries ",
+                                                         error, ", not 0 or a negative errno"));
         }
         reply.done = true;
         reply.error = -error;
@@ -277,9 +276,8 @@ absl::StatusOr<RdmaNetlinkReply> ParseRdmaNetlink(absl::string_view bytes) {
         return absl::InvalidArgumentError(absl::StrCat("NLMSG_OVERRUN at offset ", at));
       default:
         if (header.nlmsg_type < NLMSG_MIN_TYPE) {
-          return absl::InvalidArgumentError(absl::StrCat("message at offset ", at,
-                                                         " has reserved type ",
-                                                         header.nlmsg_type));
+          return absl::InvalidArgumentError(
+              absl::StrCat("message at offset ", at, " has reserved type ", header.nlmsg_type));
         }
         FABRICMON_RETURN_IF_ERROR(ParseDataMessage(payload, at, reply));
         ++reply.messages;
@@ -297,8 +295,7 @@ absl::Status ReplyStatus(const RdmaNetlinkReply& reply, absl::string_view what) 
   return ::fabricmon::ErrnoToStatus(reply.error, what);
 }
 
-std::string BuildDumpRequest(uint32_t command, std::optional<uint32_t> device_index,
-                             uint32_t seq) {
+std::string BuildDumpRequest(uint32_t command, std::optional<uint32_t> device_index, uint32_t seq) {
   struct nlmsghdr header = {};
   header.nlmsg_len = kNlmsgHeader;
   if (device_index.has_value()) {

@@ -81,8 +81,7 @@ absl::Status ReplyStatus(const RdmaNetlinkReply& reply, absl::string_view what);
 // A dump request (NLM_F_REQUEST | NLM_F_DUMP) for nldev `command` (RDMA_NLDEV_CMD_GET,
 // RDMA_NLDEV_CMD_RES_QP_GET, ...) with sequence number `seq`, carrying DEV_INDEX when
 // `device_index` is set (the resource dumps require it). The kernel assigns the port id.
-std::string BuildDumpRequest(uint32_t command, std::optional<uint32_t> device_index,
-                             uint32_t seq);
+std::string BuildDumpRequest(uint32_t command, std::optional<uint32_t> device_index, uint32_t seq);
 
 // Names used as label values. ib_qp_type (include/rdma/ib_verbs.h): 0 smi, 1 gsi, 2 rc, 3 uc,
 // 4 ud, 8 raw_packet, 9 xrc_ini, 10 xrc_tgt; anything else (driver types) "other".

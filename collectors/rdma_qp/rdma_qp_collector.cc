@@ -72,8 +72,8 @@ class SocketRdmaNetlink final : public RdmaNetlink {
           continue;
         }
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-          return absl::DeadlineExceededError(absl::StrCat(
-              "RDMA netlink dump: no reply within ", limits_.receive_timeout_ms, " ms"));
+          return absl::DeadlineExceededError(absl::StrCat("RDMA netlink dump: no reply within ",
+                                                          limits_.receive_timeout_ms, " ms"));
         }
         return ::fabricmon::ErrnoToStatus(errno, "recv RDMA netlink reply");
       }
@@ -201,8 +201,9 @@ bool InInitialPidNamespace() {
   return length > 0 && absl::string_view(target, static_cast<size_t>(length)) == "pid:[4026531836]";
 }
 
-absl::StatusOr<RdmaNetlinkReply> RdmaQpCollector::DumpAndParse(
-    uint32_t command, std::optional<uint32_t> device_index, absl::string_view what) {
+absl::StatusOr<RdmaNetlinkReply> RdmaQpCollector::DumpAndParse(uint32_t command,
+                                                               std::optional<uint32_t> device_index,
+                                                               absl::string_view what) {
   const std::string request = rdma_qp::BuildDumpRequest(command, device_index, ++seq_);
   absl::StatusOr<std::string> bytes = netlink_->Dump(request);
   if (!bytes.ok()) {
@@ -266,8 +267,7 @@ absl::Status RdmaQpCollector::Collect(SampleSink& sink) {
   size_t devices_read = 0;
   absl::Status first_failure;
   for (const RdmaDevice& device : devices_) {
-    const std::string device_label =
-        device.name.empty() ? absl::StrCat(device.index) : device.name;
+    const std::string device_label = device.name.empty() ? absl::StrCat(device.index) : device.name;
     absl::StatusOr<RdmaNetlinkReply> reply = DumpAndParse(
         RDMA_NLDEV_CMD_RES_QP_GET, device.index, absl::StrCat("QP dump of ", device_label));
     if (!reply.ok()) {
@@ -303,10 +303,9 @@ absl::Status RdmaQpCollector::Collect(SampleSink& sink) {
 
   for (const auto& [key, count] : by_state) {
     const auto& [device, type, state] = key;
-    sink.Add(SeriesFromSpec(rdma_qp::kRdmaQpsFamily, kRdmaQpCollectorName,
-                         {{"device", device},
-                          {"type", std::string(type)},
-                          {"state", std::string(state)}}),
+    sink.Add(SeriesFromSpec(
+                 rdma_qp::kRdmaQpsFamily, kRdmaQpCollectorName,
+                 {{"device", device}, {"type", std::string(type)}, {"state", std::string(state)}}),
              count);
   }
 
@@ -327,10 +326,10 @@ absl::Status RdmaQpCollector::Collect(SampleSink& sink) {
       continue;
     }
     sink.Add(SeriesFromSpec(rdma_qp::kRdmaProcessQpsFamily, kRdmaQpCollectorName,
-                         {{"pid", absl::StrCat(pid)},
-                          {"comm", comm->second},
-                          {"device", device},
-                          {"type", std::string(type)}}),
+                            {{"pid", absl::StrCat(pid)},
+                             {"comm", comm->second},
+                             {"device", device},
+                             {"type", std::string(type)}}),
              count);
   }
   sink.Add(SeriesFromSpec(rdma_qp::kRdmaQpProcessesDroppedFamily, kRdmaQpCollectorName, {}),
@@ -345,19 +344,20 @@ Diagnosis RdmaQpCollector::Diagnose(const DiagnosisInput& input) const {
   Diagnosis diagnosis = DefaultDiagnosis(kRdmaQpCollectorName, input);
   if (diagnosis.works) {
     diagnosis.reads = absl::StrCat("queue pairs of ", devices_.size(),
-                                   " RDMA device(s) over RDMA netlink, ", input.samples,
-                                   " series");
+                                   " RDMA device(s) over RDMA netlink, ", input.samples, " series");
     return diagnosis;
   }
   const absl::Status& failed = input.discovery.ok() ? input.collection : input.discovery;
   if (absl::IsNotFound(failed)) {
     diagnosis.problem = absl::StrCat("RDMA netlink unavailable: ", failed.message());
-    diagnosis.fix = "load ib_core (the HCA's RDMA driver) for RDMA netlink, or set "
-                    "rdma_qp { enabled: false } on nodes without RDMA";
+    diagnosis.fix =
+        "load ib_core (the HCA's RDMA driver) for RDMA netlink, or set "
+        "rdma_qp { enabled: false } on nodes without RDMA";
   } else if (absl::IsPermissionDenied(failed)) {
-    diagnosis.fix = "the QP resource dump needs no capability, so EPERM is a policy of the "
-                    "container, seccomp or LSM around the agent: allow NETLINK_RDMA there, or set "
-                    "rdma_qp { enabled: false }";
+    diagnosis.fix =
+        "the QP resource dump needs no capability, so EPERM is a policy of the "
+        "container, seccomp or LSM around the agent: allow NETLINK_RDMA there, or set "
+        "rdma_qp { enabled: false }";
   }
   return diagnosis;
 }

@@ -56,9 +56,9 @@ class RdmaNetlink {
 };
 
 struct RdmaNetlinkLimits {
-  int receive_timeout_ms = 2000;             // SO_RCVTIMEO of each recv()
-  size_t max_bytes = 32u << 20;              // per dump (a QP entry is ~100 bytes)
-  int max_messages = 65536;                  // recv() calls per dump
+  int receive_timeout_ms = 2000;  // SO_RCVTIMEO of each recv()
+  size_t max_bytes = 32u << 20;   // per dump (a QP entry is ~100 bytes)
+  int max_messages = 65536;       // recv() calls per dump
 };
 
 // Opens a NETLINK_RDMA socket. NotFound ("no RDMA netlink: ib_core not loaded") when the kernel

@@ -2,10 +2,10 @@
 
 #include <limits>
 
-#include "google/protobuf/util/message_differencer.h"
 #include "daemon/agent/agent_families.h"
 #include "daemon/agent/cycle_builder.h"
 #include "daemon/common/logging.h"
+#include "google/protobuf/util/message_differencer.h"
 
 namespace fabricmon::agent {
 namespace {
@@ -166,7 +166,8 @@ void Agent::RunCollector(size_t index) {
     }
     const int64_t timestamp = clock_.NowUnixNanos();
     (void)runner.Collect(builder);  // status is exported as fabricmon_collector_success
-    Cycle cycle = builder.Finish(timestamp, static_cast<uint32_t>(runner.last_duration_ns() / 1000));
+    Cycle cycle =
+        builder.Finish(timestamp, static_cast<uint32_t>(runner.last_duration_ns() / 1000));
     auto latest = std::make_shared<Cycle>(cycle);
     const uint64_t sequence = buffer_.Push(std::move(cycle));
     if (std::vector<uint32_t> released = builder.TakeReleased(); !released.empty()) {
@@ -232,9 +233,10 @@ v1::Hello Agent::MakeHello(const std::string& boot_id, const std::string& versio
     v1::CollectorStatus* status = hello.add_collectors();
     status->set_name(std::string(runner->collector().name()));
     const absl::Status& discovery = discovery_[i];
-    status->set_state(discovery.ok()                       ? "OK"
-                      : collectors::IsTurnedOff(discovery) ? "TURNED_OFF"
-                                                           : absl::StatusCodeToString(discovery.code()));
+    status->set_state(discovery.ok() ? "OK"
+                      : collectors::IsTurnedOff(discovery)
+                          ? "TURNED_OFF"
+                          : absl::StatusCodeToString(discovery.code()));
     status->set_message(std::string(discovery.message()));
     const auto interval = static_cast<uint32_t>(runner->collector().interval_ms());
     status->set_interval_ms(interval);

@@ -12,15 +12,17 @@ using collectors::CounterFamily;
 using collectors::FamilySpec;
 using collectors::GaugeFamily;
 
-inline constexpr FamilySpec kCollectorSuccessFamily = GaugeFamily(
-    "fabricmon_collector_success",
-    "1 if the collector's last run succeeded (absent hardware counts as 0).", collectors::Unit::kNone);
+inline constexpr FamilySpec kCollectorSuccessFamily =
+    GaugeFamily("fabricmon_collector_success",
+                "1 if the collector's last run succeeded (absent hardware counts as 0).",
+                collectors::Unit::kNone);
 inline constexpr FamilySpec kCollectorDurationFamily =
     GaugeFamily("fabricmon_collector_duration_seconds", "Wall time of the collector's last run.",
                 collectors::Unit::kSeconds, 1e-9);
-inline constexpr FamilySpec kCollectorPresentFamily = GaugeFamily(
-    "fabricmon_collector_hardware_present",
-    "1 if the collector's last discovery found its hardware, 0 if absent.", collectors::Unit::kNone);
+inline constexpr FamilySpec kCollectorPresentFamily =
+    GaugeFamily("fabricmon_collector_hardware_present",
+                "1 if the collector's last discovery found its hardware, 0 if absent.",
+                collectors::Unit::kNone);
 
 inline constexpr FamilySpec kCollectorTurnedOffFamily = GaugeFamily(
     "fabricmon_collector_turned_off",
@@ -49,10 +51,9 @@ inline constexpr FamilySpec kDroppedSamplesFamily =
     CounterFamily("fabricmon_agent_dropped_samples_total",
                   "Samples in batches dropped from the full replay buffer.",
                   collectors::Unit::kNone, 64, collectors::Overflow::kWraps);
-inline constexpr FamilySpec kStreamConnectedFamily =
-    GaugeFamily("fabricmon_agent_stream_connected",
-                "1 while the telemetry stream to the aggregator is established.",
-                collectors::Unit::kNone);
+inline constexpr FamilySpec kStreamConnectedFamily = GaugeFamily(
+    "fabricmon_agent_stream_connected",
+    "1 while the telemetry stream to the aggregator is established.", collectors::Unit::kNone);
 inline constexpr FamilySpec kStreamConnectsFamily =
     CounterFamily("fabricmon_agent_stream_connects_total",
                   "Telemetry streams established (first connect and reconnects).",
@@ -62,9 +63,8 @@ inline constexpr FamilySpec kStreamAttemptsFamily =
                   "Telemetry stream attempts, successful or not.", collectors::Unit::kNone, 64,
                   collectors::Overflow::kWraps);
 inline constexpr FamilySpec kReplayedBatchesFamily =
-    CounterFamily("fabricmon_agent_replayed_batches_total",
-                  "Batches sent again after a reconnect.", collectors::Unit::kNone, 64,
-                  collectors::Overflow::kWraps);
+    CounterFamily("fabricmon_agent_replayed_batches_total", "Batches sent again after a reconnect.",
+                  collectors::Unit::kNone, 64, collectors::Overflow::kWraps);
 inline constexpr FamilySpec kSeriesFamily =
     GaugeFamily("fabricmon_agent_series",
                 "Series the agent numbers now (ids of series its collectors "
@@ -85,24 +85,27 @@ inline constexpr FamilySpec kAggregatorInfoFamily = GaugeFamily(
     "rendezvous ranking (rank 0: the primary; higher: a fallback while better ones are "
     "unreachable).",
     collectors::Unit::kNone);
-inline constexpr FamilySpec kAggregatorFailoversFamily = CounterFamily(
-    "fabricmon_agent_aggregator_failovers_total",
-    "Moves to the next aggregator in rank after the one in use held no stream for "
-    "failover_after_ms.",
-    collectors::Unit::kNone, 64, collectors::Overflow::kWraps);
+inline constexpr FamilySpec kAggregatorFailoversFamily =
+    CounterFamily("fabricmon_agent_aggregator_failovers_total",
+                  "Moves to the next aggregator in rank after the one in use held no stream for "
+                  "failover_after_ms.",
+                  collectors::Unit::kNone, 64, collectors::Overflow::kWraps);
 inline constexpr FamilySpec kAggregatorFailbacksFamily = CounterFamily(
     "fabricmon_agent_aggregator_failbacks_total",
     "Returns to a better-ranked aggregator after it was reachable for failback_after_ms.",
     collectors::Unit::kNone, 64, collectors::Overflow::kWraps);
 
 inline constexpr FamilySpec kAgentFamilies[] = {
-    kCollectorSuccessFamily,    kCollectorDurationFamily, kCollectorPresentFamily,
-    kCollectorTurnedOffFamily,
-    kReplayBufferBytesFamily,   kReplayBufferBatchesFamily, kDroppedBatchesFamily,
-    kEvictedUnconfirmedFamily,  kDroppedSamplesFamily,    kStreamConnectedFamily,
-    kStreamConnectsFamily,      kStreamAttemptsFamily,    kReplayedBatchesFamily,
-    kSeriesFamily,              kSeriesIdsFamily,         kSentBytesFamily,
-    kAggregatorInfoFamily,      kAggregatorFailoversFamily, kAggregatorFailbacksFamily,
+    kCollectorSuccessFamily,    kCollectorDurationFamily,
+    kCollectorPresentFamily,    kCollectorTurnedOffFamily,
+    kReplayBufferBytesFamily,   kReplayBufferBatchesFamily,
+    kDroppedBatchesFamily,      kEvictedUnconfirmedFamily,
+    kDroppedSamplesFamily,      kStreamConnectedFamily,
+    kStreamConnectsFamily,      kStreamAttemptsFamily,
+    kReplayedBatchesFamily,     kSeriesFamily,
+    kSeriesIdsFamily,           kSentBytesFamily,
+    kAggregatorInfoFamily,      kAggregatorFailoversFamily,
+    kAggregatorFailbacksFamily,
 };
 
 }  // namespace fabricmon::agent

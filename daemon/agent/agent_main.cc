@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "collectors/builtin.h"
 #include "collectors/core/collector_registry.h"
 #include "collectors/core/recording_sink.h"
@@ -33,7 +33,6 @@
 #include "daemon/agent/collector_runner.h"
 #include "daemon/agent/doctor.h"
 #include "daemon/agent/stream_client.h"
-#include "daemon/common/systemd_notify.h"
 #include "daemon/common/build_info.h"
 #include "daemon/common/clock.h"
 #include "daemon/common/command_line.h"
@@ -81,9 +80,7 @@ namespace fabricmon {
 namespace {
 
 // Startup errors on stderr, with the journal priority when stderr is the journal.
-std::ostream& Err() {
-  return std::cerr << JournalPrefix(LogLevel::kError) << "fabricmon-agent: ";
-}
+std::ostream& Err() { return std::cerr << JournalPrefix(LogLevel::kError) << "fabricmon-agent: "; }
 
 void ApplyOverrides(v1::AgentConfig& config) {
   const std::string root = absl::GetFlag(FLAGS_sysfs_root);
@@ -247,9 +244,8 @@ int CheckConfig(const v1::AgentConfig& config, bool once) {
       Err() << plan.status().message() << "\n";
       return kExitFailure;
     }
-    for (const std::string& warning : plan->security.has_value()
-                                          ? plan->security->warnings
-                                          : std::vector<std::string>{}) {
+    for (const std::string& warning :
+         plan->security.has_value() ? plan->security->warnings : std::vector<std::string>{}) {
       std::cout << "warning: " << warning << "\n";
     }
   }
@@ -353,8 +349,7 @@ int RunDaemon(const v1::AgentConfig& config) {
     stream_options.agent_version = std::string(ProjectVersion());
     stream_options.agent_instance_id = instance_id;
     stream = std::make_unique<agent::StreamClient>(
-        stream_options, agent.buffer(), agent.series(),
-        [&agent, boot_id, instance_id] {
+        stream_options, agent.buffer(), agent.series(), [&agent, boot_id, instance_id] {
           return agent.MakeHello(boot_id, std::string(ProjectVersion()), instance_id);
         });
     agent.AttachStream(stream.get());
@@ -430,15 +425,21 @@ int main(int argc, char** argv) {
       "fabricmon-agent --check_config --config=FILE [flags]",
   };
   info.exit_statuses = {
-      {"0", "normal exit (SIGTERM, --once done, --check_config: the config is valid, --doctor: "
-            "every enabled collector works)"},
-      {"1", "--check_config: the configuration is invalid (the errors are printed); "
-            "--doctor: an enabled collector cannot read what it needs"},
+      {"0",
+       "normal exit (SIGTERM, --once done, --check_config: the config is valid, --doctor: "
+       "every enabled collector works)"},
+      {"1",
+       "--check_config: the configuration is invalid (the errors are printed); "
+       "--doctor: an enabled collector cannot read what it needs"},
       {"2", "bad flags or configuration: an unknown flag, a bad value, an unreadable file"},
   };
-  info.value_names = {{"aggregator", "HOST:PORT[,...]"}, {"config", "FILE"},
-                      {"listen_metrics", "HOST:PORT"}, {"log_level", "LEVEL"},
-                      {"node_name", "NAME"}, {"procfs_root", "DIR"}, {"sysfs_root", "DIR"},
+  info.value_names = {{"aggregator", "HOST:PORT[,...]"},
+                      {"config", "FILE"},
+                      {"listen_metrics", "HOST:PORT"},
+                      {"log_level", "LEVEL"},
+                      {"node_name", "NAME"},
+                      {"procfs_root", "DIR"},
+                      {"sysfs_root", "DIR"},
                       {"enable_collectors", "A,B"}};
   info.flags_file = __FILE__;
   // absl::Mutex deadlock detection (on in this absl build) walks a lock graph on every
@@ -449,8 +450,7 @@ int main(int argc, char** argv) {
     return *parsed.exit_status;
   }
   if (parsed.positional.size() > 1) {
-    fabricmon::Err() << "unexpected argument '" << parsed.positional[1]
-              << "'; see --help\n";
+    fabricmon::Err() << "unexpected argument '" << parsed.positional[1] << "'; see --help\n";
     return fabricmon::kExitUsage;
   }
   const bool check = absl::GetFlag(FLAGS_check_config);
@@ -458,7 +458,7 @@ int main(int argc, char** argv) {
   fabricmon::LogLevel level;
   if (!fabricmon::ParseLogLevel(absl::GetFlag(FLAGS_log_level), &level)) {
     fabricmon::Err() << "unknown --log_level '" << absl::GetFlag(FLAGS_log_level)
-              << "' (debug, info, warning or error); see --help\n";
+                     << "' (debug, info, warning or error); see --help\n";
     return fabricmon::kExitUsage;
   }
   fabricmon::SetMinLogLevel(level);

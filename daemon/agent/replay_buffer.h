@@ -37,8 +37,7 @@ class ReplayBuffer {
   // or the aggregator's last stored one after a hello), or nullopt. `dropped_before` is set to
   // the number of cycles dropped between `after` and it (0 when contiguous); announcing them
   // confirms them lost (counted once, however often a reconnect announces them again).
-  std::optional<Cycle> NextAfter(uint64_t after, uint64_t* dropped_before)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  std::optional<Cycle> NextAfter(uint64_t after, uint64_t* dropped_before) ABSL_LOCKS_EXCLUDED(mu_);
 
   uint64_t last_sequence() const ABSL_LOCKS_EXCLUDED(mu_);
   uint64_t acked_sequence() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -234,7 +234,9 @@ StreamClient::StreamClient(StreamClientOptions options, ReplayBuffer& buffer,
 
 StreamClient::~StreamClient() { Stop(absl::ZeroDuration()); }
 
-void StreamClient::Start() { thread_ = std::thread([this] { ConnectionLoop(); }); }
+void StreamClient::Start() {
+  thread_ = std::thread([this] { ConnectionLoop(); });
+}
 
 void StreamClient::Notify() {
   absl::MutexLock lock(&mu_);

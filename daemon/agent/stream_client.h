@@ -61,10 +61,10 @@ struct StreamClientOptions {
 
 // Counters for self-metrics; all monotonic.
 struct StreamClientStats {
-  uint64_t connects = 0;         // streams that reached HelloAck
+  uint64_t connects = 0;  // streams that reached HelloAck
   uint64_t connect_attempts = 0;
   uint64_t batches_sent = 0;
-  uint64_t replayed_batches = 0; // sent after a reconnect with sequence ≤ the previous stream's
+  uint64_t replayed_batches = 0;  // sent after a reconnect with sequence ≤ the previous stream's
   uint64_t bytes_sent = 0;
   uint64_t rejects = 0;
   bool connected = false;

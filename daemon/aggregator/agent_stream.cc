@@ -251,9 +251,9 @@ std::optional<AgentStream::Error> AgentStream::HandleHello(const v1::Hello& hell
     filtered_.emplace();
     *filtered_->mutable_hello() = *std::move(filtered);
   }
-  FABRICMON_LOG(Info) << "node " << hello.node_name() << " connected from " << peer_
-                      << " (agent " << hello.agent_version() << ", stored up to sequence "
-                      << last_stored_sequence << ")";
+  FABRICMON_LOG(Info) << "node " << hello.node_name() << " connected from " << peer_ << " (agent "
+                      << hello.agent_version() << ", stored up to sequence " << last_stored_sequence
+                      << ")";
   v1::AggregatorMessage reply;
   reply.mutable_hello_ack()->set_last_stored_sequence(last_stored_sequence);
   reply.mutable_hello_ack()->set_max_message_bytes(options_.max_message_bytes);
@@ -336,8 +336,8 @@ void AgentStream::Fail(const Error& error) {
   stats_.Reject(error.reason);
   FABRICMON_LOG_EVERY_MINUTE(Warning)
       << "rejecting stream from " << peer_
-      << (session_.node() ? " (node " + session_.node()->name() + ")" : "")
-      << ": " << error.message;
+      << (session_.node() ? " (node " + session_.node()->name() + ")" : "") << ": "
+      << error.message;
   v1::AggregatorMessage reject;
   reject.mutable_reject()->set_reason(error.wire_reason);
   reject.mutable_reject()->set_message(error.message);

@@ -25,9 +25,9 @@
 #include "daemon/aggregator/ingest_session.h"
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/peer_identity.h"
-#include "daemon/store/series_store.h"
 #include "daemon/common/clock.h"
 #include "daemon/recording/recorder.h"
+#include "daemon/store/series_store.h"
 #include "fabricmon/v1/telemetry.grpc.pb.h"
 #include "grpcpp/support/byte_buffer.h"
 
@@ -110,8 +110,8 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   v1::AgentMessage incoming_;
   const std::unique_ptr<BatchObserver::Stream> observed_;  // options_.batch_observer's, if any
   IngestSession session_;
-  bool end_after_batch_ = false;                     // older agent: end the stream, it reconnects
-  bool logged_fabric_refused_ = false;               // FilterInventory logged for this stream
+  bool end_after_batch_ = false;        // older agent: end the stream, it reconnects
+  bool logged_fabric_refused_ = false;  // FilterInventory logged for this stream
 
   // Write side.
   absl::Mutex mu_;
@@ -128,7 +128,8 @@ class TelemetryService final
     : public v1::Telemetry::WithRawCallbackMethod_Stream<v1::Telemetry::Service> {
  public:
   // References must outlive the service.
-  TelemetryService(store::SeriesStore& store, IngestStats& stats, StreamOptions options, Clock& clock)
+  TelemetryService(store::SeriesStore& store, IngestStats& stats, StreamOptions options,
+                   Clock& clock)
       : store_(store), stats_(stats), options_(options), clock_(clock) {}
 
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Stream(

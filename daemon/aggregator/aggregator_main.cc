@@ -135,9 +135,9 @@ int main(int argc, char** argv) {
       {"2", "bad flags or configuration, an unreadable file, a port that cannot be bound"},
   };
   info.value_names = {
-      {"config", "FILE"},       {"grpc_listen", "HOST:PORT"},    {"link_list", "FILE"},
-      {"log_level", "LEVEL"},   {"metrics_listen", "HOST:PORT"}, {"port_file", "FILE"},
-      {"shard", "NAME"},        {"topology_file", "FILE"}};
+      {"config", "FILE"},     {"grpc_listen", "HOST:PORT"},    {"link_list", "FILE"},
+      {"log_level", "LEVEL"}, {"metrics_listen", "HOST:PORT"}, {"port_file", "FILE"},
+      {"shard", "NAME"},      {"topology_file", "FILE"}};
   info.flags_file = __FILE__;
   // absl::Mutex deadlock detection (on in this absl build) walks a lock graph on every
   // acquisition: a few percent of ingest. Lock order stays checked in the tests, which keep it on.

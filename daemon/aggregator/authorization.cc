@@ -15,9 +15,8 @@ absl::Status Compile(const google::protobuf::RepeatedPtrField<std::string>& patt
   for (const std::string& pattern : patterns) {
     auto re = std::make_unique<re2::RE2>(pattern, options);
     if (!re->ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("authorization.", field, " pattern \"",
-                                                     pattern, "\" is not a valid RE2: ",
-                                                     re->error()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "authorization.", field, " pattern \"", pattern, "\" is not a valid RE2: ", re->error()));
     }
     out.push_back(std::move(re));
   }
@@ -85,9 +84,8 @@ absl::Status Authorization::CheckOperator(const PeerIdentity& identity) const {
     return absl::OkStatus();
   }
   return absl::PermissionDeniedError(absl::StrCat(
-      identity.authenticated
-          ? absl::StrCat("certificate identity (", identity.Describe(), ")")
-          : std::string("a caller without a verified client certificate"),
+      identity.authenticated ? absl::StrCat("certificate identity (", identity.Describe(), ")")
+                             : std::string("a caller without a verified client certificate"),
       " is not an operator: only certificates matching the aggregator's authorization.operators "
       "may call the Diagnostics service",
       operators_.empty() ? " (none configured)" : ""));
@@ -107,9 +105,10 @@ std::vector<std::string> Authorization::Describe() const {
         "authorization.operators is empty: no certificate may call the Diagnostics service "
         "(the fabricmon CLI gets PERMISSION_DENIED)");
   } else {
-    lines.push_back(absl::StrCat("operators (Diagnostics service, may not stream): certificates "
-                                 "with a name matching ",
-                                 Patterns(operators_)));
+    lines.push_back(
+        absl::StrCat("operators (Diagnostics service, may not stream): certificates "
+                     "with a name matching ",
+                     Patterns(operators_)));
   }
   lines.push_back(sweepers_.empty()
                       ? std::string("authorization.fabric_sweepers is empty: switch topology in "

@@ -28,7 +28,8 @@ grpc::ServerUnaryReactor* DiagnosticsService::Refuse(grpc::CallbackServerContext
   FABRICMON_LOG_EVERY_MINUTE(Warning)
       << "refusing a Diagnostics call from " << context->peer() << ": " << allowed.message();
   auto* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status(grpc::StatusCode::PERMISSION_DENIED, std::string(allowed.message())));
+  reactor->Finish(
+      grpc::Status(grpc::StatusCode::PERMISSION_DENIED, std::string(allowed.message())));
   return reactor;
 }
 
@@ -46,8 +47,9 @@ void DiagnosticsService::FillSummary(const store::NodeState::Summary& summary,
   out->set_clock_steps(summary.counters.clock_steps);
 }
 
-grpc::ServerUnaryReactor* DiagnosticsService::RefuseOrLacking(
-    grpc::CallbackServerContext* context, bool has_provider, const char* missing) const {
+grpc::ServerUnaryReactor* DiagnosticsService::RefuseOrLacking(grpc::CallbackServerContext* context,
+                                                              bool has_provider,
+                                                              const char* missing) const {
   if (grpc::ServerUnaryReactor* refused = Refuse(context)) {
     return refused;
   }
@@ -102,7 +104,7 @@ grpc::ServerUnaryReactor* DiagnosticsService::ListFindings(grpc::CallbackServerC
                                                            const v1::ListFindingsRequest* request,
                                                            v1::ListFindingsResponse* response) {
   if (grpc::ServerUnaryReactor* done = RefuseOrLacking(context, findings_ != nullptr,
-                                                        "this aggregator runs without detectors")) {
+                                                       "this aggregator runs without detectors")) {
     return done;
   }
   auto* reactor = context->DefaultReactor();
@@ -117,7 +119,7 @@ grpc::ServerUnaryReactor* DiagnosticsService::Diagnose(grpc::CallbackServerConte
                                                        const v1::DiagnoseRequest* request,
                                                        v1::DiagnoseResponse* response) {
   if (grpc::ServerUnaryReactor* done = RefuseOrLacking(context, findings_ != nullptr,
-                                                        "this aggregator runs without detectors")) {
+                                                       "this aggregator runs without detectors")) {
     return done;
   }
   auto* reactor = context->DefaultReactor();
@@ -125,8 +127,8 @@ grpc::ServerUnaryReactor* DiagnosticsService::Diagnose(grpc::CallbackServerConte
   std::optional<v1::Job> job;
   if (!request->job().empty()) {
     if (!nodes.empty()) {
-      reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                   "give node names or a job, not both"));
+      reactor->Finish(
+          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "give node names or a job, not both"));
       return reactor;
     }
     job = jobs_ != nullptr ? jobs_->Find(request->job()) : std::nullopt;
@@ -158,8 +160,8 @@ grpc::ServerUnaryReactor* DiagnosticsService::Diagnose(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* DiagnosticsService::GetTopology(grpc::CallbackServerContext* context,
                                                           const v1::GetTopologyRequest*,
                                                           v1::GetTopologyResponse* response) {
-  if (grpc::ServerUnaryReactor* done = RefuseOrLacking(context, topology_ != nullptr,
-                                                        "this aggregator runs without detectors (no topology)")) {
+  if (grpc::ServerUnaryReactor* done = RefuseOrLacking(
+          context, topology_ != nullptr, "this aggregator runs without detectors (no topology)")) {
     return done;
   }
   auto* reactor = context->DefaultReactor();
@@ -171,8 +173,8 @@ grpc::ServerUnaryReactor* DiagnosticsService::GetTopology(grpc::CallbackServerCo
 grpc::ServerUnaryReactor* DiagnosticsService::StartJob(grpc::CallbackServerContext* context,
                                                        const v1::StartJobRequest* request,
                                                        v1::Job* response) {
-  if (grpc::ServerUnaryReactor* done = RefuseOrLacking(context, jobs_ != nullptr,
-                                                        "this aggregator keeps no jobs")) {
+  if (grpc::ServerUnaryReactor* done =
+          RefuseOrLacking(context, jobs_ != nullptr, "this aggregator keeps no jobs")) {
     return done;
   }
   auto* reactor = context->DefaultReactor();
@@ -193,8 +195,8 @@ grpc::ServerUnaryReactor* DiagnosticsService::StartJob(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* DiagnosticsService::EndJob(grpc::CallbackServerContext* context,
                                                      const v1::EndJobRequest* request,
                                                      v1::Job* response) {
-  if (grpc::ServerUnaryReactor* done = RefuseOrLacking(context, jobs_ != nullptr,
-                                                        "this aggregator keeps no jobs")) {
+  if (grpc::ServerUnaryReactor* done =
+          RefuseOrLacking(context, jobs_ != nullptr, "this aggregator keeps no jobs")) {
     return done;
   }
   auto* reactor = context->DefaultReactor();
@@ -211,8 +213,8 @@ grpc::ServerUnaryReactor* DiagnosticsService::EndJob(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* DiagnosticsService::ListJobs(grpc::CallbackServerContext* context,
                                                        const v1::ListJobsRequest*,
                                                        v1::ListJobsResponse* response) {
-  if (grpc::ServerUnaryReactor* done = RefuseOrLacking(context, jobs_ != nullptr,
-                                                        "this aggregator keeps no jobs")) {
+  if (grpc::ServerUnaryReactor* done =
+          RefuseOrLacking(context, jobs_ != nullptr, "this aggregator keeps no jobs")) {
     return done;
   }
   auto* reactor = context->DefaultReactor();

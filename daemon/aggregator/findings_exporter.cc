@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/detectors/finding.h"
 #include "daemon/detectors/cable_graph.h"
+#include "daemon/detectors/finding.h"
 #include "prometheus/client_metric.h"
 #include "prometheus/metric_type.h"
 
@@ -20,7 +20,8 @@ using detectors::TrackedFinding;
 
 // node/device/port for a host port (device "gpuN" and port = link for NVLink), switch/switch_guid/
 // port for a switch port; the same label names for every subject, empty where they do not apply.
-void AppendSubjectLabels(const Endpoint& subject, std::vector<prometheus::ClientMetric::Label>& out) {
+void AppendSubjectLabels(const Endpoint& subject,
+                         std::vector<prometheus::ClientMetric::Label>& out) {
   std::string node, device, port, switch_name, switch_guid;
   if (subject.is_switch) {
     switch_name = subject.node;
@@ -62,16 +63,17 @@ std::vector<prometheus::MetricFamily> FindingsExporter::Collect() const {
       "nvlink_down; a host subject in node/device/port, a switch port in switch/switch_guid/port, "
       "the other end of its cable in peer. Labels stay the same while the incident lasts.",
       MetricType::Gauge);
-  MetricFamily victims = family("fabricmon_finding_victims",
-                                "Victim ports of an active congestion_spreading finding.",
-                                MetricType::Gauge);
-  MetricFamily depth = family("fabricmon_finding_depth_hops",
-                              "Depth in hops of an active congestion_spreading tree.",
-                              MetricType::Gauge);
+  MetricFamily victims =
+      family("fabricmon_finding_victims", "Victim ports of an active congestion_spreading finding.",
+             MetricType::Gauge);
+  MetricFamily depth =
+      family("fabricmon_finding_depth_hops",
+             "Depth in hops of an active congestion_spreading tree.", MetricType::Gauge);
   for (const TrackedFinding& tracked : engine_.tracker().Active()) {
     const Finding& f = tracked.finding;
     ClientMetric metric;
-    metric.label = {{"kind", f.kind}, {"severity", std::string(detectors::SeverityName(f.severity))}};
+    metric.label = {{"kind", f.kind},
+                    {"severity", std::string(detectors::SeverityName(f.severity))}};
     AppendSubjectLabels(f.subject, metric.label);
     metric.label.push_back({"peer", f.has_peer ? f.peer.ToString() : ""});
     metric.gauge.value = 1;
@@ -87,10 +89,11 @@ std::vector<prometheus::MetricFamily> FindingsExporter::Collect() const {
     }
     active.metric.push_back(std::move(metric));
   }
-  MetricFamily totals = family("fabricmon_findings_total",
-                               "Incidents raised since the aggregator started, by kind and the severity they were "
-                               "raised with (an escalation is not a new incident).",
-                               MetricType::Counter);
+  MetricFamily totals =
+      family("fabricmon_findings_total",
+             "Incidents raised since the aggregator started, by kind and the severity they were "
+             "raised with (an escalation is not a new incident).",
+             MetricType::Counter);
   // Every kind at warning and critical from the start (0), so the first finding is an increase.
   std::map<std::pair<std::string, Severity>, uint64_t> raised = engine_.tracker().RaisedTotals();
   for (const char* kind : detectors::kFindingKinds) {
@@ -100,13 +103,14 @@ std::vector<prometheus::MetricFamily> FindingsExporter::Collect() const {
   }
   for (const auto& [key, count] : raised) {
     ClientMetric metric;
-    metric.label = {{"kind", key.first}, {"severity", std::string(detectors::SeverityName(key.second))}};
+    metric.label = {{"kind", key.first},
+                    {"severity", std::string(detectors::SeverityName(key.second))}};
     metric.counter.value = static_cast<double>(count);
     totals.metric.push_back(std::move(metric));
   }
-  MetricFamily tick = family("fabricmon_detector_tick_seconds",
-                             "Time the last detector evaluation took (all detectors).",
-                             MetricType::Gauge);
+  MetricFamily tick =
+      family("fabricmon_detector_tick_seconds",
+             "Time the last detector evaluation took (all detectors).", MetricType::Gauge);
   MetricFamily links = family("fabricmon_topology_links",
                               "Cables in the fabric graph the detectors use.", MetricType::Gauge);
   MetricFamily conflicts = family(

@@ -103,11 +103,10 @@ std::optional<IngestError> IngestSession::Declare(const v1::SeriesDeclarations& 
     }
     absl::StatusOr<store::SlotRef> slot = node_->DeclareSlot(*desc, now, peer_budget_.get());
     if (!slot.ok()) {
-      const RejectReason reason = absl::IsUnavailable(slot.status())
-                                      ? RejectReason::kSeriesRateLimit
-                                  : store::IsSeriesTotalLimit(slot.status())
-                                      ? RejectReason::kSeriesTotalLimit
-                                      : RejectReason::kSeriesLimit;
+      const RejectReason reason =
+          absl::IsUnavailable(slot.status())         ? RejectReason::kSeriesRateLimit
+          : store::IsSeriesTotalLimit(slot.status()) ? RejectReason::kSeriesTotalLimit
+                                                     : RejectReason::kSeriesLimit;
       return IngestError{reason, v1::Reject::REASON_LIMIT, absl::StatusCode::kResourceExhausted,
                          std::string(slot.status().message())};
     }
@@ -175,14 +174,13 @@ std::variant<IngestSession::BatchResult, IngestError> IngestSession::Batch(
   }
   if (appended.out_of_range_position.has_value()) {
     const uint32_t position = *appended.out_of_range_position;
-    return IngestError{RejectReason::kValueOutOfRange, v1::Reject::REASON_VALUE_OUT_OF_RANGE,
-                       absl::StatusCode::kInvalidArgument,
-                       absl::StrCat("batch ", batch.sequence(), ": value ",
-                                    decoded_.values[position], " of series id ",
-                                    (*decoded_.series_ids)[position],
-                                    " is beyond its declared width of ",
-                                    static_cast<int>(appended.out_of_range_width),
-                                    " bits; the batch is not stored")};
+    return IngestError{
+        RejectReason::kValueOutOfRange, v1::Reject::REASON_VALUE_OUT_OF_RANGE,
+        absl::StatusCode::kInvalidArgument,
+        absl::StrCat(
+            "batch ", batch.sequence(), ": value ", decoded_.values[position], " of series id ",
+            (*decoded_.series_ids)[position], " is beyond its declared width of ",
+            static_cast<int>(appended.out_of_range_width), " bits; the batch is not stored")};
   }
   if (appended.clock_step) {
     ++stats_.clock_steps;

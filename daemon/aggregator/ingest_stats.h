@@ -22,13 +22,13 @@ enum class RejectReason : uint8_t {
   kInvalidDeclaration,
   kIdentityMismatch,  // hello's node name is not the client certificate's (mutual TLS)
   kRoleForbidden,     // an operator certificate tried to stream (authorization.h)
-  kNodeLimit,           // a new node beyond max_nodes
-  kSeriesTotalLimit,    // a new series beyond max_series_total
-  kIdentityConflict,    // another boot id holds the node's identity (a clone)
-  kValueOutOfRange,     // a counter value beyond its declared width
-  kTooLarge,            // a message above max_message_bytes
-  kUndecodable,         // a message that does not parse (also invalid UTF-8 in a string)
-  kForgotten,           // a stream of a node the store forgot (node_retention_s)
+  kNodeLimit,         // a new node beyond max_nodes
+  kSeriesTotalLimit,  // a new series beyond max_series_total
+  kIdentityConflict,  // another boot id holds the node's identity (a clone)
+  kValueOutOfRange,   // a counter value beyond its declared width
+  kTooLarge,          // a message above max_message_bytes
+  kUndecodable,       // a message that does not parse (also invalid UTF-8 in a string)
+  kForgotten,         // a stream of a node the store forgot (node_retention_s)
   kProtocol,
   kDeclarationConflict,  // a family declared against the metric catalogue or its first declaration
   kReservedFamily,       // a family the aggregator writes itself
@@ -50,9 +50,9 @@ struct IngestStats {
   std::atomic<uint64_t> agent_dropped_batches{0};
   std::atomic<uint64_t> timestamps_backwards{0};  // batches re-based after a clock step back
   std::atomic<uint64_t> clock_steps{0};           // batches re-based after any clock step
-  std::atomic<uint64_t> series_retired{0};      // by the nodes' retention sweeps
-  std::atomic<uint64_t> retired_samples{0};     // values for retired series, dropped
-  std::atomic<uint64_t> redeclare_requests{0};  // series ids asked for again
+  std::atomic<uint64_t> series_retired{0};        // by the nodes' retention sweeps
+  std::atomic<uint64_t> retired_samples{0};       // values for retired series, dropped
+  std::atomic<uint64_t> redeclare_requests{0};    // series ids asked for again
   std::array<std::atomic<uint64_t>, static_cast<size_t>(RejectReason::kCount)> rejected{};
   // Inventories whose fabric_nodes/fabric_links were dropped: the node is not a fabric sweeper.
   std::atomic<uint64_t> inventory_fabric_refused{0};

@@ -31,8 +31,8 @@ std::string Quote(absl::string_view text) {
 
 absl::Status ValidateJobName(absl::string_view name) {
   if (name.empty() || name.size() > 128 || !AllOf(name, "._:@+-")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "job name ", Quote(name), " is not 1..128 characters of [A-Za-z0-9._:@+-]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("job name ", Quote(name), " is not 1..128 characters of [A-Za-z0-9._:@+-]"));
   }
   return absl::OkStatus();
 }
@@ -52,8 +52,7 @@ absl::StatusOr<v1::Job> JobRegistry::Start(const v1::StartJobRequest& request,
   }
   if (!request.source().empty()) {
     if (absl::Status status = ValidateJobName(request.source()); !status.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("job source: ", status.message()));
+      return absl::InvalidArgumentError(absl::StrCat("job source: ", status.message()));
     }
   }
   if (request.nodes().empty()) {
@@ -83,9 +82,10 @@ absl::StatusOr<v1::Job> JobRegistry::Start(const v1::StartJobRequest& request,
   auto existing = jobs_.find(request.name());
   const size_t replaced = existing == jobs_.end() ? 0 : existing->second.nodes_size();
   if (existing == jobs_.end() && jobs_.size() >= limits_.max_jobs) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "already ", jobs_.size(), " jobs registered (the most the aggregator keeps); end some "
-        "(fabricmon job end) first"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("already ", jobs_.size(),
+                     " jobs registered (the most the aggregator keeps); end some "
+                     "(fabricmon job end) first"));
   }
   if (memberships_ - replaced + nodes.size() > limits_.max_memberships) {
     return absl::ResourceExhaustedError(absl::StrCat(

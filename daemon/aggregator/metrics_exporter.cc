@@ -10,8 +10,7 @@
 namespace fabricmon::aggregator {
 namespace {
 
-prometheus::MetricFamily Family(std::string name, std::string help,
-                                prometheus::MetricType type) {
+prometheus::MetricFamily Family(std::string name, std::string help, prometheus::MetricType type) {
   prometheus::MetricFamily family;
   family.name = std::move(name);
   family.help = std::move(help);
@@ -43,8 +42,8 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
                    MetricType::Gauge);
   auto age = Family("fabricmon_node_last_seen_age_seconds",
                     "Seconds since the node's agent last sent anything.", MetricType::Gauge);
-  auto node_series = Family("fabricmon_node_series", "Series the node has declared.",
-                            MetricType::Gauge);
+  auto node_series =
+      Family("fabricmon_node_series", "Series the node has declared.", MetricType::Gauge);
   auto resets = Family("fabricmon_node_series_resets_total",
                        "Counters of the node that went down (reset): a new baseline was started.",
                        MetricType::Counter);
@@ -55,9 +54,9 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
   auto dropped = Family("fabricmon_node_agent_dropped_batches_total",
                         "Batches the node's agent reported dropping from its full replay buffer.",
                         MetricType::Counter);
-  auto replayed = Family("fabricmon_node_duplicate_batches_total",
-                         "Replayed batches of the node that were already stored.",
-                         MetricType::Counter);
+  auto replayed =
+      Family("fabricmon_node_duplicate_batches_total",
+             "Replayed batches of the node that were already stored.", MetricType::Counter);
   auto clock_steps = Family("fabricmon_node_clock_steps_total",
                             "Batches of the node re-based because its clock stepped back or ahead "
                             "(stored at the aggregator's estimate of their time, not refused).",
@@ -72,7 +71,8 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
 
   for (const std::shared_ptr<store::NodeState>& node : store_.Nodes()) {
     const store::NodeState::Summary summary = node->GetSummary(false);
-    const bool is_up = summary.connected && now - summary.last_seen_unix_nanos <= options_.stale_after_nanos;
+    const bool is_up =
+        summary.connected && now - summary.last_seen_unix_nanos <= options_.stale_after_nanos;
     const std::vector<prometheus::ClientMetric::Label> labels = {{"node", summary.name}};
     AddValue(up, labels, is_up ? 1 : 0);
     AddValue(age, labels,
@@ -93,15 +93,15 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
     up_nodes->push_back(node);
   }
 
-  auto nodes = Family("fabricmon_aggregator_nodes", "Known nodes by state (up, down).",
-                      MetricType::Gauge);
+  auto nodes =
+      Family("fabricmon_aggregator_nodes", "Known nodes by state (up, down).", MetricType::Gauge);
   AddValue(nodes, {{"state", "up"}}, static_cast<double>(nodes_up));
   AddValue(nodes, {{"state", "down"}}, static_cast<double>(nodes_total - nodes_up));
-  auto series_total = Family("fabricmon_aggregator_series", "Series held for all nodes.",
-                             MetricType::Gauge);
+  auto series_total =
+      Family("fabricmon_aggregator_series", "Series held for all nodes.", MetricType::Gauge);
   AddValue(series_total, {}, static_cast<double>(total_series));
-  auto streams = Family("fabricmon_aggregator_streams", "Agent streams currently open.",
-                        MetricType::Gauge);
+  auto streams =
+      Family("fabricmon_aggregator_streams", "Agent streams currently open.", MetricType::Gauge);
   AddValue(streams, {}, static_cast<double>(stats_.streams_active.load()));
   auto counter = [&](const char* name, const char* help, uint64_t value) {
     auto family = Family(name, help, MetricType::Counter);
@@ -122,18 +122,18 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
       MetricType::Counter);
   AddValue(inventory_refused, {{"reason", "not_a_fabric_sweeper"}},
            static_cast<double>(stats_.inventory_fabric_refused.load()));
-  auto calls_refused = Family(
-      "fabricmon_aggregator_rejected_calls_total",
-      "Diagnostics (CLI) calls refused, by reason (not_an_operator: the client certificate "
-      "matches no authorization.operators pattern).",
-      MetricType::Counter);
+  auto calls_refused =
+      Family("fabricmon_aggregator_rejected_calls_total",
+             "Diagnostics (CLI) calls refused, by reason (not_an_operator: the client certificate "
+             "matches no authorization.operators pattern).",
+             MetricType::Counter);
   AddValue(calls_refused, {{"reason", "not_an_operator"}},
            static_cast<double>(stats_.diagnostics_not_operator.load()));
-  auto handshakes = Family(
-      "fabricmon_aggregator_rejected_handshakes_total",
-      "TLS handshakes refused, by reason (no_client_certificate, certificate_not_verified, "
-      "not_tls, other), as gRPC reports them.",
-      MetricType::Counter);
+  auto handshakes =
+      Family("fabricmon_aggregator_rejected_handshakes_total",
+             "TLS handshakes refused, by reason (no_client_certificate, certificate_not_verified, "
+             "not_tls, other), as gRPC reports them.",
+             MetricType::Counter);
   static constexpr const char* kHandshakeReasons[kHandshakeFailureKinds] = {
       "no_client_certificate", "certificate_not_verified", "not_tls", "other"};
   for (size_t i = 0; i < kHandshakeFailureKinds; ++i) {
@@ -145,11 +145,23 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
   AddValue(duration, {}, static_cast<double>(last_scrape_nanos_.load()) / 1e9);
 
   std::vector<prometheus::MetricFamily> own = {
-      std::move(up), std::move(age), std::move(node_series), std::move(resets), std::move(gaps),
-      std::move(dropped), std::move(replayed), std::move(clock_steps), std::move(conflicts),
-      std::move(nodes), std::move(series_total),
-      std::move(streams), std::move(rejected), std::move(duration),
-      std::move(inventory_refused), std::move(calls_refused), std::move(handshakes),
+      std::move(up),
+      std::move(age),
+      std::move(node_series),
+      std::move(resets),
+      std::move(gaps),
+      std::move(dropped),
+      std::move(replayed),
+      std::move(clock_steps),
+      std::move(conflicts),
+      std::move(nodes),
+      std::move(series_total),
+      std::move(streams),
+      std::move(rejected),
+      std::move(duration),
+      std::move(inventory_refused),
+      std::move(calls_refused),
+      std::move(handshakes),
       counter("fabricmon_aggregator_streams_opened_total", "Agent streams accepted.",
               stats_.streams_opened.load()),
       counter("fabricmon_aggregator_batches_total", "Sample batches stored.",
@@ -273,10 +285,10 @@ std::vector<std::string> MetricsExporter::TextPieces() const {
           continue;
         }
         const collectors::SeriesDesc& desc = series.desc;
-        Body& body = body_for(desc.name, desc.help,
-                              desc.type == collectors::MetricType::kCounter
-                                  ? prometheus::MetricType::Counter
-                                  : prometheus::MetricType::Gauge);
+        Body& body =
+            body_for(desc.name, desc.help,
+                     desc.type == collectors::MetricType::kCounter ? prometheus::MetricType::Counter
+                                                                   : prometheus::MetricType::Gauge);
         exposition::AppendSampleLine(desc.name, node_label, desc.labels,
                                      collectors::ExportedValue(desc, latest->raw), &body.text);
         if (desc.IsSaturated(latest->raw)) {

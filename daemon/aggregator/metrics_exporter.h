@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "daemon/aggregator/ingest_stats.h"
-#include "daemon/store/series_store.h"
 #include "daemon/common/clock.h"
+#include "daemon/store/series_store.h"
 #include "prometheus/collectable.h"
 
 namespace fabricmon::aggregator {

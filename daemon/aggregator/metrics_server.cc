@@ -6,10 +6,10 @@
 #include <exception>
 #include <utility>
 
+#include "CivetServer.h"  // CivetCallbacks, what prometheus::Exposer takes
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "CivetServer.h"  // CivetCallbacks, what prometheus::Exposer takes
 #include "civetweb.h"
 #include "daemon/exposition/text_exposition.h"
 
@@ -63,8 +63,8 @@ bool AcceptsGzip(mg_connection* connection) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Listen(
-    const std::string& address, MetricsServerOptions options) {
+absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Listen(const std::string& address,
+                                                                     MetricsServerOptions options) {
   CivetCallbacks callbacks;  // all null
   callbacks.begin_request = &MetricsServer::BeginRequest;
   absl::StatusOr<std::unique_ptr<prometheus::Exposer>> started =
@@ -181,8 +181,8 @@ int MetricsServer::Handle(mg_connection* connection) {
     size += piece.size();
   }
   std::string compressed;
-  const bool gzip = size <= options_.gzip_max_bytes && AcceptsGzip(connection) &&
-                    Gzip(pieces, size, &compressed);
+  const bool gzip =
+      size <= options_.gzip_max_bytes && AcceptsGzip(connection) && Gzip(pieces, size, &compressed);
   mg_printf(connection,
             "HTTP/1.1 200 OK\r\n"
             "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"

@@ -55,8 +55,7 @@ class MetricsServer {
   // What /metrics serves from now on: `exporter`'s text, then each of `others`' families.
   // Replaces what was served before (a restarted aggregator state in tests).
   void Serve(std::shared_ptr<MetricsExporter> exporter,
-             std::vector<std::shared_ptr<prometheus::Collectable>> others)
-      ABSL_LOCKS_EXCLUDED(mu_);
+             std::vector<std::shared_ptr<prometheus::Collectable>> others) ABSL_LOCKS_EXCLUDED(mu_);
   // Serves nothing (an empty body) until the next Serve().
   void Clear() ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -58,7 +58,8 @@ ABSL_FLAG(std::string, aggregator, "127.0.0.1:7470",
           "HOST:PORT of the aggregator, or HOST:PORT,HOST:PORT,... of every shard: nodes, "
           "findings, diagnose and topology ask them all and merge the answers; the other "
           "commands ask the first.");
-ABSL_FLAG(std::string, nodes, "", "Comma-separated node names (diagnose, gate, job start, record export).");
+ABSL_FLAG(std::string, nodes, "",
+          "Comma-separated node names (diagnose, gate, job start, record export).");
 ABSL_FLAG(std::string, dir, "", "record export: the aggregator's recording.directory.");
 ABSL_FLAG(std::string, from, "",
           "record export: start of the window, RFC 3339 (2026-03-01T03:12:00Z) or Unix seconds.");
@@ -144,8 +145,8 @@ std::string Explain(const grpc::Status& status, const std::string& address) {
 // `name_shard`: say which of several aggregators answered so.
 int Fail(const grpc::Status& status, const std::string& address, bool name_shard = false) {
   std::cerr << "fabricmon: " << (name_shard ? absl::StrCat("shard ", address, ": ") : "")
-            << status.error_message() << " (gRPC code " << status.error_code()
-            << ")" << Explain(status, address) << "\n";
+            << status.error_message() << " (gRPC code " << status.error_code() << ")"
+            << Explain(status, address) << "\n";
   return 1;
 }
 
@@ -264,8 +265,8 @@ int ListNodes(Shards& shards) {
         node.identity_conflicts() == 0
             ? "-"
             : absl::StrCat(node.identity_conflicts(), " (", node.last_identity_conflict(), ")");
-    std::printf("%-24s %-5s %-8llu %-14s %-10s %s\n", node.name().c_str(),
-                node.up() ? "yes" : "NO", static_cast<unsigned long long>(node.series()),
+    std::printf("%-24s %-5s %-8llu %-14s %-10s %s\n", node.name().c_str(), node.up() ? "yes" : "NO",
+                static_cast<unsigned long long>(node.series()),
                 Age(node.last_seen_unix_nanos()).c_str(), node.agent_version().c_str(),
                 conflicts.c_str());
   }
@@ -484,9 +485,9 @@ absl::StatusOr<Target> ResolveTarget(const char* command, bool allow_job) {
   const std::string job = allow_job ? absl::GetFlag(FLAGS_job) : "";
   const int given = !nodes.empty() + !slurm_job.empty() + !job.empty();
   if (given != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "fabricmon ", command, ": give one of --nodes=a,b,c, --slurm_job=ID",
-        allow_job ? ", --job=NAME" : ""));
+    return absl::InvalidArgumentError(absl::StrCat("fabricmon ", command,
+                                                   ": give one of --nodes=a,b,c, --slurm_job=ID",
+                                                   allow_job ? ", --job=NAME" : ""));
   }
   Target target;
   target.job = job;
@@ -528,8 +529,8 @@ void PrintTraffic(const v1::DiagnoseResponse& response) {
       stragglers.insert(finding.subject().node());
     }
   }
-  std::printf("\n%-24s %12s %12s %6s %6s %12s %5s %s\n", "NODE", "RDMA MB/s", "KERNEL MB/s",
-              "WAIT", "PAUSE", "NVLINK ERR/s", "GPU", "");
+  std::printf("\n%-24s %12s %12s %6s %6s %12s %5s %s\n", "NODE", "RDMA MB/s", "KERNEL MB/s", "WAIT",
+              "PAUSE", "NVLINK ERR/s", "GPU", "");
   for (const v1::NodeTraffic& node : response.traffic()) {
     std::printf("%-24s %12s %12s %6s %6s %12s %5s %s\n", node.node().c_str(),
                 Cell(node.rdma_bytes_per_second(), 1e-6, "%.1f").c_str(),
@@ -629,9 +630,9 @@ int Gate(Shards& shards) {
       continue;
     }
     ++unhealthy;
-    std::printf("%s %s %s: %s\n", finding.severity() == v1::SEVERITY_CRITICAL ? "critical" : "warning",
-                finding.kind().c_str(), SubjectText(finding.subject()).c_str(),
-                finding.summary().c_str());
+    std::printf(
+        "%s %s %s: %s\n", finding.severity() == v1::SEVERITY_CRITICAL ? "critical" : "warning",
+        finding.kind().c_str(), SubjectText(finding.subject()).c_str(), finding.summary().c_str());
   }
   if (!response.unknown_nodes().empty()) {
     // Not a failure: a node without an agent has no findings to report, which the gate cannot
@@ -1026,8 +1027,9 @@ int main(int argc, char** argv) {
   info.exit_statuses = {
       {"0", "success"},
       {"1", "the aggregator answered with an error, or could not be reached; gate: unhealthy"},
-      {"2", "usage error: unknown flag or command, bad value, unreadable TLS file; gate: also "
-            "no answer from the aggregator or scontrol"},
+      {"2",
+       "usage error: unknown flag or command, bad value, unreadable TLS file; gate: also "
+       "no answer from the aggregator or scontrol"},
   };
   info.value_names = {{"aggregator", "HOST:PORT"},
                       {"nodes", "a,b,c"},
@@ -1062,8 +1064,8 @@ int main(int argc, char** argv) {
   // Known commands and how many arguments each takes, checked before any connection.
   const std::string command = args[1];
   const std::map<std::string, size_t> arity = {
-      {"nodes", 0}, {"node", 1},   {"findings", 0}, {"diagnose", 0}, {"topology", 0},
-      {"job", 1},   {"jobs", 0},   {"gate", 0},     {"record", 1},   {"replay", 1}};
+      {"nodes", 0}, {"node", 1}, {"findings", 0}, {"diagnose", 0}, {"topology", 0},
+      {"job", 1},   {"jobs", 0}, {"gate", 0},     {"record", 1},   {"replay", 1}};
   auto known = arity.find(command);
   if (known == arity.end()) {
     std::cerr << "fabricmon: unknown command '" << command << "'; see --help\n";

@@ -108,15 +108,15 @@ absl::StatusOr<std::vector<SlurmJobRecord>> ParseScontrolShowJob(absl::string_vi
     }
   }
   if (records.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "scontrol show job printed no job record (no line starting with JobId=): \"",
-        Shown(text), "\""));
+    return absl::InvalidArgumentError(
+        absl::StrCat("scontrol show job printed no job record (no line starting with JobId=): \"",
+                     Shown(text), "\""));
   }
   for (size_t i = 0; i < records.size(); ++i) {
     if (node_lists[i] != 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "scontrol show job: job ", records[i].job_id, " has ", node_lists[i],
-          " NodeList lines, expected one (is this scontrol's multi-line format?)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("scontrol show job: job ", records[i].job_id, " has ", node_lists[i],
+                       " NodeList lines, expected one (is this scontrol's multi-line format?)"));
     }
   }
   return records;
@@ -138,9 +138,8 @@ absl::StatusOr<std::vector<std::string>> ParseHostnames(absl::string_view text) 
     line = absl::StripAsciiWhitespace(line);
     if (line.empty()) continue;
     if (line.size() > 253 || !OnlyChars(line, "._-")) {
-      return absl::InvalidArgumentError(absl::StrCat("scontrol show hostnames, line ",
-                                                     line_number, ": \"", Shown(line),
-                                                     "\" is not a host name"));
+      return absl::InvalidArgumentError(absl::StrCat("scontrol show hostnames, line ", line_number,
+                                                     ": \"", Shown(line), "\" is not a host name"));
     }
     hosts.emplace_back(line);
   }
@@ -148,8 +147,7 @@ absl::StatusOr<std::vector<std::string>> ParseHostnames(absl::string_view text) 
 }
 
 absl::StatusOr<std::string> RunCommand(const std::vector<std::string>& argv,
-                                       std::chrono::milliseconds timeout,
-                                       size_t max_output_bytes) {
+                                       std::chrono::milliseconds timeout, size_t max_output_bytes) {
   if (argv.empty()) {
     return absl::InvalidArgumentError("no command");
   }
@@ -180,8 +178,7 @@ absl::StatusOr<std::string> RunCommand(const std::vector<std::string>& argv,
   if (spawned != 0) {
     close(out_pipe[0]);
     close(err_pipe[0]);
-    return absl::NotFoundError(
-        absl::StrCat("cannot run ", argv[0], ": ", std::strerror(spawned)));
+    return absl::NotFoundError(absl::StrCat("cannot run ", argv[0], ": ", std::strerror(spawned)));
   }
   std::string out, err;
   std::string failure;
@@ -238,9 +235,9 @@ absl::StatusOr<std::string> RunCommand(const std::vector<std::string>& argv,
         absl::StrCat(argv[0], " was killed by signal ", WTERMSIG(status)));
   }
   if (WEXITSTATUS(status) != 0) {
-    return absl::UnavailableError(absl::StrCat(
-        absl::StrJoin(argv, " "), " exited with status ", WEXITSTATUS(status), ": ",
-        Shown(absl::StripAsciiWhitespace(err))));
+    return absl::UnavailableError(absl::StrCat(absl::StrJoin(argv, " "), " exited with status ",
+                                               WEXITSTATUS(status), ": ",
+                                               Shown(absl::StripAsciiWhitespace(err))));
   }
   return out;
 }
@@ -277,8 +274,8 @@ absl::StatusOr<std::vector<std::string>> ResolveSlurmJob(absl::string_view id,
     nodes.insert(hosts->begin(), hosts->end());
   }
   if (nodes.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat("Slurm job ", id, " holds no nodes (",
-                                                      absl::StrJoin(states, ", "), ")"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("Slurm job ", id, " holds no nodes (", absl::StrJoin(states, ", "), ")"));
   }
   return std::vector<std::string>(nodes.begin(), nodes.end());
 }

@@ -95,8 +95,7 @@ absl::StatusOr<PreadFile> PreadFile::Open(const std::string& path) {
   return PreadFile(fd, path);
 }
 
-PreadFile::PreadFile(PreadFile&& other) noexcept
-    : fd_(other.fd_), path_(std::move(other.path_)) {
+PreadFile::PreadFile(PreadFile&& other) noexcept : fd_(other.fd_), path_(std::move(other.path_)) {
   other.fd_ = -1;
 }
 

@@ -64,26 +64,26 @@ bool ShouldLogRateLimited(std::atomic<int64_t>* last_ns, int64_t interval_ns);
 
 #define FABRICMON_LOG_LEVEL_(severity) ::fabricmon::LogLevel::k##severity
 
-#define FABRICMON_LOG(severity)                                                        \
-  (FABRICMON_LOG_LEVEL_(severity) < ::fabricmon::MinLogLevel())                        \
-      ? (void)0                                                                        \
-      : ::fabricmon::logging_internal::Voidify() &                                     \
-            ::fabricmon::logging_internal::LogMessage(FABRICMON_LOG_LEVEL_(severity),  \
-                                                      __FILE__, __LINE__)              \
+#define FABRICMON_LOG(severity)                                                                 \
+  (FABRICMON_LOG_LEVEL_(severity) < ::fabricmon::MinLogLevel())                                 \
+      ? (void)0                                                                                 \
+      : ::fabricmon::logging_internal::Voidify() &                                              \
+            ::fabricmon::logging_internal::LogMessage(FABRICMON_LOG_LEVEL_(severity), __FILE__, \
+                                                      __LINE__)                                 \
                 .stream()
 
 // Logs at most once a minute per call site (per-port read errors and the like).
-#define FABRICMON_LOG_EVERY_MINUTE(severity)                                              \
-  for (static std::atomic<int64_t> fabricmon_last_log_ns_{0};                             \
-       ::fabricmon::logging_internal::ShouldLogRateLimited(&fabricmon_last_log_ns_,       \
-                                                           int64_t{60} * 1000000000);)    \
+#define FABRICMON_LOG_EVERY_MINUTE(severity)                                           \
+  for (static std::atomic<int64_t> fabricmon_last_log_ns_{0};                          \
+       ::fabricmon::logging_internal::ShouldLogRateLimited(&fabricmon_last_log_ns_,    \
+                                                           int64_t{60} * 1000000000);) \
   FABRICMON_LOG(severity)
 
 // Broken invariant: log and abort. Never for input or environment faults (those are Status).
-#define FABRICMON_CHECK(condition)                                                    \
-  (condition) ? (void)0                                                               \
-              : ::fabricmon::logging_internal::Voidify() &                            \
-                    ::fabricmon::logging_internal::LogMessage(                        \
-                        ::fabricmon::LogLevel::kFatal, __FILE__, __LINE__)            \
-                            .stream()                                                 \
+#define FABRICMON_CHECK(condition)                                                           \
+  (condition) ? (void)0                                                                      \
+              : ::fabricmon::logging_internal::Voidify() &                                   \
+                    ::fabricmon::logging_internal::LogMessage(::fabricmon::LogLevel::kFatal, \
+                                                              __FILE__, __LINE__)            \
+                            .stream()                                                        \
                         << "Check failed: " #condition " "

@@ -26,17 +26,18 @@ absl::Status Annotate(const absl::Status& status, absl::string_view context);
 #define FABRICMON_STATUS_CONCAT_(a, b) FABRICMON_STATUS_CONCAT_INNER_(a, b)
 
 // Evaluates `expr` (an absl::Status) and returns it from the enclosing function if not OK.
-#define FABRICMON_RETURN_IF_ERROR(expr)               \
-  do {                                                \
-    ::absl::Status fabricmon_status_ = (expr);        \
-    if (!fabricmon_status_.ok()) {                    \
-      return fabricmon_status_;                       \
-    }                                                 \
+#define FABRICMON_RETURN_IF_ERROR(expr)        \
+  do {                                         \
+    ::absl::Status fabricmon_status_ = (expr); \
+    if (!fabricmon_status_.ok()) {             \
+      return fabricmon_status_;                \
+    }                                          \
   } while (false)
 
 // `lhs` = value of `rexpr` (an absl::StatusOr<T>), or return its status from the function.
-#define FABRICMON_ASSIGN_OR_RETURN(lhs, rexpr) \
-  FABRICMON_ASSIGN_OR_RETURN_IMPL_(FABRICMON_STATUS_CONCAT_(fabricmon_statusor_, __LINE__), lhs, rexpr)
+#define FABRICMON_ASSIGN_OR_RETURN(lhs, rexpr)                                                   \
+  FABRICMON_ASSIGN_OR_RETURN_IMPL_(FABRICMON_STATUS_CONCAT_(fabricmon_statusor_, __LINE__), lhs, \
+                                   rexpr)
 
 #define FABRICMON_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr) \
   auto statusor = (rexpr);                                     \

@@ -78,10 +78,9 @@ bool Topology::AddLink(const Endpoint& raw_a, const Endpoint& raw_b, LinkSource 
         return false;
       }
       if (from_operator && !old_from_operator) {
-        disagreements_.insert(absl::StrCat("fabric collector: ", end->ToString(), " <-> ",
-                                           it->second.ToString(), ", but the ",
-                                           LinkSourceName(source), ": ", a.ToString(), " <-> ",
-                                           b.ToString()));
+        disagreements_.insert(absl::StrCat(
+            "fabric collector: ", end->ToString(), " <-> ", it->second.ToString(), ", but the ",
+            LinkSourceName(source), ": ", a.ToString(), " <-> ", b.ToString()));
       }
     }
   }
@@ -181,9 +180,9 @@ absl::Status Topology::AddLinkList(absl::string_view text) {
           absl::StrCat("link list line ", line_number, ": ", b.status().message()));
     }
     if (!AddLink(*a, *b, LinkSource::kLinkList) && contradiction.ok()) {
-      contradiction = absl::InvalidArgumentError(absl::StrCat(
-          "link list line ", line_number, ": ", Canonical(*a).ToString(), " or ",
-          Canonical(*b).ToString(), " is already cabled to another port"));
+      contradiction = absl::InvalidArgumentError(
+          absl::StrCat("link list line ", line_number, ": ", Canonical(*a).ToString(), " or ",
+                       Canonical(*b).ToString(), " is already cabled to another port"));
     }
   }
   return contradiction;

@@ -21,7 +21,8 @@ bool LatestIncrease(const Series& series, uint64_t* increase, double* seconds) {
     return false;
   }
   *increase = RawIncrease(series.desc, *previous, *latest);
-  *seconds = static_cast<double>(latest->timestamp_unix_nanos - previous->timestamp_unix_nanos) / 1e9;
+  *seconds =
+      static_cast<double>(latest->timestamp_unix_nanos - previous->timestamp_unix_nanos) / 1e9;
   return *seconds > 0;
 }
 
@@ -66,8 +67,7 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
     }
     const Endpoint endpoint = view.PortOf(node, series.desc);
     auto data = data_words.find({node, endpoint});
-    if (data == data_words.end() ||
-        data->second.from != series.Previous()->timestamp_unix_nanos ||
+    if (data == data_words.end() || data->second.from != series.Previous()->timestamp_unix_nanos ||
         data->second.to != series.Latest()->timestamp_unix_nanos) {
       return;
     }
@@ -329,10 +329,10 @@ void CongestionDetector::BuildFindings(const std::map<Endpoint, Congested>& cong
     }
     in_tree.insert(source);
     finding.evidence = port.evidence;
-    finding.summary = absl::StrCat(
-        source.ToString(), " (behind ", tor->ToString(), ") pauses its switch ",
-        Percent(port.fraction), " of the time; PFC back-pressure has spread to ",
-        finding.victims.size(), " ports up to ", finding.depth_hops, " hops away");
+    finding.summary =
+        absl::StrCat(source.ToString(), " (behind ", tor->ToString(), ") pauses its switch ",
+                     Percent(port.fraction), " of the time; PFC back-pressure has spread to ",
+                     finding.victims.size(), " ports up to ", finding.depth_hops, " hops away");
     out.push_back(std::move(finding));
   }
 

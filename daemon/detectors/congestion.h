@@ -29,8 +29,8 @@
 namespace fabricmon::detectors {
 
 struct CongestionOptions {
-  double wait_fraction = 0.05;        // IB XmitWait ratio that counts as congested
-  double pause_fraction = 0.05;       // RoCE fraction of time paused that counts as congested
+  double wait_fraction = 0.05;   // IB XmitWait ratio that counts as congested
+  double pause_fraction = 0.05;  // RoCE fraction of time paused that counts as congested
   uint32_t min_victims_without_topology = 2;
   // A congested port clears after this many of its samples in a row below half the threshold.
   uint32_t clear_samples = 3;
@@ -58,9 +58,9 @@ class CongestionDetector final : public Detector {
  private:
   // A congested port (see Evaluate: hysteresis).
   struct PortState {
-    Congested last;           // the last reading at or above half the threshold
-    uint32_t below = 0;       // samples in a row below half the threshold
-    uint32_t unread = 0;      // evaluations without a reading (counts towards clearing)
+    Congested last;       // the last reading at or above half the threshold
+    uint32_t below = 0;   // samples in a row below half the threshold
+    uint32_t unread = 0;  // evaluations without a reading (counts towards clearing)
     int64_t last_sample = 0;
   };
   // A finding BuildFindings produced: reported yet (an incident), and for how many samples.

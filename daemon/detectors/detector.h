@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
-#include "daemon/store/series_store.h"
-#include "daemon/detectors/finding.h"
 #include "daemon/detectors/cable_graph.h"
+#include "daemon/detectors/finding.h"
+#include "daemon/store/series_store.h"
 #include "fabricmon/v1/config.pb.h"
 
 namespace fabricmon::detectors {
@@ -36,9 +36,9 @@ class FabricView {
 
   // Calls `visit(node_name, series)` for every series of `family` on every node, under that
   // node's lock (do not call back into the store from the visitor).
-  void ForEachSeries(absl::string_view family,
-                     const std::function<void(const std::string&, const store::Series&)>&
-                         visit) const;
+  void ForEachSeries(
+      absl::string_view family,
+      const std::function<void(const std::string&, const store::Series&)>& visit) const;
 
  private:
   std::vector<std::shared_ptr<store::NodeState>> nodes_;

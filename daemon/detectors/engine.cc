@@ -87,9 +87,9 @@ std::vector<std::unique_ptr<Detector>> BuildDetectors(const v1::DetectorThreshol
 }
 
 int KindRank(const std::string& kind) {
-  static const char* kOrder[] = {"link_flapping",   "congestion_spreading", "tcp_fallback",
-                                 "pause_storm",     "nvlink_down",          "link_degraded",
-                                 "congestion",      "nvlink_degraded",      "ecn_misconfigured"};
+  static const char* kOrder[] = {"link_flapping", "congestion_spreading", "tcp_fallback",
+                                 "pause_storm",   "nvlink_down",          "link_degraded",
+                                 "congestion",    "nvlink_degraded",      "ecn_misconfigured"};
   for (int i = 0; i < static_cast<int>(std::size(kOrder)); ++i) {
     if (kind == kOrder[i]) {
       return i;
@@ -128,8 +128,7 @@ absl::Status ValidateThresholds(const v1::DetectorThresholds& t) {
            fraction("tcp_fallback_gpu_busy", t.tcp_fallback_gpu_busy()),
            fraction("tcp_fallback_min_symmetry", t.tcp_fallback_min_symmetry()),
            fraction("ecn_pause_fraction", t.ecn_pause_fraction()),
-           non_negative("tcp_fallback_min_bytes_per_second",
-                        t.tcp_fallback_min_bytes_per_second()),
+           non_negative("tcp_fallback_min_bytes_per_second", t.tcp_fallback_min_bytes_per_second()),
            non_negative("error_rate_per_second", t.error_rate_per_second()),
            non_negative("ecn_cnp_ignored_per_second", t.ecn_cnp_ignored_per_second()),
            at_least_one("tcp_fallback_ticks", t.has_tcp_fallback_ticks(), t.tcp_fallback_ticks()),
@@ -154,8 +153,8 @@ absl::Status ValidateThresholds(const v1::DetectorThresholds& t) {
   if (!t.unclaimed_ca_ignore().empty()) {
     re2::RE2 pattern(t.unclaimed_ca_ignore(), re2::RE2::Quiet);
     if (!pattern.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("detectors.unclaimed_ca_ignore: ",
-                                                     pattern.error()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("detectors.unclaimed_ca_ignore: ", pattern.error()));
     }
   }
   return absl::OkStatus();
@@ -168,8 +167,8 @@ DetectionEngine::DetectionEngine(const store::SeriesStore& store, const Clock& c
       tick_nanos_(tick_nanos > 0 ? tick_nanos : kSecond),
       detectors_(BuildDetectors(thresholds)) {
   if (!thresholds.unclaimed_ca_ignore().empty()) {
-    unclaimed_ca_ignore_ = std::make_unique<re2::RE2>(thresholds.unclaimed_ca_ignore(),
-                                                      re2::RE2::Quiet);
+    unclaimed_ca_ignore_ =
+        std::make_unique<re2::RE2>(thresholds.unclaimed_ca_ignore(), re2::RE2::Quiet);
     if (!unclaimed_ca_ignore_->ok()) {
       unclaimed_ca_ignore_.reset();  // refused earlier by ValidateThresholds
     }
@@ -207,7 +206,8 @@ bool DetectionEngine::CountsForTopology(const store::NodeState& node,
     return true;
   }
   const store::NodeState::Summary summary = node.GetSummary(/*with_inventory=*/false);
-  return summary.connected || clock_.NowUnixNanos() - summary.last_seen_unix_nanos <= retention_nanos;
+  return summary.connected ||
+         clock_.NowUnixNanos() - summary.last_seen_unix_nanos <= retention_nanos;
 }
 
 DetectionEngine::TopologyInputs DetectionEngine::InputsOf(
@@ -468,10 +468,11 @@ v1::DiagnoseResponse DetectionEngine::Diagnose(const std::vector<std::string>& n
         " nodes (their ports, their cables, the switches they hang off or those switches' "
         "uplinks): the network is not the obvious cause."));
   } else {
-    response.set_verdict(absl::StrCat(relevant.size(), " active finding",
-                                      relevant.size() == 1 ? " touches" : "s touch", " these ",
-                                      wanted.size(), wanted.size() == 1 ? " node. Most severe: " : " nodes. Most severe: ",
-                                      relevant.front().finding.summary));
+    response.set_verdict(
+        absl::StrCat(relevant.size(), " active finding",
+                     relevant.size() == 1 ? " touches" : "s touch", " these ", wanted.size(),
+                     wanted.size() == 1 ? " node. Most severe: " : " nodes. Most severe: ",
+                     relevant.front().finding.summary));
   }
   return response;
 }

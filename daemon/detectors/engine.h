@@ -2,9 +2,9 @@
 
 // Runs the detectors: every tick it resolves the topology from the agents' inventories and the
 // configured topology files (rebuilt only when one of them changed), lets each detector evaluate
-// the store, and hands the findings to the tracker. Also answers "what touches these nodes" (Diagnose) and "which cables are there"
-// (GetTopology, the last tick's links) and how its last tick went (Health, what the findings
-// exporter in daemon/aggregator turns into metrics).
+// the store, and hands the findings to the tracker. Also answers "what touches these nodes"
+// (Diagnose) and "which cables are there" (GetTopology, the last tick's links) and how its last
+// tick went (Health, what the findings exporter in daemon/aggregator turns into metrics).
 //
 // Threads: none of its own. The caller ticks it (the aggregator's DetectorTicker, a test, replay);
 // one Tick() runs at a time and everything is thread-safe.
@@ -19,10 +19,10 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/common/clock.h"
+#include "daemon/detectors/cable_graph.h"
 #include "daemon/detectors/detector.h"
 #include "daemon/detectors/finding_tracker.h"
 #include "daemon/detectors/providers.h"
-#include "daemon/detectors/cable_graph.h"
 #include "daemon/store/series_store.h"
 #include "fabricmon/v1/config.pb.h"
 #include "fabricmon/v1/diagnostics.pb.h"
@@ -39,10 +39,10 @@ absl::Status ValidateThresholds(const v1::DetectorThresholds& thresholds);
 
 // How the engine's last tick and topology build went, for self-metrics.
 struct EngineHealth {
-  int64_t last_tick_nanos = 0;   // how long the last Tick() took (all detectors)
-  size_t topology_links = 0;     // cables as of the last tick
-  size_t guid_conflicts = 0;     // as of the last topology build
-  size_t disagreements = 0;      // as of the last topology build
+  int64_t last_tick_nanos = 0;  // how long the last Tick() took (all detectors)
+  size_t topology_links = 0;    // cables as of the last tick
+  size_t guid_conflicts = 0;    // as of the last topology build
+  size_t disagreements = 0;     // as of the last topology build
   // Fabric CAs no node claims, less those detectors.unclaimed_ca_ignore matches:
   // (canonical GUID, description).
   std::vector<std::pair<std::string, std::string>> unclaimed_cas;
@@ -133,7 +133,7 @@ class DetectionEngine final : public FindingsProvider, public TopologyProvider {
   uint64_t static_version_ ABSL_GUARDED_BY(mu_) = 0;  // bumped by SetLinkList/SetStaticFabric
   std::string link_list_ ABSL_GUARDED_BY(mu_);
   v1::Inventory static_fabric_ ABSL_GUARDED_BY(mu_);
-  std::vector<TopologyLink> links_ ABSL_GUARDED_BY(mu_);        // as of the last tick
+  std::vector<TopologyLink> links_ ABSL_GUARDED_BY(mu_);           // as of the last tick
   std::vector<GuidConflict> guid_conflicts_ ABSL_GUARDED_BY(mu_);  // as of the last build
   std::set<std::string> disagreements_ ABSL_GUARDED_BY(mu_);       // as of the last build
   // Fabric CAs no node claims, less those unclaimed_ca_ignore matches: (GUID, description).

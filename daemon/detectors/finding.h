@@ -23,9 +23,9 @@ struct Endpoint {
   std::string node;
   std::string device;  // RDMA device, netdev, or "" for node-level, switch and fabric-CA subjects
   uint32_t port = 0;
-  std::string guid;    // node GUID (switches, HCAs) when known
+  std::string guid;  // node GUID (switches, HCAs) when known
   bool is_switch = false;
-  int32_t gpu = -1;    // NVLink subjects
+  int32_t gpu = -1;  // NVLink subjects
   int32_t link = -1;
 
   // "node017 mlx5_0/1", "switch leaf03/17", "ca:storage01 mlx4_0/1", "node017 gpu3 link5",
@@ -36,18 +36,18 @@ struct Endpoint {
 };
 
 struct Evidence {
-  std::string series;                // metric family
-  std::vector<std::string> labels;   // "name=value"
-  double value = 0;                  // latest value (exported units)
-  double rate_per_second = 0;        // or the derived quantity the detector used
-  std::string note;                  // what it means, in words
+  std::string series;               // metric family
+  std::vector<std::string> labels;  // "name=value"
+  double value = 0;                 // latest value (exported units)
+  double rate_per_second = 0;       // or the derived quantity the detector used
+  std::string note;                 // what it means, in words
 };
 
 // Every kind a detector raises (the strings in Finding::kind), so that counters per kind can
 // start at 0: increase() over a counter that appears with its first finding misses that finding.
 inline constexpr const char* kFindingKinds[] = {
-    "link_flapping", "link_degraded",     "congestion",   "congestion_spreading", "pause_storm",
-    "ecn_misconfigured", "tcp_fallback", "nvlink_degraded", "nvlink_down", "straggler",
+    "link_flapping",     "link_degraded", "congestion",      "congestion_spreading", "pause_storm",
+    "ecn_misconfigured", "tcp_fallback",  "nvlink_degraded", "nvlink_down",          "straggler",
 };
 
 // What makes two findings one incident. A port, node or tree root is its subject; a cable is both
@@ -59,7 +59,7 @@ struct Finding {
                      // ecn_misconfigured, tcp_fallback, nvlink_degraded, nvlink_down, straggler
   Severity severity = Severity::kWarning;
   Endpoint subject;
-  Endpoint peer;     // other end of the subject's cable when known
+  Endpoint peer;  // other end of the subject's cable when known
   bool has_peer = false;
   Identity identity = Identity::kSubject;
   std::string summary;

@@ -7,9 +7,8 @@
 namespace fabricmon::detectors {
 namespace {
 constexpr const char* kErrorCounters[] = {
-    families::kIbSymbolError,      families::kIbRcvErrors,
-    families::kIbLocalLinkIntegrity, families::kIbBufferOverrun,
-    families::kIbRemotePhysical,   families::kIbLinkErrorRecovery,
+    families::kIbSymbolError,       families::kIbRcvErrors,      families::kIbLocalLinkIntegrity,
+    families::kIbBufferOverrun,     families::kIbRemotePhysical, families::kIbLinkErrorRecovery,
     families::kRocePcsSymbolErrors, families::kRoceCrcErrors,
 };
 }  // namespace
@@ -25,8 +24,7 @@ void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>
     view.ForEachSeries(family, [&](const std::string& node, const store::Series& series) {
       const Endpoint endpoint = view.PortOf(node, series.desc);
       ForEachNewPair(series, &cursors_[{node, series.desc->fingerprint}],
-                     [&](const store::StoredSample& previous,
-                         const store::StoredSample& current) {
+                     [&](const store::StoredSample& previous, const store::StoredSample& current) {
                        if (!reporters.Judges(endpoint, node)) {
                          return;  // another node's copy of the same errors
                        }
@@ -36,13 +34,13 @@ void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>
                        }
                        PortErrors& port = ports_[endpoint];
                        port.events.emplace_back(current.timestamp_unix_nanos, increase);
-                       const double seconds =
-                           static_cast<double>(current.timestamp_unix_nanos -
-                                               previous.timestamp_unix_nanos) / 1e9;
-                       port.evidence[family] = MakeEvidence(
-                           series.desc, static_cast<double>(current.raw),
-                           seconds > 0 ? static_cast<double>(increase) / seconds : 0,
-                           absl::StrCat("+", increase, " in ", seconds, " s"));
+                       const double seconds = static_cast<double>(current.timestamp_unix_nanos -
+                                                                  previous.timestamp_unix_nanos) /
+                                              1e9;
+                       port.evidence[family] =
+                           MakeEvidence(series.desc, static_cast<double>(current.raw),
+                                        seconds > 0 ? static_cast<double>(increase) / seconds : 0,
+                                        absl::StrCat("+", increase, " in ", seconds, " s"));
                      });
     });
   }

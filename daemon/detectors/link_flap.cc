@@ -23,8 +23,8 @@ constexpr int kIbPortActive = 4;
 
 }  // namespace
 
-void LinkFlapDetector::Record(const Endpoint& endpoint, const SeriesKey& witness,
-                              int64_t timestamp, uint64_t count, Evidence evidence) {
+void LinkFlapDetector::Record(const Endpoint& endpoint, const SeriesKey& witness, int64_t timestamp,
+                              uint64_t count, Evidence evidence) {
   LinkEvents& link = links_[endpoint];
   Witness& seen = link.witnesses[witness];
   for (uint64_t i = 0; i < count && i < 1000; ++i) {
@@ -52,29 +52,30 @@ void LinkFlapDetector::Evaluate(const FabricView& view, std::vector<Finding>& ou
         link.peer = *peer;
       }
       const SeriesKey key{node, series.desc->fingerprint};
-      ForEachNewPair(series, &cursors_[key], [&](const store::StoredSample& previous,
-                                                 const store::StoredSample& current) {
-        const uint64_t increase = RawIncrease(series.desc, previous, current);
-        if (increase > 0) {
-          Record(endpoint, key, current.timestamp_unix_nanos, increase,
-                 MakeEvidence(series.desc, static_cast<double>(current.raw), 0,
-                              absl::StrCat("+", increase, " link down")));
-        }
-      });
+      ForEachNewPair(series, &cursors_[key],
+                     [&](const store::StoredSample& previous, const store::StoredSample& current) {
+                       const uint64_t increase = RawIncrease(series.desc, previous, current);
+                       if (increase > 0) {
+                         Record(endpoint, key, current.timestamp_unix_nanos, increase,
+                                MakeEvidence(series.desc, static_cast<double>(current.raw), 0,
+                                             absl::StrCat("+", increase, " link down")));
+                       }
+                     });
     });
   }
   view.ForEachSeries(families::kIbPortState, [&](const std::string& node,
                                                  const store::Series& series) {
     const Endpoint endpoint = view.PortOf(node, series.desc);
     const SeriesKey key{node, series.desc->fingerprint};
-    ForEachNewPair(series, &cursors_[key], [&](const store::StoredSample& previous,
-                                               const store::StoredSample& current) {
-      if (static_cast<int64_t>(previous.raw) == kIbPortActive &&
-          static_cast<int64_t>(current.raw) != kIbPortActive) {
-        Record(endpoint, key, current.timestamp_unix_nanos, 1,
-               MakeEvidence(series.desc, static_cast<double>(current.raw), 0, "port left ACTIVE"));
-      }
-    });
+    ForEachNewPair(series, &cursors_[key],
+                   [&](const store::StoredSample& previous, const store::StoredSample& current) {
+                     if (static_cast<int64_t>(previous.raw) == kIbPortActive &&
+                         static_cast<int64_t>(current.raw) != kIbPortActive) {
+                       Record(endpoint, key, current.timestamp_unix_nanos, 1,
+                              MakeEvidence(series.desc, static_cast<double>(current.raw), 0,
+                                           "port left ACTIVE"));
+                     }
+                   });
   });
 
   for (auto& [endpoint, link] : links_) {

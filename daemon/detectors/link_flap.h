@@ -29,7 +29,7 @@
 namespace fabricmon::detectors {
 
 struct LinkFlapOptions {
-  uint32_t transitions = 2;           // events within the window that make a link flapping
+  uint32_t transitions = 2;  // events within the window that make a link flapping
   int64_t window_nanos = int64_t{300} * 1000000000;
   int64_t quiet_nanos = int64_t{600} * 1000000000;
 };
@@ -50,11 +50,11 @@ class LinkFlapDetector final : public Detector {
     int64_t last_event = 0;
     bool flapping = false;
     bool counter_saturated = false;
-    std::vector<Evidence> evidence;   // latest series that saw an event
-    std::optional<Endpoint> peer;     // the cable's other end, as last resolved
+    std::vector<Evidence> evidence;  // latest series that saw an event
+    std::optional<Endpoint> peer;    // the cable's other end, as last resolved
   };
-  void Record(const Endpoint& endpoint, const SeriesKey& witness, int64_t timestamp,
-              uint64_t count, Evidence evidence);
+  void Record(const Endpoint& endpoint, const SeriesKey& witness, int64_t timestamp, uint64_t count,
+              Evidence evidence);
 
   const LinkFlapOptions options_;
   SeriesStates<int64_t> cursors_;

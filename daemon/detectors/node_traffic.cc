@@ -117,8 +117,7 @@ std::map<std::string, NodeTrafficReading> ReadNodeTraffic(const FabricView& view
     uint64_t words;
     double seconds;
     int64_t at;
-    if (wanted(node) && !SweptFromFabric(series) &&
-        LatestIncrease(series, &words, &seconds, &at)) {
+    if (wanted(node) && !SweptFromFabric(series) && LatestIncrease(series, &words, &seconds, &at)) {
       data_words[{node, EndpointOf(node, series.desc).ToString()}] = {words, at};
     }
   });
@@ -126,8 +125,7 @@ std::map<std::string, NodeTrafficReading> ReadNodeTraffic(const FabricView& view
     uint64_t wait;
     double seconds;
     int64_t at;
-    if (!wanted(node) || SweptFromFabric(series) ||
-        !LatestIncrease(series, &wait, &seconds, &at)) {
+    if (!wanted(node) || SweptFromFabric(series) || !LatestIncrease(series, &wait, &seconds, &at)) {
       return;
     }
     auto data = data_words.find({node, EndpointOf(node, series.desc).ToString()});
@@ -139,17 +137,17 @@ std::map<std::string, NodeTrafficReading> ReadNodeTraffic(const FabricView& view
     NodeTrafficReading& reading = nodes[node].reading;
     reading.wait_fraction = std::max(reading.wait_fraction, fraction);
   });
-  view.ForEachSeries(families::kRocePauseDuration, [&](const std::string& node,
-                                                       const Series& series) {
-    uint64_t increase;
-    double seconds;
-    int64_t at;
-    if (!wanted(node) || !LatestIncrease(series, &increase, &seconds, &at)) return;
-    const double fraction =
-        std::min(1.0, static_cast<double>(increase) * series.desc->scale / seconds);
-    NodeTrafficReading& reading = nodes[node].reading;
-    reading.pause_fraction = std::max(reading.pause_fraction, fraction);
-  });
+  view.ForEachSeries(
+      families::kRocePauseDuration, [&](const std::string& node, const Series& series) {
+        uint64_t increase;
+        double seconds;
+        int64_t at;
+        if (!wanted(node) || !LatestIncrease(series, &increase, &seconds, &at)) return;
+        const double fraction =
+            std::min(1.0, static_cast<double>(increase) * series.desc->scale / seconds);
+        NodeTrafficReading& reading = nodes[node].reading;
+        reading.pause_fraction = std::max(reading.pause_fraction, fraction);
+      });
   view.ForEachSeries(families::kNvlinkErrors, [&](const std::string& node, const Series& series) {
     if (!wanted(node)) return;
     NodeTrafficReading& reading = nodes[node].reading;

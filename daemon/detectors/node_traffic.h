@@ -23,14 +23,14 @@
 namespace fabricmon::detectors {
 
 struct NodeTrafficReading {
-  bool has_rdma = false;          // the node reports RDMA port counters of its own
-  double rdma = 0;                // bytes/s, in + out
-  double kernel = -1;             // bytes/s on Ethernet/IPoIB netdevs; -1: no netdev series
-  double wait_fraction = -1;      // worst IB port; -1: none measured
-  double pause_fraction = -1;     // worst RoCE netdev and direction; -1: none measured
-  double nvlink_errors = -1;      // errors/s, all links; -1: no NVLink series
-  double gpu = -1;                // busiest GPU, 0..1; -1: no GPU series
-  int64_t sampled = 0;            // newest RDMA sample behind `rdma` (debounce key)
+  bool has_rdma = false;                // the node reports RDMA port counters of its own
+  double rdma = 0;                      // bytes/s, in + out
+  double kernel = -1;                   // bytes/s on Ethernet/IPoIB netdevs; -1: no netdev series
+  double wait_fraction = -1;            // worst IB port; -1: none measured
+  double pause_fraction = -1;           // worst RoCE netdev and direction; -1: none measured
+  double nvlink_errors = -1;            // errors/s, all links; -1: no NVLink series
+  double gpu = -1;                      // busiest GPU, 0..1; -1: no GPU series
+  int64_t sampled = 0;                  // newest RDMA sample behind `rdma` (debounce key)
   std::vector<Evidence> rdma_evidence;  // the RDMA series read, with their rates
 };
 

@@ -36,8 +36,7 @@ void NvlinkDetector::Evaluate(const FabricView& view, std::vector<Finding>& out)
       }
       auto& entry = degraded[LinkEndpoint(node, series.desc)];
       entry.first += rate.per_second;
-      entry.second.push_back(MakeEvidence(series.desc,
-                                          static_cast<double>(series.Latest()->raw),
+      entry.second.push_back(MakeEvidence(series.desc, static_cast<double>(series.Latest()->raw),
                                           rate.per_second, "NVLink errors rising"));
     });
   }
@@ -67,8 +66,7 @@ void NvlinkDetector::Evaluate(const FabricView& view, std::vector<Finding>& out)
       ever_active_.insert(link);
     }
     ForEachNewPair(series, &cursors_[{node, series.desc->fingerprint}],
-                   [&](const store::StoredSample& previous,
-                       const store::StoredSample& current) {
+                   [&](const store::StoredSample& previous, const store::StoredSample& current) {
                      if (previous.raw == 1 || current.raw == 1) {
                        ever_active_.insert(link);
                      }

@@ -7,8 +7,8 @@
 #include <map>
 #include <set>
 
-#include "daemon/detectors/detector.h"
 #include "absl/container/flat_hash_map.h"
+#include "daemon/detectors/detector.h"
 #include "daemon/detectors/series_key.h"
 
 namespace fabricmon::detectors {

@@ -18,24 +18,25 @@ void PauseStormDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
                                                        const Series& series) {
     const SeriesKey key{node, series.desc->fingerprint};
     Streak& streak = streaks_[key];
-    ForEachNewPair(series, &cursors_[key], [&](const StoredSample& previous,
-                                               const StoredSample& current) {
-      const double seconds =
-          static_cast<double>(current.timestamp_unix_nanos - previous.timestamp_unix_nanos) / 1e9;
-      const double fraction =
-          seconds > 0 ? static_cast<double>(RawIncrease(series.desc, previous, current)) *
-                            series.desc->scale / seconds
-                      : 0;
-      if (fraction >= options_.fraction) {
-        ++streak.intervals;
-        streak.fraction = fraction;
-        streak.evidence = MakeEvidence(
-            series.desc, static_cast<double>(current.raw) * series.desc->scale, fraction,
-            absl::StrFormat("paused %.0f%% of the interval", 100 * std::min(1.0, fraction)));
-      } else {
-        streak.intervals = 0;
-      }
-    });
+    ForEachNewPair(
+        series, &cursors_[key], [&](const StoredSample& previous, const StoredSample& current) {
+          const double seconds =
+              static_cast<double>(current.timestamp_unix_nanos - previous.timestamp_unix_nanos) /
+              1e9;
+          const double fraction =
+              seconds > 0 ? static_cast<double>(RawIncrease(series.desc, previous, current)) *
+                                series.desc->scale / seconds
+                          : 0;
+          if (fraction >= options_.fraction) {
+            ++streak.intervals;
+            streak.fraction = fraction;
+            streak.evidence = MakeEvidence(
+                series.desc, static_cast<double>(current.raw) * series.desc->scale, fraction,
+                absl::StrFormat("paused %.0f%% of the interval", 100 * std::min(1.0, fraction)));
+          } else {
+            streak.intervals = 0;
+          }
+        });
     if (streak.intervals >= options_.consecutive_intervals) {
       storming[view.PortOf(node, series.desc)] = {streak.fraction, streak.evidence};
     }
@@ -43,15 +44,16 @@ void PauseStormDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
   for (const char* family : {families::kRocePauseStormWarning, families::kRocePauseStormError}) {
     view.ForEachSeries(family, [&](const std::string& node, const Series& series) {
       const SeriesKey key{node, series.desc->fingerprint};
-      ForEachNewPair(series, &cursors_[key], [&](const StoredSample& previous,
-                                                 const StoredSample& current) {
-        if (RawIncrease(series.desc, previous, current) > 0) {
-          const Endpoint endpoint = view.PortOf(node, series.desc);
-          storm_events_[endpoint] = current.timestamp_unix_nanos;
-          storm_evidence_[endpoint] = MakeEvidence(series.desc, static_cast<double>(current.raw),
-                                                   0, "the NIC's pause-storm watchdog fired");
-        }
-      });
+      ForEachNewPair(series, &cursors_[key],
+                     [&](const StoredSample& previous, const StoredSample& current) {
+                       if (RawIncrease(series.desc, previous, current) > 0) {
+                         const Endpoint endpoint = view.PortOf(node, series.desc);
+                         storm_events_[endpoint] = current.timestamp_unix_nanos;
+                         storm_evidence_[endpoint] =
+                             MakeEvidence(series.desc, static_cast<double>(current.raw), 0,
+                                          "the NIC's pause-storm watchdog fired");
+                       }
+                     });
     });
   }
   // A storm event keeps the finding up for a minute: the counters only say it happened.
@@ -110,10 +112,9 @@ void EcnMisconfigDetector::Evaluate(const FabricView& view, std::vector<Finding>
       if (rate.kind == store::Rate::Kind::kOk) {
         rates.*field += rate.per_second;
         if (family == families::kIbRpCnpIgnored && rate.per_second > 0) {
-          rates.evidence.push_back(MakeEvidence(series.desc,
-                                                static_cast<double>(series.Latest()->raw),
-                                                rate.per_second,
-                                                "CNPs arrive but the reaction point ignores them"));
+          rates.evidence.push_back(
+              MakeEvidence(series.desc, static_cast<double>(series.Latest()->raw), rate.per_second,
+                           "CNPs arrive but the reaction point ignores them"));
         }
       }
     });
@@ -123,19 +124,19 @@ void EcnMisconfigDetector::Evaluate(const FabricView& view, std::vector<Finding>
   sum_rate(families::kIbNpCnpSent, &NodeRates::cnp_sent, true);
   sum_rate(families::kIbRpCnpHandled, &NodeRates::cnp_handled, true);
   sum_rate(families::kRoceEcnMarked, &NodeRates::ecn_marks, true);
-  view.ForEachSeries(families::kRocePauseDuration, [&](const std::string& node,
-                                                       const Series& series) {
-    note_sample(node, series);
-    const store::Rate rate = series.CurrentRate();
-    if (rate.kind == store::Rate::Kind::kOk && rate.per_second > nodes[node].max_pause) {
-      nodes[node].max_pause = rate.per_second;
-      if (rate.per_second >= options_.pause_fraction) {
-        nodes[node].evidence.push_back(MakeEvidence(
-            series.desc, static_cast<double>(series.Latest()->raw) * series.desc->scale,
-            rate.per_second, "heavy PFC"));
-      }
-    }
-  });
+  view.ForEachSeries(
+      families::kRocePauseDuration, [&](const std::string& node, const Series& series) {
+        note_sample(node, series);
+        const store::Rate rate = series.CurrentRate();
+        if (rate.kind == store::Rate::Kind::kOk && rate.per_second > nodes[node].max_pause) {
+          nodes[node].max_pause = rate.per_second;
+          if (rate.per_second >= options_.pause_fraction) {
+            nodes[node].evidence.push_back(MakeEvidence(
+                series.desc, static_cast<double>(series.Latest()->raw) * series.desc->scale,
+                rate.per_second, "heavy PFC"));
+          }
+        }
+      });
   for (auto& [node, rates] : nodes) {
     std::string summary;
     const bool ignoring = options_.cnp_ignored_per_second > 0
@@ -153,8 +154,8 @@ void EcnMisconfigDetector::Evaluate(const FabricView& view, std::vector<Finding>
           "thresholds are not engaging, PFC does all the congestion control",
           node, rates.max_pause * 100);
     }
-    NodeState& state = nodes_.try_emplace(node, NodeState{Debounce(options_.ticks), "", {}})
-                           .first->second;
+    NodeState& state =
+        nodes_.try_emplace(node, NodeState{Debounce(options_.ticks), "", {}}).first->second;
     const bool holds = !summary.empty();
     if (holds) {
       state.summary = std::move(summary);

@@ -57,7 +57,7 @@ class EcnMisconfigDetector final : public Detector {
  private:
   struct NodeState {
     Debounce debounce;
-    std::string summary;            // as of the last sample the condition held
+    std::string summary;  // as of the last sample the condition held
     std::vector<Evidence> evidence;
   };
   const EcnOptions options_;

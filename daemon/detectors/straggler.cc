@@ -65,8 +65,8 @@ absl::Status ValidateStragglerThresholds(const v1::DetectorThresholds& t) {
         "detectors.straggler_mad must be a finite number >= 0, not ", t.straggler_mad()));
   }
   if (t.has_straggler_samples() && (t.straggler_samples() < 1 || t.straggler_samples() > 30)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "detectors.straggler_samples must lie in 1..30, not ", t.straggler_samples()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("detectors.straggler_samples must lie in 1..30, not ", t.straggler_samples()));
   }
   return absl::OkStatus();
 }
@@ -163,11 +163,10 @@ void StragglerDetector::Evaluate(const FabricView& view, std::vector<Finding>& o
       }
       const double ratio = reading.rdma / peers;
       const double deviations_below = mad > 0 ? (peers - reading.rdma) / mad : HUGE_VAL;
-      const bool low = ratio < options_.ratio &&
-                       (options_.mad == 0 || deviations_below >= options_.mad);
+      const bool low =
+          ratio < options_.ratio && (options_.mad == 0 || deviations_below >= options_.mad);
 
-      auto state_it =
-          state_.try_emplace({job.name(), node}, options_.samples).first;
+      auto state_it = state_.try_emplace({job.name(), node}, options_.samples).first;
       NodeState& state = state_it->second;
       if (state.job_started != job.started_unix_nanos()) {
         // Registered again (requeued, other nodes): what it did before is another run's.
@@ -198,8 +197,8 @@ void StragglerDetector::Evaluate(const FabricView& view, std::vector<Finding>& o
       }
       // Raised: it holds until the node is back at clear_ratio (straggler.h), on the reason it
       // was raised on when the current sample shows none (a low outlier by ratio, not by MAD).
-      const bool holds = state.debounce.raised() ? ratio < options_.clear_ratio
-                                                 : low && !why.empty();
+      const bool holds =
+          state.debounce.raised() ? ratio < options_.clear_ratio : low && !why.empty();
       if (state.debounce.raised() && why.empty()) why = state.why;
       if (!state.debounce.Observe(holds, reading.sampled)) {
         continue;
@@ -218,8 +217,8 @@ void StragglerDetector::Evaluate(const FabricView& view, std::vector<Finding>& o
       finding.summary = absl::StrFormat(
           "%s is the straggler of job %s: it moves %s over RDMA, %.0f%% of its %d peers' median "
           "%s while the job's GPUs are busy; %s",
-          node, job.name(), Rate(reading.rdma), ratio * 100,
-          static_cast<int>(peer_rates.size()), Rate(peers), why);
+          node, job.name(), Rate(reading.rdma), ratio * 100, static_cast<int>(peer_rates.size()),
+          Rate(peers), why);
       Evidence summary;
       summary.series = "rdma_bytes_per_second";
       summary.labels = {absl::StrCat("job=", job.name()), absl::StrCat("node=", node)};

@@ -35,20 +35,20 @@
 namespace fabricmon::detectors {
 
 struct StragglerOptions {
-  uint32_t min_job_nodes = 4;   // nodes with RDMA counters a job needs to be judged
-  double ratio = 0.7;           // below this fraction of the peers' median
+  uint32_t min_job_nodes = 4;  // nodes with RDMA counters a job needs to be judged
+  double ratio = 0.7;          // below this fraction of the peers' median
   // and this many MADs (×1.4826) below it; 0: ratio alone. Not 3.5 (the textbook outlier
   // cut-off for large samples): the MAD of a 4-8 node job's noisy 0.5 s rates is itself noisy,
   // and at 3.5 a half-rate node was missed in ~1 sample of 4; the MAD's purpose, a job with two
   // traffic levels, puts its low level ~1.4 MADs below the peers' median.
   double mad = 2.5;
-  double gpu_busy = 0.5;        // median of the job nodes' busiest GPU
-  uint32_t samples = 2;         // debounce, in samples (at most 30)
+  double gpu_busy = 0.5;  // median of the job nodes' busiest GPU
+  uint32_t samples = 2;   // debounce, in samples (at most 30)
   // Corroborations (fixed; README "Findings").
-  double clear_ratio = 0.85;           // a raised straggler clears at this ratio or better
-  double kept_pace_ratio = 0.9;        // a sample at this ratio or better counts as keeping pace
-  uint32_t kept_pace_samples = 3;      // samples at pace before a drop counts as one
-  double wait_fraction = 0.05;         // own wait/pause fraction (detectors.congestion_fraction)
+  double clear_ratio = 0.85;       // a raised straggler clears at this ratio or better
+  double kept_pace_ratio = 0.9;    // a sample at this ratio or better counts as keeping pace
+  uint32_t kept_pace_samples = 3;  // samples at pace before a drop counts as one
+  double wait_fraction = 0.05;     // own wait/pause fraction (detectors.congestion_fraction)
   double min_peer_bytes_per_second = 1e6;  // peers moving less than this: nothing to compare
 };
 
@@ -84,11 +84,11 @@ class StragglerDetector final : public Detector {
   struct NodeState {
     explicit NodeState(uint32_t samples) : debounce(samples) {}
     Votes debounce;
-    int64_t last_sample = 0;      // the last sample counted below
-    uint32_t kept_pace = 0;       // samples at kept_pace_ratio or better in this job
-    int64_t job_started = 0;      // the job registration these counts belong to
-    std::string why;              // the corroboration it was raised on
-    Finding last;                 // the raised finding, repeated while it clears
+    int64_t last_sample = 0;  // the last sample counted below
+    uint32_t kept_pace = 0;   // samples at kept_pace_ratio or better in this job
+    int64_t job_started = 0;  // the job registration these counts belong to
+    std::string why;          // the corroboration it was raised on
+    Finding last;             // the raised finding, repeated while it clears
   };
   const StragglerOptions options_;
   const JobsProvider& jobs_;

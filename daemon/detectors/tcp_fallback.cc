@@ -21,16 +21,16 @@ double RateOf(const Series& series) {
 }
 
 struct NodeTraffic {
-  double kernel = 0;       // netdev bytes/s on inter-node netdevs (rx + tx)
+  double kernel = 0;  // netdev bytes/s on inter-node netdevs (rx + tx)
   double kernel_rx = 0;
   double kernel_tx = 0;
-  int64_t sampled = 0;     // newest netdev sample behind the rates
-  bool has_rdma = false;   // the node reports RDMA hardware of its own (HCA ports, RoCE vport)
-  double ipoib = 0;        // of which IPoIB
-  double hca = 0;          // HCA port data bytes/s (includes IPoIB on IB)
-  double roce_rdma = 0;    // ethtool vport RDMA bytes/s
+  int64_t sampled = 0;    // newest netdev sample behind the rates
+  bool has_rdma = false;  // the node reports RDMA hardware of its own (HCA ports, RoCE vport)
+  double ipoib = 0;       // of which IPoIB
+  double hca = 0;         // HCA port data bytes/s (includes IPoIB on IB)
+  double roce_rdma = 0;   // ethtool vport RDMA bytes/s
   bool has_roce_rdma = false;
-  double gpu = -1;         // max GPU utilization, -1 unknown
+  double gpu = -1;  // max GPU utilization, -1 unknown
   std::vector<Evidence> evidence;
   double Rdma() const { return has_roce_rdma ? roce_rdma : std::max(0.0, hca - ipoib); }
 };
@@ -115,8 +115,8 @@ void TcpFallbackDetector::Evaluate(const FabricView& view, std::vector<Finding>&
         traffic.ipoib += rate;
       }
       if (rate > 0) {
-        traffic.evidence.push_back(MakeEvidence(series.desc, 0, rate,
-                                                absl::StrFormat("kernel %s bytes", kind)));
+        traffic.evidence.push_back(
+            MakeEvidence(series.desc, 0, rate, absl::StrFormat("kernel %s bytes", kind)));
       }
     });
   }
@@ -157,8 +157,8 @@ void TcpFallbackDetector::Evaluate(const FabricView& view, std::vector<Finding>&
   const int64_t now = view.now_unix_nanos();
 
   for (auto& [node, traffic] : nodes) {
-    NodeState& state = state_.try_emplace(node, NodeState{Debounce(options_.consecutive_ticks)})
-                           .first->second;
+    NodeState& state =
+        state_.try_emplace(node, NodeState{Debounce(options_.consecutive_ticks)}).first->second;
     const double rdma = traffic.Rdma();
     if (rdma >= options_.min_kernel_bytes_per_second) {
       state.last_rdma_busy = now;
@@ -213,8 +213,8 @@ void TcpFallbackDetector::Evaluate(const FabricView& view, std::vector<Finding>&
     // "GPU process 7 owns" / "GPU processes 7, 8 own".
     auto processes_own = [](const std::vector<uint32_t>& pids) {
       const bool many = pids.size() > 1;
-      return absl::StrFormat("GPU process%s %s own%s", many ? "es" : "",
-                             absl::StrJoin(pids, ", "), many ? "" : "s");
+      return absl::StrFormat("GPU process%s %s own%s", many ? "es" : "", absl::StrJoin(pids, ", "),
+                             many ? "" : "s");
     };
     std::string qp_note;
     if (gpu_processes_without_qps) {
@@ -237,9 +237,9 @@ void TcpFallbackDetector::Evaluate(const FabricView& view, std::vector<Finding>&
         "%.1f MB/s over RDMA%s%s%s: %s",
         node, traffic.kernel / 1e6, traffic.ipoib > 0 ? " (incl. IPoIB)" : "",
         traffic.kernel_rx / 1e6, traffic.kernel_tx / 1e6, rdma / 1e6, why,
-        peers_use_rdma ? absl::StrFormat("; its peers move %.0f MB/s each over RDMA",
-                                         median_rdma / 1e6)
-                       : "",
+        peers_use_rdma
+            ? absl::StrFormat("; its peers move %.0f MB/s each over RDMA", median_rdma / 1e6)
+            : "",
         qp_note,
         transport_up ? "check what else this node sends"
                      : "the job has most likely fallen back from RDMA to TCP sockets (NCCL "

@@ -35,8 +35,8 @@ struct TcpFallbackOptions {
   // RDMA traffic of its own (≥ min_kernel_bytes_per_second) this recently qualifies a node
   // without GPU work (a job restarted on sockets). 0: only GPU work qualifies.
   int64_t rdma_history_nanos = int64_t{600} * 1000000000;
-  double min_symmetry = 0.25;                  // min(rx, tx) / max(rx, tx) of kernel bytes
-  uint32_t consecutive_ticks = 2;              // samples to raise (and to clear)
+  double min_symmetry = 0.25;      // min(rx, tx) / max(rx, tx) of kernel bytes
+  uint32_t consecutive_ticks = 2;  // samples to raise (and to clear)
 };
 
 // What a node's QP inventory says of its GPU compute processes.

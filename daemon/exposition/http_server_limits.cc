@@ -26,18 +26,26 @@ std::vector<std::string> CivetwebOptions(const std::string& address,
                                          const HttpServerLimits& limits) {
   // clang-format off: name, value pairs.
   return {
-      "listening_ports", address,
-      "num_threads", absl::StrCat(limits.max_connections),
-      "request_timeout_ms", absl::StrCat(limits.request_timeout_ms),
+      "listening_ports",
+      address,
+      "num_threads",
+      absl::StrCat(limits.max_connections),
+      "request_timeout_ms",
+      absl::StrCat(limits.request_timeout_ms),
       // No connection outlives its response (see the header).
-      "enable_keep_alive", "no",
-      "keep_alive_timeout_ms", "500",
+      "enable_keep_alive",
+      "no",
+      "keep_alive_timeout_ms",
+      "500",
       // A scraper's GET with its headers is well under 1 KiB; each worker holds a buffer this
       // large, and a request header block beyond it is answered 413 and closed.
-      "max_request_size", "8192",
+      "max_request_size",
+      "8192",
       // Accepted connections waiting for a worker; more wait in the kernel's backlog.
-      "connection_queue", absl::StrCat(limits.max_connections),
-      "listen_backlog", "1024",
+      "connection_queue",
+      absl::StrCat(limits.max_connections),
+      "listen_backlog",
+      "1024",
   };
   // clang-format on
 }

@@ -15,7 +15,8 @@ namespace {
 using collectors::MetricType;
 using collectors::RecordedSample;
 
-prometheus::ClientMetric MakeMetric(const collectors::Labels& extra, const collectors::Labels& own) {
+prometheus::ClientMetric MakeMetric(const collectors::Labels& extra,
+                                    const collectors::Labels& own) {
   prometheus::ClientMetric metric;
   metric.label.reserve(extra.size() + own.size());
   for (const auto& [name, value] : extra) {

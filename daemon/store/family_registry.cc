@@ -38,19 +38,19 @@ absl::Status FamilyRegistry::Admit(collectors::SeriesDesc& desc) {
       return absl::InvalidArgumentError(absl::StrCat(desc.name, ": ", help_ok.message()));
     }
     if (pins_.size() >= max_pinned_) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          desc.name, ": the aggregator already holds ", max_pinned_,
-          " families outside the metric catalogue"));
+      return absl::ResourceExhaustedError(absl::StrCat(desc.name, ": the aggregator already holds ",
+                                                       max_pinned_,
+                                                       " families outside the metric catalogue"));
     }
     pins_.emplace(desc.name, Pin{desc.type, desc.unit, desc.help});
     return absl::OkStatus();
   }
   const Pin& pin = it->second;
   if (pin.type != desc.type || pin.unit != desc.unit || pin.help != desc.help) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        desc.name, " was first declared with another ",
-        pin.type != desc.type ? "type" : (pin.unit != desc.unit ? "unit" : "HELP"),
-        "; the first declaration stands"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(desc.name, " was first declared with another ",
+                     pin.type != desc.type ? "type" : (pin.unit != desc.unit ? "unit" : "HELP"),
+                     "; the first declaration stands"));
   }
   return absl::OkStatus();
 }

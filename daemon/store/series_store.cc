@@ -74,8 +74,7 @@ namespace {
 bool SameDesc(const collectors::SeriesDesc& a, const collectors::SeriesDesc& b) {
   return a.fingerprint == b.fingerprint && a.type == b.type && a.unit == b.unit &&
          a.width_bits == b.width_bits && a.overflow == b.overflow && a.scale == b.scale &&
-         a.collector == b.collector && a.name == b.name && a.help == b.help &&
-         a.labels == b.labels;
+         a.collector == b.collector && a.name == b.name && a.help == b.help && a.labels == b.labels;
 }
 
 }  // namespace
@@ -124,8 +123,8 @@ Rate Series::CurrentRate() const {
   const StoredSample* previous = Previous();
   if (latest == nullptr || previous == nullptr) {
     Rate rate;
-    rate.kind = desc->type == MetricType::kCounter ? Rate::Kind::kInsufficient
-                                                  : Rate::Kind::kNotCounter;
+    rate.kind =
+        desc->type == MetricType::kCounter ? Rate::Kind::kInsufficient : Rate::Kind::kNotCounter;
     return rate;
   }
   return CounterRate(desc, *previous, *latest);
@@ -133,8 +132,7 @@ Rate Series::CurrentRate() const {
 
 NodeState::NodeState(std::string name, size_t samples_per_series, size_t max_series,
                      NewSeriesLimit new_series, int64_t series_retention_nanos,
-                     std::shared_ptr<SeriesBudget> budget,
-                     std::shared_ptr<DescTable> descs)
+                     std::shared_ptr<SeriesBudget> budget, std::shared_ptr<DescTable> descs)
     : name_(std::move(name)),
       samples_per_series_(samples_per_series < 2 ? 2 : samples_per_series),
       max_series_(max_series),
@@ -204,9 +202,9 @@ absl::StatusOr<uint32_t> NodeState::DeclareLocked(const collectors::SeriesDesc& 
       absl::MutexLock peer_lock(&peer->mu);
       if (!peer->bucket.TryTake(*now_monotonic_nanos)) {
         return absl::UnavailableError(absl::StrCat(
-            "peer ", peer->key, " declares new series faster than ",
-            peer->bucket.rate_per_second(), " per second after a burst of ",
-            peer->bucket.burst(), " over all the node names it streams as (label churn?)"));
+            "peer ", peer->key, " declares new series faster than ", peer->bucket.rate_per_second(),
+            " per second after a burst of ", peer->bucket.burst(),
+            " over all the node names it streams as (label churn?)"));
       }
     }
   }
@@ -543,16 +541,15 @@ absl::StatusOr<SeriesStore::Attachment> SeriesStore::Attach(const v1::Hello& hel
     auto it = nodes_.find(hello.node_name());
     if (it == nodes_.end()) {
       if (options_.max_nodes != 0 && nodes_.size() >= options_.max_nodes) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            "the aggregator holds its cap of ", options_.max_nodes,
-            " nodes (max_nodes); node '", hello.node_name(), "' is not taken"));
+        return absl::ResourceExhaustedError(
+            absl::StrCat("the aggregator holds its cap of ", options_.max_nodes,
+                         " nodes (max_nodes); node '", hello.node_name(), "' is not taken"));
       }
       it = nodes_
-               .emplace(hello.node_name(),
-                        std::make_shared<NodeState>(
-                            hello.node_name(), options_.samples_per_series,
-                            options_.max_series_per_node, options_.new_series,
-                            options_.series_retention_nanos, budget_, descs_))
+               .emplace(hello.node_name(), std::make_shared<NodeState>(
+                                               hello.node_name(), options_.samples_per_series,
+                                               options_.max_series_per_node, options_.new_series,
+                                               options_.series_retention_nanos, budget_, descs_))
                .first;
     }
     node = it->second;
@@ -593,9 +590,8 @@ absl::StatusOr<SeriesStore::Attachment> SeriesStore::Attach(const v1::Hello& hel
         node->last_identity_conflict_ = absl::StrCat(
             "boot ", node->boot_id_, " holds the node; boot ", hello.boot_id(), " refused");
         return absl::FailedPreconditionError(absl::StrCat(
-            "identity conflict: node '", hello.node_name(), "' is held by boot ",
-            node->boot_id_, returning ? ", which replaced boot " : " (streaming now), not boot ",
-            hello.boot_id(),
+            "identity conflict: node '", hello.node_name(), "' is held by boot ", node->boot_id_,
+            returning ? ", which replaced boot " : " (streaming now), not boot ", hello.boot_id(),
             returning ? " (a boot never comes back)" : "",
             ": two machines use one identity (a copied certificate or --node_name)"));
       }

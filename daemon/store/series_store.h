@@ -37,14 +37,14 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
-#include "absl/strings/string_view.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "collectors/core/sample.h"
-#include "daemon/store/family_registry.h"
 #include "daemon/common/rate_limiter.h"
+#include "daemon/store/family_registry.h"
 #include "fabricmon/v1/inventory.pb.h"
 #include "fabricmon/v1/telemetry.pb.h"
 
@@ -58,10 +58,10 @@ struct StoredSample {
 // Outcome of a rate computation.
 struct Rate {
   enum class Kind {
-    kOk,           // per_second is valid
-    kInsufficient, // fewer than two samples since the last reset
-    kSaturated,    // latest value pinned at the counter's maximum: true rate unknown (≥ 0)
-    kReset,        // the latest sample started a new baseline
+    kOk,            // per_second is valid
+    kInsufficient,  // fewer than two samples since the last reset
+    kSaturated,     // latest value pinned at the counter's maximum: true rate unknown (≥ 0)
+    kReset,         // the latest sample started a new baseline
     kNotCounter,
   };
   Kind kind = Kind::kInsufficient;
@@ -146,9 +146,9 @@ struct Series {
 struct NodeCounters {
   uint64_t samples = 0;
   uint64_t batches = 0;
-  uint64_t duplicate_batches = 0;     // replayed batches already stored
-  uint64_t sequence_gaps = 0;         // batches missing between stored ones
-  uint64_t agent_dropped_batches = 0; // of those, dropped by the agent's full buffer
+  uint64_t duplicate_batches = 0;      // replayed batches already stored
+  uint64_t sequence_gaps = 0;          // batches missing between stored ones
+  uint64_t agent_dropped_batches = 0;  // of those, dropped by the agent's full buffer
   uint64_t resets = 0;
   uint64_t timestamps_backwards = 0;  // batches re-based: older than their series' latest
   uint64_t clock_steps = 0;           // batches re-based (clock stepped back or ahead)
@@ -276,8 +276,8 @@ class NodeState {
       ABSL_LOCKS_EXCLUDED(mu_);
   // The same by plain index, at the slots' current generations (tests, tools).
   AppendResult AppendBatch(uint64_t sequence, uint64_t dropped_before, int64_t timestamp_unix_nanos,
-                   absl::Span<const uint32_t> indices, absl::Span<const uint64_t> values,
-                   const std::vector<bool>& present, int64_t now_unix_nanos)
+                           absl::Span<const uint32_t> indices, absl::Span<const uint64_t> values,
+                           const std::vector<bool>& present, int64_t now_unix_nanos)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   void SetInventory(v1::Inventory inventory) ABSL_LOCKS_EXCLUDED(mu_);
@@ -306,7 +306,7 @@ class NodeState {
     std::string boot_id;
     uint64_t agent_instance_id = 0;
     uint64_t last_stored_sequence = 0;
-    size_t series = 0;  // live series (retired slots not counted)
+    size_t series = 0;                   // live series (retired slots not counted)
     std::string last_identity_conflict;  // "boot X holds the node; boot Y refused", or empty
     int64_t clock_offset_nanos = 0;      // added to the agent's timestamps after clock steps
     NodeCounters counters;
@@ -329,8 +329,9 @@ class NodeState {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   AppendResult AppendBatchLocked(uint64_t sequence, uint64_t dropped_before,
                                  int64_t timestamp_unix_nanos, absl::Span<const SlotRef> slots,
-                                 absl::Span<const uint64_t> values, const std::vector<bool>& present,
-                                 int64_t now_unix_nanos) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                                 absl::Span<const uint64_t> values,
+                                 const std::vector<bool>& present, int64_t now_unix_nanos)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Retires the series without a sample for the retention; returns how many.
   uint64_t RetireStaleLocked(int64_t now_unix_nanos) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Holds(SlotRef slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -368,7 +369,7 @@ class NodeState {
   uint64_t last_stored_sequence_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t last_seen_ ABSL_GUARDED_BY(mu_) = 0;
   NodeCounters counters_ ABSL_GUARDED_BY(mu_);
-  int64_t clock_offset_ ABSL_GUARDED_BY(mu_) = 0;  // see AppendBatchToSlots
+  int64_t clock_offset_ ABSL_GUARDED_BY(mu_) = 0;      // see AppendBatchToSlots
   uint32_t min_interval_ms_ ABSL_GUARDED_BY(mu_) = 0;  // the owning agent's, from its hello
   // Boot ids that held the node before the current one, with when they were replaced: a boot
   // never comes back, so a hello from one is a clone (SeriesStore::Attach).
@@ -433,8 +434,7 @@ class SeriesStore {
   // detector mid-tick, a stream) lets go. A connected but silent node's stream is cancelled.
   // Also drops idle peers' full new-series buckets (`now_monotonic_nanos`). Returns how many
   // nodes it forgot. MaybeForget does the same at most every min(retention / 4, 1 min).
-  size_t ForgetSilent(int64_t now_unix_nanos, int64_t now_monotonic_nanos)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  size_t ForgetSilent(int64_t now_unix_nanos, int64_t now_monotonic_nanos) ABSL_LOCKS_EXCLUDED(mu_);
   void MaybeForget(int64_t now_unix_nanos, int64_t now_monotonic_nanos) ABSL_LOCKS_EXCLUDED(mu_);
 
   uint64_t nodes_forgotten() const { return nodes_forgotten_.load(std::memory_order_relaxed); }

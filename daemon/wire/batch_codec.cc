@@ -82,11 +82,11 @@ uint32_t StreamEncoder::LayoutId(const std::shared_ptr<const std::vector<uint32_
     return found->second;
   }
   // Make room: least recently used first (a linear scan, only when a layout is new).
-  const size_t budget = StreamDecoder::kMinLayoutEntryBudget +
-                        kLayoutEntriesPerSeries * declared_count_;
+  const size_t budget =
+      StreamDecoder::kMinLayoutEntryBudget + kLayoutEntriesPerSeries * declared_count_;
   std::vector<uint32_t> evicted;
-  while (!layout_ids_.empty() && (layout_ids_.size() >= kMaxLayouts ||
-                                  layout_entries_ + layout->size() > budget)) {
+  while (!layout_ids_.empty() &&
+         (layout_ids_.size() >= kMaxLayouts || layout_entries_ + layout->size() > budget)) {
     size_t oldest = held_.size();
     for (size_t i = 0; i < held_.size(); ++i) {
       if (held_[i].layout != nullptr &&

@@ -66,7 +66,7 @@ class StreamEncoder {
     uint64_t last_used = 0;
   };
   absl::flat_hash_map<const std::vector<uint32_t>*, uint32_t> layout_ids_;  // held, by object
-  std::vector<HeldLayout> held_;       // by wire id - 1; keeps the keys alive
+  std::vector<HeldLayout> held_;  // by wire id - 1; keeps the keys alive
   std::vector<uint32_t> free_layout_ids_;
   size_t layout_entries_ = 0;
   uint64_t use_clock_ = 0;

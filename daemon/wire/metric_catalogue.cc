@@ -64,18 +64,18 @@ bool IsLowerSnake(absl::string_view name) {
 
 // promtool check metrics (Prometheus 2.42, client_golang promlint): unit names and the SI
 // prefixes it knows, the abbreviations it refuses, and the metric type words.
-constexpr absl::string_view kBaseUnits[] = {"amperes", "bytes",  "celsius", "grams",  "joules",
+constexpr absl::string_view kBaseUnits[] = {"amperes", "bytes",  "celsius", "grams",   "joules",
                                             "kelvin",  "meters", "metres",  "seconds", "volts"};
 constexpr absl::string_view kNonBaseUnits[] = {
-    "minutes", "hours",  "days",     "weeks", "kelvins", "fahrenheit", "rankine", "inches",
-    "yards",   "miles",  "bits",     "calories", "pounds", "ounces"};
-constexpr absl::string_view kUnitPrefixes[] = {"pico", "nano", "micro", "milli", "centi", "deci",
-                                               "deca", "hecto", "kilo", "kibi", "mega", "mibi",
-                                               "giga", "gibi", "tera", "tebi", "peta", "pebi"};
-constexpr absl::string_view kUnitAbbreviations[] = {"s",  "ms", "us", "ns", "sec", "b",  "kb",
-                                                    "mb", "gb", "tb", "pb", "m",   "h",  "d"};
-constexpr absl::string_view kTypeWords[] = {"counter", "gauge", "summary", "untyped",
-                                            "histogram", "gauge_histogram"};
+    "minutes", "hours", "days",  "weeks", "kelvins",  "fahrenheit", "rankine",
+    "inches",  "yards", "miles", "bits",  "calories", "pounds",     "ounces"};
+constexpr absl::string_view kUnitPrefixes[] = {"pico", "nano",  "micro", "milli", "centi", "deci",
+                                               "deca", "hecto", "kilo",  "kibi",  "mega",  "mibi",
+                                               "giga", "gibi",  "tera",  "tebi",  "peta",  "pebi"};
+constexpr absl::string_view kUnitAbbreviations[] = {"s",  "ms", "us", "ns", "sec", "b", "kb",
+                                                    "mb", "gb", "tb", "pb", "m",   "h", "d"};
+constexpr absl::string_view kTypeWords[] = {"counter", "gauge",     "summary",
+                                            "untyped", "histogram", "gauge_histogram"};
 
 bool IsUnitWord(absl::string_view word) {
   for (absl::string_view unit : kNonBaseUnits) {
@@ -127,8 +127,8 @@ absl::StatusOr<MetricCatalogue> MetricCatalogue::FromSeries(
       family.type = desc.type;
       family.unit = desc.unit;
       family.scale = desc.scale;
-      family.overflow = desc.type == MetricType::kCounter ? desc.overflow
-                                                           : Overflow::kNotApplicable;
+      family.overflow =
+          desc.type == MetricType::kCounter ? desc.overflow : Overflow::kNotApplicable;
       catalogue.families_.push_back(std::move(family));
     }
     CatalogueFamily& family = catalogue.families_[it->second];
@@ -181,8 +181,8 @@ absl::Status CheckAgainstCatalogue(const CatalogueFamily& family,
                      ", declared with unit ", static_cast<int>(desc.unit)));
   }
   if (desc.scale != family.scale) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        family.name, " has scale ", family.scale, ", declared with scale ", desc.scale));
+    return absl::FailedPreconditionError(absl::StrCat(family.name, " has scale ", family.scale,
+                                                      ", declared with scale ", desc.scale));
   }
   if (family.type == MetricType::kCounter) {
     if (!family.AllowsWidth(desc.width_bits)) {
@@ -191,10 +191,9 @@ absl::Status CheckAgainstCatalogue(const CatalogueFamily& family,
                        static_cast<int>(desc.width_bits), " bits wide"));
     }
     if (desc.overflow != family.overflow) {
-      return absl::FailedPreconditionError(absl::StrCat(family.name, " ",
-                                                        OverflowName(family.overflow),
-                                                        ", declared as one that ",
-                                                        OverflowName(desc.overflow)));
+      return absl::FailedPreconditionError(
+          absl::StrCat(family.name, " ", OverflowName(family.overflow), ", declared as one that ",
+                       OverflowName(desc.overflow)));
     }
   }
   return absl::OkStatus();
@@ -206,9 +205,9 @@ bool IsReservedFamily(absl::string_view name) {
   // write (remote_write_feed.cc) and jobs (job_registry.cc): every family of
   // AggregatorFamilies() (aggregator_families.h).
   constexpr absl::string_view kReservedPrefixes[] = {
-      "fabricmon_node_",     "fabricmon_aggregator_", "fabricmon_finding",
-      "fabricmon_detector_", "fabricmon_topology_",   "fabricmon_series_saturated",
-      "fabricmon_recording_",  "fabricmon_remote_write_", "fabricmon_job",
+      "fabricmon_node_",      "fabricmon_aggregator_",   "fabricmon_finding",
+      "fabricmon_detector_",  "fabricmon_topology_",     "fabricmon_series_saturated",
+      "fabricmon_recording_", "fabricmon_remote_write_", "fabricmon_job",
   };
   for (absl::string_view prefix : kReservedPrefixes) {
     if (absl::StartsWith(name, prefix)) {
@@ -248,8 +247,8 @@ absl::Status CheckFamilyName(absl::string_view name, MetricType type) {
   for (absl::string_view abbreviation : kUnitAbbreviations) {
     if (absl::StrContains(name, absl::StrCat("_", abbreviation, "_")) ||
         absl::EndsWith(name, absl::StrCat("_", abbreviation))) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "family ", name, ": abbreviated unit _", abbreviation, " (use a base unit)"));
+      return absl::InvalidArgumentError(absl::StrCat("family ", name, ": abbreviated unit _",
+                                                     abbreviation, " (use a base unit)"));
     }
   }
   for (absl::string_view word : absl::StrSplit(name, '_')) {
@@ -263,8 +262,8 @@ absl::Status CheckFamilyName(absl::string_view name, MetricType type) {
 
 absl::Status CheckLabelName(absl::string_view name) {
   if (!IsLowerSnake(name) || absl::StartsWith(name, "__")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "label name '", name.substr(0, 64), "' is not lower snake case or starts with __"));
+    return absl::InvalidArgumentError(absl::StrCat("label name '", name.substr(0, 64),
+                                                   "' is not lower snake case or starts with __"));
   }
   if (name == "node" || name == "metric" || name == "le" || name == "quantile") {
     return absl::InvalidArgumentError(

@@ -156,8 +156,8 @@ absl::StatusOr<collectors::SeriesDesc> FromDeclaration(const v1::SeriesDeclarati
         absl::StrCat("series ", d.id(), ": collector name too long or not UTF-8"));
   }
   if (d.help().size() > limits.max_help_bytes || !IsValidUtf8(d.help())) {
-    return absl::InvalidArgumentError(absl::StrCat("series ", d.id(), " (", d.name(),
-                                                   "): HELP too long or not UTF-8"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("series ", d.id(), " (", d.name(), "): HELP too long or not UTF-8"));
   }
   desc.collector = d.collector();
   desc.name = d.name();
@@ -177,8 +177,8 @@ absl::StatusOr<collectors::SeriesDesc> FromDeclaration(const v1::SeriesDeclarati
           absl::StrCat("series ", d.id(), ": duplicate label ", label.name()));
     }
     if (label.value().size() > limits.max_label_value_bytes || !IsValidUtf8(label.value())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("series ", d.id(), ": label ", label.name(), " value too long or not UTF-8"));
+      return absl::InvalidArgumentError(absl::StrCat("series ", d.id(), ": label ", label.name(),
+                                                     " value too long or not UTF-8"));
     }
     desc.labels.emplace_back(label.name(), label.value());
   }
@@ -190,7 +190,8 @@ absl::StatusOr<collectors::SeriesDesc> FromDeclaration(const v1::SeriesDeclarati
             absl::StrCat("series ", d.id(), ": counter width must be 1..64 bits"));
       }
       desc.width_bits = static_cast<uint8_t>(d.width_bits());
-      desc.overflow = d.overflow() == v1::OVERFLOW_SATURATES ? Overflow::kSaturates : Overflow::kWraps;
+      desc.overflow =
+          d.overflow() == v1::OVERFLOW_SATURATES ? Overflow::kSaturates : Overflow::kWraps;
       break;
     case v1::METRIC_TYPE_GAUGE:
       desc.type = MetricType::kGauge;

@@ -27,7 +27,8 @@ v1::SeriesDeclaration ToDeclaration(const collectors::SeriesDesc& desc, uint32_t
 // [a-zA-Z_:][a-zA-Z0-9_:]* / [a-zA-Z_][a-zA-Z0-9_]*, no duplicate label names, reserved "node"
 // label refused since the aggregator adds it, valid type/width, a scale in (0, 1e12], UTF-8
 // values and HELP, nothing over `limits`: refused, never cut) and converts it. The exposition
-// rules (metric_catalogue.h) are the aggregator's, checked after this. InvalidArgument with the reason otherwise.
+// rules (metric_catalogue.h) are the aggregator's, checked after this. InvalidArgument with the
+// reason otherwise.
 absl::StatusOr<collectors::SeriesDesc> FromDeclaration(const v1::SeriesDeclaration& declaration,
                                                        const DeclarationLimits& limits = {});
 

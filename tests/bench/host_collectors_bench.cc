@@ -68,7 +68,6 @@
 #include "collectors/core/collector.h"
 #include "collectors/ethtool/ethtool_api.h"
 #include "collectors/ethtool/ethtool_collector.h"
-#include "tests/fakes/ethtool/fixture_ethtool_api.h"
 #include "collectors/ib_sysfs/ib_sysfs_collector.h"
 #include "collectors/netdev/netdev_collector.h"
 #include "collectors/nvml/nvml_api.h"
@@ -77,6 +76,7 @@
 #include "fabricmon/v1/config.pb.h"
 #include "fabricmon/v1/inventory.pb.h"
 #include "tests/bench/bench_support.h"
+#include "tests/fakes/ethtool/fixture_ethtool_api.h"
 #include "tests/testing/fixture_path.h"
 
 namespace fabricmon::bench {

@@ -17,8 +17,8 @@
 #include "absl/strings/str_split.h"
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/metrics_exporter.h"
-#include "daemon/store/series_store.h"
 #include "daemon/exposition/text_exposition.h"
+#include "daemon/store/series_store.h"
 #include "daemon/wire/metric_catalogue.h"
 #include "daemon/wire/series_codec.h"
 #include "tests/fuzz/fuzz_target.h"
@@ -112,7 +112,8 @@ FABRICMON_FUZZ_TARGET(exposition) {
     hello.set_node_name(names[n]);
     hello.set_agent_instance_id(n + 1);
     hello.set_boot_id("boot");
-    auto attached = store.Attach(hello, n + 1, [] {}, clock.NowUnixNanos());
+    auto attached = store.Attach(
+        hello, n + 1, [] {}, clock.NowUnixNanos());
     FABRICMON_FUZZ_CHECK(attached.ok());
     nodes[n] = attached->node;
   }
@@ -121,8 +122,9 @@ FABRICMON_FUZZ_TARGET(exposition) {
   if (change % 3 == 1) {
     desc.type = desc.type == MetricType::kCounter ? MetricType::kGauge : MetricType::kCounter;
     desc.width_bits = desc.type == MetricType::kCounter ? 64 : 0;
-    desc.overflow = desc.type == MetricType::kCounter ? fabricmon::collectors::Overflow::kWraps
-                                                      : fabricmon::collectors::Overflow::kNotApplicable;
+    desc.overflow = desc.type == MetricType::kCounter
+                        ? fabricmon::collectors::Overflow::kWraps
+                        : fabricmon::collectors::Overflow::kNotApplicable;
   } else if (change % 3 == 2) {
     desc.help += "\nfabricmon_node_up{node=\"victim\"} 1";
   }

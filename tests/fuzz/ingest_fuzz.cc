@@ -20,10 +20,10 @@
 #include "daemon/aggregator/findings_exporter.h"
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/metrics_exporter.h"
-#include "daemon/store/series_store.h"
 #include "daemon/detectors/engine.h"
-#include "daemon/wire/batch_codec.h"
 #include "daemon/exposition/text_exposition.h"
+#include "daemon/store/series_store.h"
+#include "daemon/wire/batch_codec.h"
 #include "daemon/wire/metric_catalogue.h"
 #include "daemon/wire/series_codec.h"
 #include "fabricmon/v1/telemetry.pb.h"
@@ -34,8 +34,8 @@
 
 namespace {
 
-using fabricmon::store::NodeState;
 using fabricmon::aggregator::RejectReason;
+using fabricmon::store::NodeState;
 using fabricmon::store::SeriesStore;
 
 constexpr size_t kMaxStreams = 4;

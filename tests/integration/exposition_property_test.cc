@@ -62,8 +62,7 @@ std::string PromtoolCheck(const std::string& promtool, const std::string& text) 
     std::ofstream out(input_path, std::ios::binary);
     out << text;
   }
-  const std::string command =
-      absl::StrCat(promtool, " check metrics < ", input_path, " 2>&1");
+  const std::string command = absl::StrCat(promtool, " check metrics < ", input_path, " 2>&1");
   FILE* pipe = popen(command.c_str(), "r");
   std::string output;
   char buffer[4096];
@@ -112,10 +111,9 @@ class Generator {
   }
 
   std::string LabelName() {
-    static const char* const kNames[] = {"device", "port",     "key",  "x",        "_y",
-                                         "lane",   "direction", "gpu",  "le",       "quantile",
-                                         "node",   "metric",   "__name__", "Camel", "a-b",
-                                         "9x",     ""};
+    static const char* const kNames[] = {"device",    "port",  "key", "x",        "_y",   "lane",
+                                         "direction", "gpu",   "le",  "quantile", "node", "metric",
+                                         "__name__",  "Camel", "a-b", "9x",       ""};
     if (Below(12) == 0) {
       return Text();
     }
@@ -133,7 +131,8 @@ class Generator {
         const wire::CatalogueFamily& family = catalogue[Below(catalogue.size())];
         desc = family.ConformingSeries("hostile");
         if (Below(4) == 0) {
-          desc.type = family.type == MetricType::kCounter ? MetricType::kGauge : MetricType::kCounter;
+          desc.type =
+              family.type == MetricType::kCounter ? MetricType::kGauge : MetricType::kCounter;
           desc.width_bits = desc.type == MetricType::kCounter ? 64 : 0;
           desc.overflow = collectors::Overflow::kWraps;
         }
@@ -299,7 +298,8 @@ TEST(ExpositionPropertyTest, HostileDeclarationsNeverBreakOrForgeMetrics) {
     std::string direct;
     aggregator.state().exporter()->AppendText(&direct);
     ASSERT_EQ(PromtoolCheck(promtool, direct), "") << outcome << "\n" << direct;
-    const std::string collected = exposition::SerializeText(aggregator.state().exporter()->Collect());
+    const std::string collected =
+        exposition::SerializeText(aggregator.state().exporter()->Collect());
     for (const std::string* scraped : {static_cast<const std::string*>(&direct), &collected}) {
       ASSERT_EQ(CheckTextFormat(*scraped), "") << outcome;
       for (absl::string_view line : absl::StrSplit(*scraped, '\n')) {

@@ -19,7 +19,7 @@ namespace fabricmon::testing {
 struct TextSample {
   std::string name;
   std::vector<std::pair<std::string, std::string>> labels;  // in exposition order, unescaped
-  std::string value;                                         // as written
+  std::string value;                                        // as written
 
   // Value of label `name`, or nullopt.
   std::optional<std::string> Label(absl::string_view name) const;
@@ -46,7 +46,6 @@ std::optional<double> SampleValue(
 
 // Lines describing how two selections differ ("" if equal); at most `limit` lines.
 std::string DescribeDifference(const std::map<std::string, std::string>& expected,
-                               const std::map<std::string, std::string>& actual,
-                               size_t limit = 20);
+                               const std::map<std::string, std::string>& actual, size_t limit = 20);
 
 }  // namespace fabricmon::testing

@@ -59,16 +59,15 @@ aggregator::AggregatorSettings SettingsFor(const AggregatorOptions& options) {
   return settings;
 }
 
-std::unique_ptr<AggregatorState> AggregatorState::Create(const AggregatorOptions& options,
-                                                         aggregator::MetricsServer* metrics_server) {
+std::unique_ptr<AggregatorState> AggregatorState::Create(
+    const AggregatorOptions& options, aggregator::MetricsServer* metrics_server) {
   absl::StatusOr<std::unique_ptr<aggregator::AggregatorServer>> server =
       aggregator::AggregatorServer::Create(SettingsFor(options), ClockOf(options));
   if (!server.ok()) {
     FABRICMON_LOG(Error) << "cannot build the aggregator: " << server.status();
     return nullptr;
   }
-  return std::unique_ptr<AggregatorState>(
-      new AggregatorState(*std::move(server), metrics_server));
+  return std::unique_ptr<AggregatorState>(new AggregatorState(*std::move(server), metrics_server));
 }
 
 AggregatorState::AggregatorState(std::unique_ptr<aggregator::AggregatorServer> server,
@@ -215,7 +214,7 @@ bool AggregatorHarness::Start() {
       forward_diagnostics_ = std::make_unique<ForwardingDiagnostics>();
       grpc::ServerBuilder builder;
       builder.SetMaxReceiveMessageSize(
-        aggregator::GrpcReceiveLimit(options_.stream.max_message_bytes));
+          aggregator::GrpcReceiveLimit(options_.stream.max_message_bytes));
       builder.RegisterService(forward_telemetry_.get());
       builder.RegisterService(forward_diagnostics_.get());
       server_ = builder.BuildAndStart();
@@ -266,7 +265,7 @@ void AggregatorHarness::StopServing() {
         *takeover.add_collectors() = collector;
       }
       (void)state_->store().Attach(takeover, /*stream_token=*/0, nullptr,
-                                 ClockOf(options_).NowUnixNanos());
+                                   ClockOf(options_).NowUnixNanos());
     }
   }
   // The reactors reference the state: it may only go once every stream is done.
@@ -325,10 +324,10 @@ CounterMutator::CounterMutator(std::string sysfs_root) {
     uint64_t step;
   };
   const Moving moving[] = {
-      {"counters/port_xmit_data", 5003},     {"counters/port_rcv_data", 4999},
-      {"counters/port_xmit_packets", 101},   {"counters/port_rcv_packets", 97},
+      {"counters/port_xmit_data", 5003},      {"counters/port_rcv_data", 4999},
+      {"counters/port_xmit_packets", 101},    {"counters/port_rcv_packets", 97},
       {"counters/unicast_xmit_packets", 101}, {"counters/unicast_rcv_packets", 97},
-      {"counters/port_xmit_wait", 77},       {"hw_counters/rx_write_requests", 13},
+      {"counters/port_xmit_wait", 77},        {"hw_counters/rx_write_requests", 13},
       {"hw_counters/rx_read_requests", 3},
   };
   for (const std::string& device : *devices) {
@@ -380,7 +379,9 @@ void CounterMutator::Round() {
 
 AgentHarness::AgentHarness(std::string sysfs_root, std::shared_ptr<grpc::Channel> channel,
                            AgentHarnessOptions options)
-    : sysfs_root_(std::move(sysfs_root)), channel_(std::move(channel)), options_(std::move(options)) {}
+    : sysfs_root_(std::move(sysfs_root)),
+      channel_(std::move(channel)),
+      options_(std::move(options)) {}
 
 AgentHarness::~AgentHarness() {
   Stop();
@@ -422,9 +423,8 @@ bool AgentHarness::Start() {
   agent::Agent* agent = agent_.get();
   const AgentHarnessOptions options = options_;
   stream_ = std::make_unique<agent::StreamClient>(
-      stream_options, agent_->buffer(), agent_->series(), [agent, options] {
-        return agent->MakeHello(options.boot_id, "test", options.instance_id);
-      });
+      stream_options, agent_->buffer(), agent_->series(),
+      [agent, options] { return agent->MakeHello(options.boot_id, "test", options.instance_id); });
   agent_->AttachStream(stream_.get());
   agent_->Start();
   stream_->Start();

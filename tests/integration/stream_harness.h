@@ -2,10 +2,10 @@
 
 // Real components wired together for the streaming tests: an aggregator built by the same
 // AggregatorServer as fabricmon-aggregator (store, telemetry and diagnostics services, detection
-// engine, /metrics on a real prometheus Exposer), an agent built as agent_main.cc builds it (Agent + a real collector +
-// StreamClient), both speaking gRPC over an in-process channel or loopback TCP. Nothing of ours is
-// mocked; the only stand-in is how an in-process "aggregator restart" is staged (see
-// AggregatorHarness).
+// engine, /metrics on a real prometheus Exposer), an agent built as agent_main.cc builds it (Agent
+// + a real collector + StreamClient), both speaking gRPC over an in-process channel or loopback
+// TCP. Nothing of ours is mocked; the only stand-in is how an in-process "aggregator restart" is
+// staged (see AggregatorHarness).
 
 #include <atomic>
 #include <functional>
@@ -25,8 +25,8 @@
 #include "daemon/aggregator/diagnostics_service.h"
 #include "daemon/aggregator/metrics_exporter.h"
 #include "daemon/aggregator/metrics_server.h"
-#include "daemon/store/series_store.h"
 #include "daemon/common/clock.h"
+#include "daemon/store/series_store.h"
 #include "fabricmon/v1/diagnostics.grpc.pb.h"
 #include "fabricmon/v1/telemetry.grpc.pb.h"
 #include "grpcpp/grpcpp.h"

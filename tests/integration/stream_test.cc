@@ -107,8 +107,9 @@ class BytesStream {
   explicit BytesStream(const std::shared_ptr<grpc::Channel>& channel)
       : method_("/fabricmon.v1.Telemetry/Stream", grpc::internal::RpcMethod::BIDI_STREAMING) {
     context_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    stream_.reset(grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::
-                      Create(channel.get(), method_, &context_));
+    stream_.reset(
+        grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+            channel.get(), method_, &context_));
   }
 
   bool Write(const std::string& bytes) {
@@ -123,8 +124,8 @@ class BytesStream {
     grpc::ByteBuffer buffer;
     while (stream_->Read(&buffer)) {
       v1::AggregatorMessage message;
-      EXPECT_TRUE(grpc::SerializationTraits<v1::AggregatorMessage>::Deserialize(&buffer, &message)
-                      .ok());
+      EXPECT_TRUE(
+          grpc::SerializationTraits<v1::AggregatorMessage>::Deserialize(&buffer, &message).ok());
       end.messages.push_back(std::move(message));
     }
     end.status = stream_->Finish();
@@ -235,8 +236,8 @@ class StreamTest : public ::testing::TestWithParam<Transport> {
       }
     }
     const RawStream::End end = raw.Finish();
-    ASSERT_FALSE(end.messages.empty()) << "no Reject; status " << end.status.error_code() << " "
-                                       << end.status.error_message();
+    ASSERT_FALSE(end.messages.empty())
+        << "no Reject; status " << end.status.error_code() << " " << end.status.error_message();
     const v1::AggregatorMessage& last = end.messages.back();
     ASSERT_TRUE(last.has_reject()) << last.ShortDebugString();
     EXPECT_EQ(last.reject().reason(), reason) << last.reject().message();
@@ -426,9 +427,8 @@ TEST_P(StreamTest, CountsLossExactlyWhenReplayBufferOverflows) {
   ASSERT_TRUE(WaitFor([&] { return buffer.unconfirmed_evictions() >= 5; }));
 
   ASSERT_TRUE(aggregator_->Start());
-  ASSERT_TRUE(WaitFor([&] {
-    return agent_->stream().stats().connects >= 2 && Batches() >= 3;
-  })) << "no replay to the new aggregator";
+  ASSERT_TRUE(WaitFor([&] { return agent_->stream().stats().connects >= 2 && Batches() >= 3; }))
+      << "no replay to the new aggregator";
   agent_->StopCollecting();
   const uint64_t pushed = buffer.last_sequence();
   ASSERT_TRUE(WaitFor([&] { return buffer.acked_sequence() == pushed; }));
@@ -475,10 +475,10 @@ TEST_P(StreamTest, RejectsHelloWithInvalidNodeName) {
 TEST_P(StreamTest, RejectsLayoutWithUndeclaredSeries) {
   StartAggregator();
   StartAgent();
-  ExpectRejected({HelloMessage(kRawNode, "boot-r", 7), CounterDeclarations(1, 2),
-                  LayoutMessage(1, {1, 2, 5})},
-                 v1::Reject::REASON_PROTOCOL, grpc::StatusCode::INVALID_ARGUMENT,
-                 "layout 1 uses undeclared series id 5", "unknown_series");
+  ExpectRejected(
+      {HelloMessage(kRawNode, "boot-r", 7), CounterDeclarations(1, 2), LayoutMessage(1, {1, 2, 5})},
+      v1::Reject::REASON_PROTOCOL, grpc::StatusCode::INVALID_ARGUMENT,
+      "layout 1 uses undeclared series id 5", "unknown_series");
   ExpectAgentUnaffected();
 }
 
@@ -582,8 +582,8 @@ TEST_P(StreamTest, NewSeriesBudgetRefillsWithTimeNotWithReconnects) {
   RawStream raw(aggregator_->channel());
   ASSERT_TRUE(raw.Write(HelloMessage(kRawNode, "boot-r", 7)));
   ASSERT_TRUE(raw.Write(CounterDeclarations(1, kNewSeriesBurst)));
-  ASSERT_TRUE(raw.Write(
-      CounterDeclarations(kNewSeriesBurst + 1, kNewSeriesPerSecond, kNewSeriesBurst)));
+  ASSERT_TRUE(
+      raw.Write(CounterDeclarations(kNewSeriesBurst + 1, kNewSeriesPerSecond, kNewSeriesBurst)));
   const uint32_t last_new = kNewSeriesBurst + kNewSeriesPerSecond;
   ASSERT_TRUE(raw.Write(LayoutMessage(1, {1, last_new})));
   ASSERT_TRUE(raw.Write(BatchMessage(2, t(), 1, {6, 1})));
@@ -717,7 +717,7 @@ TEST_P(RetirementTest, TheAgentDeclaresARetiredSeriesAgainWithoutReconnecting) {
   StartAgent();
   const std::string path = sysfs_root_ + "/class/infiniband/mlx5_0/ports/1/counters/symbol_error";
   const std::vector<std::pair<std::string, std::string>> port = {{"device", "mlx5_0"},
-                                                                  {"port", "1"}};
+                                                                 {"port", "1"}};
   auto symbol_errors = [&] {
     return SampleValue(Parse(aggregator_->Scrape()), "fabricmon_ib_symbol_error_total", port);
   };
@@ -974,9 +974,9 @@ TEST_P(StreamTest, RefusesASecondBootOfALiveNodeAsAnIdentityConflict) {
     if (summary.name() == kNode) {
       shown = true;
       EXPECT_EQ(summary.identity_conflicts(), 1u);
-      EXPECT_EQ(summary.last_identity_conflict(),
-                absl::StrCat("boot ", real.boot_id,
-                             " holds the node; boot boot-of-a-clone refused"));
+      EXPECT_EQ(
+          summary.last_identity_conflict(),
+          absl::StrCat("boot ", real.boot_id, " holds the node; boot boot-of-a-clone refused"));
     }
   }
   EXPECT_TRUE(shown);
@@ -1022,8 +1022,7 @@ TEST_P(StreamTest, RefusesANewSeriesBeyondMaxSeriesTotal) {
 // One peer cycling node names gets no fresh budget with each name.
 TEST_P(StreamTest, ThePeersNewSeriesBudgetSpansItsNodeNames) {
   AggregatorOptions options = DefaultOptions();
-  options.store.new_series_per_peer =
-      store::NewSeriesLimit{kNewSeriesPerSecond, kNewSeriesBurst};
+  options.store.new_series_per_peer = store::NewSeriesLimit{kNewSeriesPerSecond, kNewSeriesBurst};
   options.clock = &fake_clock_;
   StartAggregator(/*http=*/false, options);
   {
@@ -1125,9 +1124,9 @@ TEST_P(StreamTest, DiagnosticsListsNodeWithInventory) {
       EXPECT_EQ(device.fw_ver(), "28.41.1000") << device.name();
     }
   }
-  EXPECT_THAT(names, ::testing::UnorderedElementsAre("mlx5_0", "mlx5_1", "mlx5_4", "mlx5_5",
-                                                     "mlx5_6", "mlx5_7", "mlx5_8", "mlx5_9",
-                                                     "mlx5_bond_0"));
+  EXPECT_THAT(names,
+              ::testing::UnorderedElementsAre("mlx5_0", "mlx5_1", "mlx5_4", "mlx5_5", "mlx5_6",
+                                              "mlx5_7", "mlx5_8", "mlx5_9", "mlx5_bond_0"));
 
   grpc::ClientContext missing_context;
   request.set_name("no-such-node");
@@ -1148,15 +1147,15 @@ TEST_P(StreamTest, NodeGoesDownWhenAgentStops) {
                                     aggregator::ExporterOptions{300 * 1000000});
   auto quick_samples = [&] { return Parse(exposition::SerializeText(quick.Collect())); };
   const std::vector<std::pair<std::string, std::string>> node = {{"node", kNode}};
-  ASSERT_TRUE(WaitFor([&] {
-    return SampleValue(quick_samples(), "fabricmon_node_up", node) == 1.0;
-  }));
+  ASSERT_TRUE(
+      WaitFor([&] { return SampleValue(quick_samples(), "fabricmon_node_up", node) == 1.0; }));
   EXPECT_GT(IbSamples(exposition::SerializeText(quick.Collect()), kNode).size(), 400u);
 
   // Collection stops; the stream stays connected but carries nothing more.
   agent_->StopCollecting();
-  EXPECT_TRUE(WaitFor([&] { return SampleValue(quick_samples(), "fabricmon_node_up", node) == 0.0; },
-                      absl::Seconds(2)))
+  EXPECT_TRUE(
+      WaitFor([&] { return SampleValue(quick_samples(), "fabricmon_node_up", node) == 0.0; },
+              absl::Seconds(2)))
       << "still up 2 s after the last batch with a 300 ms stale interval";
   std::vector<TextSample> samples = quick_samples();
   EXPECT_THAT(IbSamples(exposition::SerializeText(quick.Collect()), kNode), SizeIs(0));
@@ -1169,9 +1168,8 @@ TEST_P(StreamTest, NodeGoesDownWhenAgentStops) {
 
   // The stream ends: down at once, whatever the stale interval.
   agent_->Stop();
-  EXPECT_TRUE(WaitFor([&] {
-    return SampleValue(Parse(aggregator_->Scrape()), "fabricmon_node_up", node) == 0.0;
-  }));
+  EXPECT_TRUE(WaitFor(
+      [&] { return SampleValue(Parse(aggregator_->Scrape()), "fabricmon_node_up", node) == 0.0; }));
   const std::string text = aggregator_->Scrape();
   EXPECT_THAT(IbSamples(text, kNode), SizeIs(0));
   samples = Parse(text);

@@ -155,8 +155,8 @@ std::string StreamReport::Describe() const {
     }
   }
   if (finished) {
-    absl::StrAppend(&text, "status: ", absl::StatusCodeToString(
-                                           static_cast<absl::StatusCode>(status.error_code())),
+    absl::StrAppend(&text, "status: ",
+                    absl::StatusCodeToString(static_cast<absl::StatusCode>(status.error_code())),
                     status.error_message().empty() ? "" : ": ", status.error_message(), "\n");
   } else {
     absl::StrAppend(&text, "status: (stream not finished)\n");
@@ -324,10 +324,10 @@ StreamReport WireStream::Finish(absl::Duration timeout, bool cancel) {
   ++pending_;
   report_.finished = Await(TagPointer(kFinish), absl::Seconds(20)).has_value();
   if (!read_ended_ && report_.finished) {
-    report_.status = grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                                  absl::StrCat("the aggregator did not end the stream within ",
-                                               absl::FormatDuration(timeout), " (cancelled); ",
-                                               report_.status.error_message()));
+    report_.status = grpc::Status(
+        grpc::StatusCode::DEADLINE_EXCEEDED,
+        absl::StrCat("the aggregator did not end the stream within ", absl::FormatDuration(timeout),
+                     " (cancelled); ", report_.status.error_message()));
   }
   return report_;
 }
@@ -475,8 +475,8 @@ bool PeerSession::SendNoWait(uint32_t layout, const std::vector<uint64_t>& value
     }
   }
   ++sequence_;
-  return stream_->Write(Batch(sequence_, timestamp.value_or(absl::Now()), layout, values,
-                              previous));
+  return stream_->Write(
+      Batch(sequence_, timestamp.value_or(absl::Now()), layout, values, previous));
 }
 
 bool PeerSession::Send(uint32_t layout, const std::vector<uint64_t>& values,
@@ -489,9 +489,8 @@ bool PeerSession::Send(uint32_t layout, const std::vector<uint64_t>& values,
 namespace {
 // Long enough that one byte every few seconds never completes it within a test.
 const std::string& SlowRequest() {
-  static const std::string* request = new std::string(
-      absl::StrCat("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ", std::string(4096, 'a'),
-                   "\r\n\r\n"));
+  static const std::string* request = new std::string(absl::StrCat(
+      "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ", std::string(4096, 'a'), "\r\n\r\n"));
   return *request;
 }
 }  // namespace

@@ -19,9 +19,9 @@
 
 #include <unistd.h>
 
+#include <fstream>
 #include <iostream>
 #include <iterator>
-#include <fstream>
 #include <sstream>
 #include <string>
 
@@ -58,9 +58,9 @@ int SlowHttp() {
     std::cerr << "fabricmon_hostile_peer: " << started << "\n";
     return 1;
   }
-  std::cout << "holding " << clients.opened() << " slow connections to 127.0.0.1:"
-            << absl::GetFlag(FLAGS_slow_http_port) << " for " << absl::GetFlag(FLAGS_duration_s)
-            << " s" << std::endl;
+  std::cout << "holding " << clients.opened()
+            << " slow connections to 127.0.0.1:" << absl::GetFlag(FLAGS_slow_http_port) << " for "
+            << absl::GetFlag(FLAGS_duration_s) << " s" << std::endl;
   absl::SleepFor(absl::Seconds(absl::GetFlag(FLAGS_duration_s)));
   std::cout << clients.closed_by_server() << " of " << clients.opened()
             << " were closed by the server" << std::endl;

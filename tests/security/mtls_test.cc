@@ -3,8 +3,8 @@
 // the fabricmon CLI. Checked: a valid certificate is accepted; a certificate of another CA, an
 // expired one, none at all and plaintext are refused in the handshake (the stream never reaches
 // the aggregator's code: no stream is opened, and the refusal is counted by reason in
-// fabricmon_aggregator_rejected_handshakes_total); a hello naming another node than the certificate is
-// refused with REASON_IDENTITY_MISMATCH / PERMISSION_DENIED and counted under
+// fabricmon_aggregator_rejected_handshakes_total); a hello naming another node than the certificate
+// is refused with REASON_IDENTITY_MISMATCH / PERMISSION_DENIED and counted under
 // reason="identity_mismatch", and cannot take over that node's stream; and the daemons refuse to
 // start without TLS unless plaintext is asked for. Roles: only operators call Diagnostics, an
 // operator cannot stream, only a fabric sweeper's switch topology is used, and the CLI explains a
@@ -107,10 +107,9 @@ class MtlsTest : public ::testing::Test {
   // Mutual TLS; the CLI's certificate (CN and DNS fabricmon-cli) is the operator, plus `roles`
   // (more fields of the authorization block).
   bool StartMtlsAggregator(const std::string& roles = "") {
-    return StartAggregator(absl::StrCat("tls { ca_file: \"", ca_.cert, "\" cert_file: \"",
-                                        server_.cert, "\" key_file: \"", server_.key, "\" }\n",
-                                        "authorization { operators: \"fabricmon-cli\" ", roles,
-                                        " }\n"));
+    return StartAggregator(absl::StrCat(
+        "tls { ca_file: \"", ca_.cert, "\" cert_file: \"", server_.cert, "\" key_file: \"",
+        server_.key, "\" }\n", "authorization { operators: \"fabricmon-cli\" ", roles, " }\n"));
   }
 
   // ListNodes through a Diagnostics stub with `client`'s certificate.
@@ -450,9 +449,9 @@ TEST_F(MtlsTest, AnAgentCertificateCannotCallDiagnostics) {
 }
 
 TEST_F(MtlsTest, WithoutOperatorsNobodyCallsDiagnostics) {
-  ASSERT_TRUE(StartAggregator(absl::StrCat("tls { ca_file: \"", ca_.cert, "\" cert_file: \"",
-                                           server_.cert, "\" key_file: \"", server_.key,
-                                           "\" }\n")));
+  ASSERT_TRUE(
+      StartAggregator(absl::StrCat("tls { ca_file: \"", ca_.cert, "\" cert_file: \"", server_.cert,
+                                   "\" key_file: \"", server_.key, "\" }\n")));
   v1::ListNodesResponse response;
   grpc::Status status = ListNodes(cli_, &response);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED) << status.error_message();
@@ -547,8 +546,7 @@ TEST_F(MtlsTest, AGuidClaimedByTwoNodesIsReported) {
       << aggregator_.Log();
   EXPECT_THAT(aggregator_.Log(), HasSubstr("HCA GUID 0x0002c90300a1b2c3 is claimed by 2 nodes"));
   CommandResult topology = RunCommand(
-      Cli({"--tls_ca=" + ca_.cert, "--tls_cert=" + cli_.cert, "--tls_key=" + cli_.key,
-           "topology"}),
+      Cli({"--tls_ca=" + ca_.cert, "--tls_cert=" + cli_.cert, "--tls_key=" + cli_.key, "topology"}),
       absl::Seconds(20));
   EXPECT_EQ(topology.exit_code, 0) << topology.output;
   EXPECT_THAT(topology.output,
@@ -563,10 +561,9 @@ TEST_F(MtlsTest, TheCliExplainsAMissingOrRefusedCertificate) {
   CommandResult plaintext = RunCommand(Cli({"nodes"}), absl::Seconds(20));
   EXPECT_EQ(plaintext.exit_code, 1) << plaintext.output;
   EXPECT_THAT(plaintext.output, HasSubstr("pass --tls_ca"));
-  CommandResult agent = RunCommand(
-      Cli({"--tls_ca=" + ca_.cert, "--tls_cert=" + node_a_.cert, "--tls_key=" + node_a_.key,
-           "nodes"}),
-      absl::Seconds(20));
+  CommandResult agent = RunCommand(Cli({"--tls_ca=" + ca_.cert, "--tls_cert=" + node_a_.cert,
+                                        "--tls_key=" + node_a_.key, "nodes"}),
+                                   absl::Seconds(20));
   EXPECT_EQ(agent.exit_code, 1) << agent.output;
   EXPECT_THAT(agent.output, HasSubstr("DNS:node-a"));
   EXPECT_THAT(agent.output, HasSubstr("is not an operator"));

@@ -157,8 +157,7 @@ class SlowHttpClientsTest : public ::testing::Test {
     ASSERT_TRUE(slow_.Open(port, kSlowClients)) << strerror(errno);
     slow_.Trickle();
     EXPECT_TRUE(WaitUntil([&] { return SlowClientsHeld() >= kSlowClients; }, absl::Seconds(10)))
-        << "the server accepted " << SlowClientsHeld() << " of " << kSlowClients
-        << " connections";
+        << "the server accepted " << SlowClientsHeld() << " of " << kSlowClients << " connections";
   }
 
   // Connections on the /metrics port the server holds: the slow clients once accepted (and a

@@ -196,9 +196,9 @@ TEST_F(TlsTest, KeyOfAnotherCertificateIsRefusedNamingBoth) {
   for (TlsRole role : {TlsRole::kAgent, TlsRole::kAggregator, TlsRole::kCli}) {
     absl::StatusOr<TransportSecurity> security = LoadTransportSecurity(config, role);
     EXPECT_THAT(security, StatusIs(absl::StatusCode::kInvalidArgument));
-    EXPECT_THAT(security.status().message(),
-                HasSubstr(absl::StrCat("key_file ", other->key, " does not match cert_file ",
-                                       leaf_.cert)));
+    EXPECT_THAT(
+        security.status().message(),
+        HasSubstr(absl::StrCat("key_file ", other->key, " does not match cert_file ", leaf_.cert)));
   }
 }
 

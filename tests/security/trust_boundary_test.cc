@@ -51,8 +51,9 @@ using ::testing::Not;
 // in name order, so an attacker's declaration is the first one /metrics meets.
 constexpr char kHonestNode[] = "victim";
 constexpr char kHonestTree[] = "sysfs/gpud-h100/sys";
-constexpr char kHonestXmitFile[] = "sysfs/gpud-h100/sys/class/infiniband/mlx5_0/ports/1/counters/"
-                                   "port_xmit_data";
+constexpr char kHonestXmitFile[] =
+    "sysfs/gpud-h100/sys/class/infiniband/mlx5_0/ports/1/counters/"
+    "port_xmit_data";
 constexpr char kXmitFamily[] = "fabricmon_ib_port_xmit_data_bytes_total";
 
 // The names the fix for each row introduces (Reject reasons, config fields) are looked up at run
@@ -175,8 +176,8 @@ class TrustBoundaryTest : public ::testing::Test {
     std::vector<std::string> labels;
     for (const TextSample& sample : Samples()) {
       if (absl::StrContains(sample.name, "rejected") && sample.Label("reason").has_value()) {
-        labels.push_back(absl::StrCat(sample.name, "{reason=", *sample.Label("reason"), "} ",
-                                      sample.value));
+        labels.push_back(
+            absl::StrCat(sample.name, "{reason=", *sample.Label("reason"), "} ", sample.value));
       }
     }
     return absl::StrJoin(labels, "\n");
@@ -199,8 +200,8 @@ class TrustBoundaryTest : public ::testing::Test {
     std::ofstream(path) << text;
     // promtool's lint also reports naming advice (exit 3 in some versions); a parse error is
     // what fails a Prometheus scrape, so that is what counts here, plus any exit code but 0.
-    const CommandResult checked = RunCommand(
-        {"/bin/sh", "-c", "promtool check metrics < '" + path + "'"}, absl::Seconds(60));
+    const CommandResult checked =
+        RunCommand({"/bin/sh", "-c", "promtool check metrics < '" + path + "'"}, absl::Seconds(60));
     EXPECT_EQ(checked.exit_code, 0) << "promtool check metrics:\n"
                                     << checked.output.substr(0, 4000);
   }
@@ -262,8 +263,8 @@ class TrustBoundaryTest : public ::testing::Test {
     const std::string config = dir_ + "/agent-" + node + ".textproto";
     std::ofstream out(config);
     if (mtls_) {
-      out << "tls { ca_file: \"" << ca_.cert << "\" cert_file: \"" << cert.cert
-          << "\" key_file: \"" << cert.key << "\" }\n";
+      out << "tls { ca_file: \"" << ca_.cert << "\" cert_file: \"" << cert.cert << "\" key_file: \""
+          << cert.key << "\" }\n";
     }
     out << "reconnect_initial_backoff_ms: 100\nreconnect_max_backoff_ms: 500\n"
         << "collectors {\n  ib_sysfs { interval_ms: 500 }\n"
@@ -444,9 +445,8 @@ TEST_P(TrustBoundaryTransportTest, ProjectFamiliesKeepTheCataloguesHelp) {
     --width;
   }
   const collectors::SeriesDesc desc = collectors::CounterSeries(
-      "ib_sysfs", kXmitFamily,
-      "forged help\nfabricmon_node_up{node=\"victim-forged\"} 1", family->unit, width,
-      family->overflow, family->scale, {{"device", "mlx5_9"}, {"port", "1"}});
+      "ib_sysfs", kXmitFamily, "forged help\nfabricmon_node_up{node=\"victim-forged\"} 1",
+      family->unit, width, family->overflow, family->scale, {{"device", "mlx5_9"}, {"port", "1"}});
   v1::AgentMessage declaration;
   *declaration.mutable_declarations()->add_series() = wire::ToDeclaration(desc, 1);
   ASSERT_TRUE(peer->stream().Write(declaration));
@@ -462,7 +462,8 @@ TEST_P(TrustBoundaryTransportTest, ProjectFamiliesKeepTheCataloguesHelp) {
   ExpectAggregatorUpAndLintClean();
 }
 
-// --- Row: a family another node uses, declared as another type with another HELP ------------------
+// --- Row: a family another node uses, declared as another type with another HELP
+// ------------------
 
 TEST_P(TrustBoundaryTransportTest, FamilyRedeclaredAsAnotherTypeIsRefused) {
   REQUIRE_FIX_FOR(ReasonNamed("REASON_DECLARATION_CONFLICT"), "family redeclared as another type");
@@ -514,7 +515,8 @@ TEST_P(TrustBoundaryTransportTest, ExtraFamilyIsPinnedByItsFirstDeclaration) {
   ExpectAggregatorUpAndLintClean();
 }
 
-// --- Row: slow /metrics clients (and on the agent's --listen_metrics) -----------------------------
+// --- Row: slow /metrics clients (and on the agent's --listen_metrics)
+// -----------------------------
 
 // The slow clients' request timeout in the slow-client rows: longer than a scrape's bound, so that
 // a server cannot free a worker by dropping a slow client while a scrape waits. (That the server
@@ -526,17 +528,18 @@ constexpr int kSlowRequestTimeoutMs = 120000;
 void OpenSlowClients(SlowHttpClients& slow, int port, int connections,
                      const DaemonProcess& server) {
   EXPECT_TRUE(slow.Start().ok());
-  EXPECT_TRUE(WaitUntil(
-      [&] { return EstablishedConnectionsOnPort(server.pid(), port) >= connections; },
-      absl::Seconds(10)))
+  EXPECT_TRUE(
+      WaitUntil([&] { return EstablishedConnectionsOnPort(server.pid(), port) >= connections; },
+                absl::Seconds(10)))
       << "the server accepted " << EstablishedConnectionsOnPort(server.pid(), port) << " of "
       << connections << " slow clients";
 }
 
 // One GET of /metrics on `port`, answered while every slow client still holds its connection
-// (the server holds `connections` on the port besides the scrape's own): had they taken every worker, the
-// server could answer only after dropping some (at kSlowRequestTimeoutMs, beyond the fetch's
-// bound). Not a timing check: however loaded the machine, a server with a free worker passes.
+// (the server holds `connections` on the port besides the scrape's own): had they taken every
+// worker, the server could answer only after dropping some (at kSlowRequestTimeoutMs, beyond the
+// fetch's bound). Not a timing check: however loaded the machine, a server with a free worker
+// passes.
 void ExpectScrapeBesideSlowClients(int port, const DaemonProcess& server, int connections,
                                    const std::string& what) {
   absl::StatusOr<std::string> text = HttpGet(port, "/metrics", absl::Seconds(30));
@@ -567,8 +570,8 @@ TEST_F(TrustBoundaryTest, SlowClientsDoNotBlockTheAgentsListenMetrics) {
   ASSERT_TRUE(StartAggregator(false));
   const int agent_port = FreePort();
   DaemonProcess agent;
-  std::vector<std::string> argv =
-      AgentArgs("listener", honest_cert_, {absl::StrCat("--listen_metrics=127.0.0.1:", agent_port)});
+  std::vector<std::string> argv = AgentArgs(
+      "listener", honest_cert_, {absl::StrCat("--listen_metrics=127.0.0.1:", agent_port)});
   std::ofstream(dir_ + "/agent-listener.textproto", std::ios::app)
       << "metrics_request_timeout_ms: " << kSlowRequestTimeoutMs << "\n";
   ASSERT_TRUE(agent.Start(argv, dir_ + "/listener.log"));
@@ -581,7 +584,8 @@ TEST_F(TrustBoundaryTest, SlowClientsDoNotBlockTheAgentsListenMetrics) {
   EXPECT_TRUE(agent.running()) << agent.Log();
 }
 
-// --- Row: a hello carrying fabric topology and another node's GUID --------------------------------
+// --- Row: a hello carrying fabric topology and another node's GUID
+// --------------------------------
 
 constexpr char kAuthorization[] =
     "authorization { operators: \"fabricmon-cli\" fabric_sweepers: \"sweeper-.*\" }";
@@ -619,9 +623,9 @@ TEST_F(TrustBoundaryTest, FabricTopologyFromANonSweeperIsDropped) {
   spec.node = "node-a";
   spec.inventory = ForgedFabric("0c42:a103:0065:aaaa");
   ASSERT_TRUE(peer->Hello(spec)) << peer->Finish().Describe();
-  EXPECT_EQ(Value("fabricmon_aggregator_inventory_refused_total",
-                  {{"reason", "not_a_fabric_sweeper"}}),
-            1);
+  EXPECT_EQ(
+      Value("fabricmon_aggregator_inventory_refused_total", {{"reason", "not_a_fabric_sweeper"}}),
+      1);
   // ... also when it comes later, in an inventory update.
   v1::AgentMessage update;
   *update.mutable_inventory()->mutable_inventory() = ForgedFabric("0c42:a103:0065:aaaa");
@@ -672,9 +676,9 @@ TEST_F(TrustBoundaryTest, FabricTopologyFromANonSweeperIsDropped) {
     ASSERT_TRUE(diagnostics->GetNode(&context, request, &view).ok());
     EXPECT_EQ(view.inventory().fabric_links_size(), 1);
   }
-  EXPECT_EQ(Value("fabricmon_aggregator_inventory_refused_total",
-                  {{"reason", "not_a_fabric_sweeper"}}),
-            2);
+  EXPECT_EQ(
+      Value("fabricmon_aggregator_inventory_refused_total", {{"reason", "not_a_fabric_sweeper"}}),
+      2);
   ExpectHonestUntouched();
   ExpectAggregatorUpAndLintClean();
 }
@@ -697,8 +701,8 @@ TEST_F(TrustBoundaryTest, GuidClaimedByTwoNodesIsReportedAsAConflict) {
     ASSERT_TRUE(peer->Hello(spec)) << peer->Finish().Describe();
     peers.push_back(std::move(peer));
   }
-  EXPECT_TRUE(WaitUntil([&] { return Value("fabricmon_topology_guid_conflicts") == 1; },
-                        absl::Seconds(20)))
+  EXPECT_TRUE(
+      WaitUntil([&] { return Value("fabricmon_topology_guid_conflicts") == 1; }, absl::Seconds(20)))
       << "fabricmon_topology_guid_conflicts never became 1";
   std::unique_ptr<v1::Diagnostics::Stub> diagnostics = Diagnostics(&operator_);
   grpc::ClientContext context;
@@ -717,7 +721,8 @@ TEST_F(TrustBoundaryTest, GuidClaimedByTwoNodesIsReportedAsAConflict) {
   ExpectAggregatorUpAndLintClean();
 }
 
-// --- Row: the CLI with an agent's certificate; an operator certificate streaming ------------------
+// --- Row: the CLI with an agent's certificate; an operator certificate streaming
+// ------------------
 
 TEST_F(TrustBoundaryTest, OnlyOperatorsMayCallDiagnostics) {
   REQUIRE_FIX_FOR(HasConfigField("authorization"), "the CLI with an agent's certificate");
@@ -818,7 +823,8 @@ TEST_F(TrustBoundaryTest, OperatorCertificateCannotStream) {
   ExpectAggregatorUpAndLintClean();
 }
 
-// --- Row: refused TLS handshakes -------------------------------------------------------------------
+// --- Row: refused TLS handshakes
+// -------------------------------------------------------------------
 
 TEST_F(TrustBoundaryTest, RefusedHandshakesAreCountedAndExplained) {
   ASSERT_TRUE(StartAggregator(true, kAuthorization));
@@ -866,10 +872,12 @@ TEST_F(TrustBoundaryTest, RefusedHandshakesAreCountedAndExplained) {
   ExpectAggregatorUpAndLintClean();
 }
 
-// --- Row: one peer, many node names × many series -------------------------------------------------
+// --- Row: one peer, many node names × many series
+// -------------------------------------------------
 
 TEST_F(TrustBoundaryTest, ManyNamesAndSeriesStayWithinTheCaps) {
-  REQUIRE_FIX_FOR(HasConfigField("max_nodes") && HasConfigField("max_series_total"), "8 names x many series");
+  REQUIRE_FIX_FOR(HasConfigField("max_nodes") && HasConfigField("max_series_total"),
+                  "8 names x many series");
   // Scaled down from 8 × 50,000: caps small enough that the attack crosses each of them.
   ASSERT_TRUE(StartAggregator(false,
                               "max_nodes: 4\nmax_series_total: 1500\nmax_series_per_node: 1000\n"
@@ -964,7 +972,8 @@ TEST_F(TrustBoundaryTest, NewSeriesBudgetAppliesPerPeerIdentity) {
   ExpectAggregatorUpAndLintClean();
 }
 
-// --- Row: a clock stepped ahead, then back ---------------------------------------------------------
+// --- Row: a clock stepped ahead, then back
+// ---------------------------------------------------------
 
 TEST_P(TrustBoundaryTransportTest, ClockSteppedAheadThenBackKeepsFlowing) {
   ASSERT_TRUE(StartAggregator(Mtls()));
@@ -1029,7 +1038,8 @@ TEST_F(TrustBoundaryTest, TwoBootIdsWithOneIdentityAreRefused) {
   ExpectAggregatorUpAndLintClean();
 }
 
-// --- Row: oversize, undecodable, invalid UTF-8 ----------------------------------------------------
+// --- Row: oversize, undecodable, invalid UTF-8
+// ----------------------------------------------------
 
 // The honest agent's first declarations are ~77 KB: the limit must leave room for them.
 constexpr char kMessageLimit[] = "max_message_bytes: 262144\n";
@@ -1095,7 +1105,8 @@ TEST_P(TrustBoundaryTransportTest, InvalidUtf8IsRejected) {
   ExpectAggregatorUpAndLintClean();
 }
 
-// --- Row: a value beyond its declared counter width -----------------------------------------------
+// --- Row: a value beyond its declared counter width
+// -----------------------------------------------
 
 TEST_P(TrustBoundaryTransportTest, ValueBeyondDeclaredWidthIsRejected) {
   REQUIRE_FIX_FOR(ReasonNamed("REASON_VALUE_OUT_OF_RANGE"), "a value beyond its declared width");
@@ -1116,21 +1127,21 @@ TEST_P(TrustBoundaryTransportTest, ValueBeyondDeclaredWidthIsRejected) {
   ExpectAggregatorUpAndLintClean();
 }
 
-// --- The program -----------------------------------------------------------------------------------
+// --- The program
+// -----------------------------------------------------------------------------------
 
 TEST_F(TrustBoundaryTest, HostilePeerProgramRunsAScript) {
   ASSERT_TRUE(StartAggregator(false));
   const std::string script = dir_ + "/script.txt";
-  std::ofstream(script)
-      << "# a hello, a counter, a batch, then bytes that do not decode\n"
-      << "hello scripted boot-1 7\n"
-      << "send declarations { series { id: 1 name: \"fabricmon_scripted_total\" "
-         "type: METRIC_TYPE_COUNTER width_bits: 64 help: \"two\\nlines\" } }\n"
-      << "send layouts { layouts { id: 1 series_ids: 1 } }\n"
-      << "batch 1 0 1 42\n"
-      << "read\n"
-      << "read\n"
-      << "undecodable\n";
+  std::ofstream(script) << "# a hello, a counter, a batch, then bytes that do not decode\n"
+                        << "hello scripted boot-1 7\n"
+                        << "send declarations { series { id: 1 name: \"fabricmon_scripted_total\" "
+                           "type: METRIC_TYPE_COUNTER width_bits: 64 help: \"two\\nlines\" } }\n"
+                        << "send layouts { layouts { id: 1 series_ids: 1 } }\n"
+                        << "batch 1 0 1 42\n"
+                        << "read\n"
+                        << "read\n"
+                        << "undecodable\n";
   const CommandResult run =
       RunCommand({BuildPath("tests/security/fabricmon_hostile_peer"),
                   absl::StrCat("--aggregator=127.0.0.1:", grpc_port_), "--script=" + script},

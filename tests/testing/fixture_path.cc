@@ -15,6 +15,8 @@ std::string SourcePath(absl::string_view relative) {
   return JoinPath(FABRICMON_SOURCE_DIR, relative);
 }
 
-std::string BuildPath(absl::string_view relative) { return JoinPath(FABRICMON_BUILD_DIR, relative); }
+std::string BuildPath(absl::string_view relative) {
+  return JoinPath(FABRICMON_BUILD_DIR, relative);
+}
 
 }  // namespace fabricmon::testing

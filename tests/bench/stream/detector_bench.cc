@@ -40,9 +40,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "benchmark/benchmark.h"
-#include "daemon/store/series_store.h"
 #include "daemon/common/clock.h"
 #include "daemon/detectors/engine.h"
+#include "daemon/store/series_store.h"
 #include "fabricmon/v1/config.pb.h"
 #include "tests/bench/stream/node_model.h"
 

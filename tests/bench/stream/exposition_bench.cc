@@ -32,9 +32,9 @@
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/metrics_exporter.h"
 #include "daemon/aggregator/metrics_server.h"
-#include "daemon/store/series_store.h"
 #include "daemon/common/clock.h"
 #include "daemon/exposition/text_exposition.h"
+#include "daemon/store/series_store.h"
 #include "daemon/wire/batch_codec.h"
 #include "prometheus/text_serializer.h"
 #include "tests/bench/stream/node_model.h"
@@ -321,9 +321,9 @@ void BM_HttpScrape(benchmark::State& state) {
     return;
   }
   // The store outlives the server; the shared_ptr does not own the exporter.
-  (*server)->Serve(std::shared_ptr<aggregator::MetricsExporter>(
-                       std::shared_ptr<void>(), filled.exporter.get()),
-                   {});
+  (*server)->Serve(
+      std::shared_ptr<aggregator::MetricsExporter>(std::shared_ptr<void>(), filled.exporter.get()),
+      {});
   std::vector<std::string> headers;
   if (state.range(1) != 0) {
     headers.push_back("Accept-Encoding: gzip");
@@ -422,9 +422,8 @@ std::unique_ptr<IngestNode> MakeIngestNode(size_t index, Profile profile, size_t
   const std::vector<NodeSeries>& series = DgxSeries();
   auto ingest = std::make_unique<IngestNode>();
   // The production retention (AggregatorConfig default): its sweep is part of the ingest cost.
-  ingest->node = std::make_shared<store::NodeState>(absl::StrCat("node-", index), 4, 200000,
-                                                         store::NewSeriesLimit{},
-                                                         int64_t{900} * 1000000000);
+  ingest->node = std::make_shared<store::NodeState>(
+      absl::StrCat("node-", index), 4, 200000, store::NewSeriesLimit{}, int64_t{900} * 1000000000);
   VectorLookup lookup(series);
   wire::StreamEncoder encoder(lookup);
   auto layout = std::make_shared<std::vector<uint32_t>>();
@@ -509,8 +508,8 @@ void BM_Ingest(benchmark::State& state) {
         return;
       }
       const auto result = ingest->node->AppendBatchToSlots(
-          batch->sequence(), batch->dropped_before(), batch->timestamp_unix_nanos(),
-          ingest->slots, ingest->decoded.values, ingest->decoded.present, timestamp);
+          batch->sequence(), batch->dropped_before(), batch->timestamp_unix_nanos(), ingest->slots,
+          ingest->decoded.values, ingest->decoded.present, timestamp);
       samples += result.samples;
       if (mode == kParseDecodeAppendRates) {
         ingest->node->WithSeries([&](const std::vector<store::Series>& all) {
@@ -543,12 +542,12 @@ BENCHMARK(BM_Ingest)
 void BM_RetirementSweep(benchmark::State& state) {
   const size_t count = static_cast<size_t>(state.range(0));
   store::NodeState node("node-sweep", 4, count + 1, store::NewSeriesLimit{1e9, 1e9},
-                             int64_t{1} << 62);  // a retention nothing outlives
+                        int64_t{1} << 62);  // a retention nothing outlives
   std::vector<uint32_t> indices;
   for (size_t i = 0; i < count; ++i) {
-    indices.push_back(*node.Declare(collectors::GaugeSeries(
-        "bench", "fabricmon_bench_gauge", "h", collectors::Unit::kNone, 1.0,
-        {{"series", absl::StrCat(i)}})));
+    indices.push_back(*node.Declare(collectors::GaugeSeries("bench", "fabricmon_bench_gauge", "h",
+                                                            collectors::Unit::kNone, 1.0,
+                                                            {{"series", absl::StrCat(i)}})));
   }
   int64_t now = kNow;
   uint64_t sequence = 1;
@@ -559,9 +558,9 @@ void BM_RetirementSweep(benchmark::State& state) {
     now += int64_t{60} * 1000000000;
     node.AppendBatch(++sequence, 0, now, one, {1}, {true}, now);
   }
-  state.counters["ns_per_series"] = benchmark::Counter(
-      static_cast<double>(state.iterations() * count),
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["ns_per_series"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * count),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
 BENCHMARK(BM_RetirementSweep)->Arg(1000)->Arg(100000);

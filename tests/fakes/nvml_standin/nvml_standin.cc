@@ -112,7 +112,8 @@ static_assert(sizeof(nvmlFieldValue_t) == 40, "nvml.h nvmlFieldValue_t");
 namespace {
 
 constexpr unsigned int kMaxGpus = 64;
-[[maybe_unused]] constexpr int kValueTypeUnsignedLongLong = 3;  // NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
+[[maybe_unused]] constexpr int kValueTypeUnsignedLongLong =
+    3;  // NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
 
 using KeyValues = std::map<std::string, std::string>;
 

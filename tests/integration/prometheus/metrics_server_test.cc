@@ -3,6 +3,8 @@
 // prometheus-cpp's TextSerializer writes for the same collectables, gzip when the scraper asks
 // for it, everything else left to the Exposer, and two servers in one process keep apart.
 
+#include "daemon/aggregator/metrics_server.h"
+
 #include <zlib.h>
 
 #include <memory>
@@ -15,7 +17,6 @@
 #include "collectors/core/sample.h"
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/metrics_exporter.h"
-#include "daemon/aggregator/metrics_server.h"
 #include "daemon/store/series_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -90,7 +91,8 @@ struct Store {
       hello.set_node_name(absl::StrCat(prefix, n));
       hello.set_agent_instance_id(n + 1);
       hello.set_boot_id("boot");
-      auto attached = store.Attach(hello, n + 1, [] {}, clock.NowUnixNanos());
+      auto attached = store.Attach(
+          hello, n + 1, [] {}, clock.NowUnixNanos());
       EXPECT_TRUE(attached.ok()) << attached.status();
       std::vector<uint32_t> indices;
       std::vector<uint64_t> values;
@@ -162,13 +164,15 @@ TEST(MetricsServerTest, CompressesWithGzipWhenTheScraperAcceptsIt) {
   server->Serve(store.exporter, others);
 
   // As Prometheus asks.
-  absl::StatusOr<HttpResponse> response = HttpFetch(
-      server->port(), "/metrics",
-      {"Accept-Encoding: gzip", "Accept: application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1"});
+  absl::StatusOr<HttpResponse> response =
+      HttpFetch(server->port(), "/metrics",
+                {"Accept-Encoding: gzip",
+                 "Accept: application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1"});
   ASSERT_TRUE(response.ok()) << response.status();
   EXPECT_EQ(response->status, 200);
   EXPECT_THAT(response->headers, HasSubstr("Content-Encoding: gzip"));
-  EXPECT_THAT(response->headers, HasSubstr(absl::StrCat("Content-Length: ", response->body.size())));
+  EXPECT_THAT(response->headers,
+              HasSubstr(absl::StrCat("Content-Length: ", response->body.size())));
   const std::string text = Gunzip(response->body);
   EXPECT_EQ(text, store.Reference(others));
   EXPECT_LT(response->body.size() * 4, text.size());  // it did compress

@@ -19,8 +19,8 @@
 #define _GNU_SOURCE
 
 #include <dlfcn.h>
-#include <rdma/rdma_user_ioctl.h> /* IB_USER_MAD_(UN)REGISTER_AGENT */
 #include <pthread.h>
+#include <rdma/rdma_user_ioctl.h> /* IB_USER_MAD_(UN)REGISTER_AGENT */
 #include <stdarg.h>
 #include <stdint.h>
 #include <string.h>

@@ -48,10 +48,10 @@ void ReplaceFile(const TempTree& tree, const std::string& relative, const std::s
 }
 
 std::string Stats(uint64_t rx_pause_us, uint64_t rdma_bytes) {
-  return absl::StrCat("NIC statistics:\n     rx_prio3_pause: ", rx_pause_us / 100,
-                      "\n     rx_prio3_pause_duration: ", rx_pause_us,
-                      "\n     tx_prio3_pause_duration: 0\n     rx_vport_rdma_unicast_bytes: ",
-                      rdma_bytes, "\n");
+  return absl::StrCat(
+      "NIC statistics:\n     rx_prio3_pause: ", rx_pause_us / 100,
+      "\n     rx_prio3_pause_duration: ", rx_pause_us,
+      "\n     tx_prio3_pause_duration: 0\n     rx_vport_rdma_unicast_bytes: ", rdma_bytes, "\n");
 }
 
 class CaptureDirApiTest : public ::testing::Test {

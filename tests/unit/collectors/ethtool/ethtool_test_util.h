@@ -11,8 +11,8 @@
 #include "collectors/core/recording_sink.h"
 #include "collectors/core/sample.h"
 #include "collectors/ethtool/ethtool_collector.h"
-#include "tests/fakes/ethtool/fixture_ethtool_api.h"
 #include "fabricmon/v1/config.pb.h"
+#include "tests/fakes/ethtool/fixture_ethtool_api.h"
 #include "tests/testing/temp_tree.h"
 
 namespace fabricmon::collectors::ethtool_testing {

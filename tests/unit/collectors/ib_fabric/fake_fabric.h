@@ -11,10 +11,10 @@
 #include <set>
 #include <utility>
 
+#include "collectors/fabric_model/subnet.h"
 #include "collectors/ib_fabric/ib_fabric_collector.h"
 #include "collectors/ib_fabric/mad_pipeline.h"
 #include "collectors/ib_fabric/pma.h"
-#include "collectors/fabric_model/subnet.h"
 #include "tests/testing/fake_clock.h"
 
 namespace fabricmon::collectors::ib_fabric_testing {

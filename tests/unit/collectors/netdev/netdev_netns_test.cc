@@ -98,10 +98,9 @@ class NetdevNetnsTest : public ::testing::Test {
       // (`ip netns exec` could not remount it). If it does, the collector missed it: a failure.
       ProcessResult listing =
           RunProcess(InNs(ns_a_, {"cat", "/sys/class/net/" + veth_a_ + "/mtu"}), absl::Seconds(20));
-      ASSERT_NE(listing.exit_code, 0)
-          << "the namespace's /sys shows " << veth_a_ << " (mtu " << listing.out
-          << ") but netdev_dump did not report it:\n"
-          << probe.text << probe.log;
+      ASSERT_NE(listing.exit_code, 0) << "the namespace's /sys shows " << veth_a_ << " (mtu "
+                                      << listing.out << ") but netdev_dump did not report it:\n"
+                                      << probe.text << probe.log;
       GTEST_SKIP() << "`ip netns exec` did not give the namespace its own /sys here; netdev_dump "
                       "saw:\n"
                    << probe.log;

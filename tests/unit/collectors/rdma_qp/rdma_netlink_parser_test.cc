@@ -314,7 +314,7 @@ TEST(RdmaNetlinkParserTest, EveryTruncationAndBitFlipIsHandled) {
 
 TEST(RdmaNetlinkParserTest, NamesTypesAndStates) {
   const std::pair<uint8_t, const char*> types[] = {
-      {0, "smi"},        {1, "gsi"},     {2, "rc"},      {3, "uc"},     {4, "ud"},
+      {0, "smi"},        {1, "gsi"},     {2, "rc"},       {3, "uc"},    {4, "ud"},
       {8, "raw_packet"}, {9, "xrc_ini"}, {10, "xrc_tgt"}, {5, "other"}, {0xff, "other"}};
   for (const auto& [type, name] : types) {
     EXPECT_EQ(QpTypeName(type), name) << int{type};

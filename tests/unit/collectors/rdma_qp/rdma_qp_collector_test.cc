@@ -295,7 +295,9 @@ TEST_F(RdmaQpCollectorTest, ReplyWithoutDoneIsDataLoss) {
 }
 
 TEST_F(RdmaQpCollectorTest, UnprintableCommIsSanitized) {
-  proc_.WriteFile("100/comm", "a\x01\xff" "b\n");
+  proc_.WriteFile("100/comm",
+                  "a\x01\xff"
+                  "b\n");
   std::unique_ptr<RdmaQpCollector> collector = Make();
   v1::Inventory inventory;
   ASSERT_THAT(collector->Discover(inventory), IsOk());

@@ -219,7 +219,7 @@ TEST(ReplayBufferTest, DroppedBeforeCountsOnlyUnacknowledgedDrops) {
   buffer.Push(MakeCycle(kValues));  // 1
   buffer.Push(MakeCycle(kValues));  // 2
   buffer.Ack(2);
-  for (int i = 0; i < 8; ++i) {     // 3..10; 3..7 are dropped unacknowledged
+  for (int i = 0; i < 8; ++i) {  // 3..10; 3..7 are dropped unacknowledged
     buffer.Push(MakeCycle(kValues));
   }
   EXPECT_EQ(buffer.unconfirmed_evictions(), 5u);

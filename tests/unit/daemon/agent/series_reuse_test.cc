@@ -142,8 +142,8 @@ TEST(SeriesReuseTest, ChurnKeepsIdsBoundedAndEveryValueNamesItsSeries) {
     uint64_t dropped = 0;
     while (std::optional<Cycle> next = buffer.NextAfter(cursor, &dropped)) {
       std::vector<v1::AgentMessage> messages;
-      encoder.Encode(next->sequence, next->timestamp_unix_nanos, 0, 0, next->layout,
-                     next->values, &messages);
+      encoder.Encode(next->sequence, next->timestamp_unix_nanos, 0, 0, next->layout, next->values,
+                     &messages);
       receiver.Receive(messages, &batch);
       ASSERT_EQ(batch.values.size(), next->layout->size());
       for (size_t i = 0; i < batch.values.size(); ++i) {

@@ -19,8 +19,8 @@ PeerIdentity Certificate(std::vector<std::string> dns, std::string cn) {
   return identity;
 }
 
-std::shared_ptr<const Authorization> Make(const std::string& operators,
-                                          const std::string& sweepers, bool plaintext = false) {
+std::shared_ptr<const Authorization> Make(const std::string& operators, const std::string& sweepers,
+                                          bool plaintext = false) {
   v1::AuthorizationConfig config;
   if (!operators.empty()) config.add_operators(operators);
   if (!sweepers.empty()) config.add_fabric_sweepers(sweepers);

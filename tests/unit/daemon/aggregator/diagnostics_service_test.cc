@@ -8,8 +8,8 @@
 #include <map>
 #include <memory>
 
-#include "fabricmon/v1/diagnostics.grpc.pb.h"
 #include "absl/strings/str_cat.h"
+#include "fabricmon/v1/diagnostics.grpc.pb.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
@@ -47,7 +47,9 @@ v1::GetTopologyResponse OneCable() {
 
 class DiagnosticsServiceTest : public ::testing::Test {
  protected:
-  DiagnosticsServiceTest() : store_(store::StoreOptions{}), service_(store_, clock_, 30'000'000'000, Authorization::Empty(/*plaintext=*/true)) {}
+  DiagnosticsServiceTest()
+      : store_(store::StoreOptions{}),
+        service_(store_, clock_, 30'000'000'000, Authorization::Empty(/*plaintext=*/true)) {}
 
   void StartServer() {
     grpc::ServerBuilder builder;

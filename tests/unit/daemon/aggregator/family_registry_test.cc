@@ -34,7 +34,8 @@ using ::testing::Not;
 
 constexpr char kXmitData[] = "fabricmon_ib_port_xmit_data_bytes_total";
 
-SeriesDesc XmitData(std::string help, collectors::Labels labels = {{"device", "mlx5_0"}, {"port", "1"}}) {
+SeriesDesc XmitData(std::string help,
+                    collectors::Labels labels = {{"device", "mlx5_0"}, {"port", "1"}}) {
   return CounterSeries("ib_sysfs", kXmitData, std::move(help), Unit::kBytes, 64,
                        Overflow::kSaturates, 4.0, std::move(labels));
 }
@@ -109,12 +110,11 @@ TEST(FamilyRegistryTest, FirstDeclarationIsPinnedAndLaterConflictsAreRefused) {
   EXPECT_THAT(registry.Admit(same), IsOk());
   SeriesDesc other_help = Dynamic("Another text.");
   EXPECT_THAT(registry.Admit(other_help), StatusIs(absl::StatusCode::kFailedPrecondition));
-  SeriesDesc other_unit =
-      Dynamic("Driver hardware counter hw_counters/out_of_buffer.", collectors::MetricType::kCounter,
-              Unit::kBytes);
+  SeriesDesc other_unit = Dynamic("Driver hardware counter hw_counters/out_of_buffer.",
+                                  collectors::MetricType::kCounter, Unit::kBytes);
   EXPECT_THAT(registry.Admit(other_unit), StatusIs(absl::StatusCode::kFailedPrecondition));
-  SeriesDesc other_type = Dynamic("Driver hardware counter hw_counters/out_of_buffer.",
-                                  collectors::MetricType::kGauge);
+  SeriesDesc other_type =
+      Dynamic("Driver hardware counter hw_counters/out_of_buffer.", collectors::MetricType::kGauge);
   EXPECT_THAT(registry.Admit(other_type), StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
@@ -142,7 +142,8 @@ class TwoNodesTest : public ::testing::Test {
     hello.set_node_name(name);
     hello.set_agent_instance_id(token);
     hello.set_boot_id("boot");
-    auto attached = store_.Attach(hello, token, [] {}, clock_.NowUnixNanos());
+    auto attached = store_.Attach(
+        hello, token, [] {}, clock_.NowUnixNanos());
     EXPECT_TRUE(attached.ok());
     return attached->node;
   }
@@ -224,9 +225,9 @@ TEST_F(TwoNodesTest, NodeBsConflictingDeclarationLeavesNodeAUntouched) {
   EXPECT_EQ(LinesOf(after, "node-a"), a_before);
   EXPECT_THAT(after, HasSubstr("# HELP fabricmon_ib_hw_out_of_buffer_total " + help_a + "\n"));
   EXPECT_THAT(after, HasSubstr("# TYPE fabricmon_ib_hw_out_of_buffer_total counter\n"));
-  EXPECT_THAT(after, HasSubstr(
-                         "fabricmon_ib_hw_out_of_buffer_total{node=\"node-a\",device=\"mlx5_0\"} "
-                         "41\n"));
+  EXPECT_THAT(after,
+              HasSubstr("fabricmon_ib_hw_out_of_buffer_total{node=\"node-a\",device=\"mlx5_0\"} "
+                        "41\n"));
   EXPECT_THAT(after, Not(HasSubstr("victim")));
 }
 

@@ -84,8 +84,7 @@ TEST_F(IngestSessionTest, StoresDecodedBatchesAndCountsDuplicates) {
   EXPECT_TRUE(std::get<IngestSession::BatchResult>(first).stored);
   EXPECT_EQ(std::get<IngestSession::BatchResult>(first).samples, 2u);
   // Deltas against the previous values of the same series on the stream.
-  ASSERT_TRUE(std::holds_alternative<IngestSession::BatchResult>(
-      session.Batch(BatchOf(2, 5, 7))));
+  ASSERT_TRUE(std::holds_alternative<IngestSession::BatchResult>(session.Batch(BatchOf(2, 5, 7))));
   EXPECT_EQ(LatestValues(*session.node()), (std::vector<uint64_t>{105, 207}));
   EXPECT_EQ(stats_.batches.load(), 2u);
   EXPECT_EQ(stats_.samples.load(), 4u);
@@ -121,8 +120,8 @@ TEST_F(IngestSessionTest, RefusalsNameTheirReasonAndLeaveTheSessionUsable) {
   EXPECT_EQ(stats_.batches.load(), 0u);
 
   // Nothing refused so far moved the decoder: the next good batch decodes from zero.
-  ASSERT_TRUE(std::holds_alternative<IngestSession::BatchResult>(
-      session.Batch(BatchOf(1, 10, 20))));
+  ASSERT_TRUE(
+      std::holds_alternative<IngestSession::BatchResult>(session.Batch(BatchOf(1, 10, 20))));
   EXPECT_EQ(LatestValues(*session.node()), (std::vector<uint64_t>{10, 20}));
 }
 

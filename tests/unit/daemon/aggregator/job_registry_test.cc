@@ -15,12 +15,12 @@
 namespace fabricmon::aggregator {
 namespace {
 
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using detectors::FindingsProvider;
 using detectors::TrafficProvider;
 using store::SeriesStore;
 using store::StoreOptions;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 v1::StartJobRequest Request(const std::string& name, std::vector<std::string> nodes) {
   v1::StartJobRequest request;
@@ -29,7 +29,9 @@ v1::StartJobRequest Request(const std::string& name, std::vector<std::string> no
   return request;
 }
 
-std::vector<std::string> Nodes(const v1::Job& job) { return {job.nodes().begin(), job.nodes().end()}; }
+std::vector<std::string> Nodes(const v1::Job& job) {
+  return {job.nodes().begin(), job.nodes().end()};
+}
 
 TEST(JobRegistryTest, StartsListsFindsAndEndsJobs) {
   fabricmon::testing::FakeClock clock;
@@ -177,9 +179,8 @@ TEST(JobServiceTest, JobsOverTheDiagnosticsService) {
   });
   ASSERT_TRUE(status.ok()) << status.error_message();
   EXPECT_EQ(job.started_by(), "plaintext caller");
-  status = call([&](grpc::ClientContext* c) {
-    return stub->StartJob(c, Request("bad name", {"n1"}), &job);
-  });
+  status = call(
+      [&](grpc::ClientContext* c) { return stub->StartJob(c, Request("bad name", {"n1"}), &job); });
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 
   v1::ListJobsResponse listed;

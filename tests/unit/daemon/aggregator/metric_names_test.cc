@@ -1,10 +1,11 @@
 // Every metric a dashboard (dashboards/grafana/*.json) or an alert rule (deploy/prometheus/
 // rules.yml) names is one the project exports: a family of the metric catalogue (what the
 // collectors and the agent stream, and what the aggregator writes itself: aggregator_families.h,
-// which aggregator_server_test checks against its exporters), or a driver counter family of the ib_sysfs collector (one per
-// hw_counters file, named by the collector's own rule: the file names vary by driver, so these
-// are declared by the agent rather than catalogued), or a name documented below. A renamed or removed metric fails here,
-// not as an empty panel or an alert that can never fire.
+// which aggregator_server_test checks against its exporters), or a driver counter family of the
+// ib_sysfs collector (one per hw_counters file, named by the collector's own rule: the file names
+// vary by driver, so these are declared by the agent rather than catalogued), or a name documented
+// below. A renamed or removed metric fails here, not as an empty panel or an alert that can never
+// fire.
 
 #include <filesystem>
 #include <fstream>
@@ -78,8 +79,8 @@ bool Exported(const std::string& name) {
 
 TEST(MetricNamesTest, DashboardsAndAlertRulesNameOnlyExportedMetrics) {
   std::vector<std::string> files;
-  for (const auto& entry : std::filesystem::directory_iterator(
-           fabricmon::testing::SourcePath("dashboards/grafana"))) {
+  for (const auto& entry :
+       std::filesystem::directory_iterator(fabricmon::testing::SourcePath("dashboards/grafana"))) {
     if (entry.path().extension() == ".json") {
       files.push_back("dashboards/grafana/" + entry.path().filename().string());
     }
@@ -95,8 +96,8 @@ TEST(MetricNamesTest, DashboardsAndAlertRulesNameOnlyExportedMetrics) {
         unknown.push_back(name);
       }
     }
-    EXPECT_THAT(unknown, ::testing::IsEmpty()) << file << " names metrics nothing exports: "
-                                               << absl::StrJoin(unknown, ", ");
+    EXPECT_THAT(unknown, ::testing::IsEmpty())
+        << file << " names metrics nothing exports: " << absl::StrJoin(unknown, ", ");
   }
   EXPECT_GT(checked, 50u) << "the name extraction found too little to check";
 }

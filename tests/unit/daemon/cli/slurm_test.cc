@@ -85,7 +85,8 @@ constexpr char kSlurm2311Configuring[] = R"(JobId=88231 JobName=allreduce-bench
 // Captured from Debian's slurm-wlm 22.05.8 (slurmctld and two slurmd on one machine, as
 // tests/integration/slurm_test.py runs them; only the working directory renamed):
 // `sbatch -N2 --wrap 'sleep 60'`, trailing blank lines included.
-constexpr char kCaptured2205TwoNodes[] = "JobId=1 JobName=wrap\n"
+constexpr char kCaptured2205TwoNodes[] =
+    "JobId=1 JobName=wrap\n"
     "   UserId=root(0) GroupId=root(0) MCS_label=N/A\n"
     "   Priority=4294901759 Nice=0 Account=(null) QOS=(null)\n"
     "   JobState=RUNNING Reason=None Dependency=(null)\n"
@@ -208,8 +209,8 @@ TEST(SlurmJobIdTest, AcceptsPlainArrayAndHetIds) {
   EXPECT_TRUE(ValidateSlurmJobId("1234").ok());
   EXPECT_TRUE(ValidateSlurmJobId("1234_7").ok());
   EXPECT_TRUE(ValidateSlurmJobId("1234+1").ok());
-  for (const char* bad : {"", "abc", "12 34", "1234_", "_7", "1;id", "-1", "1234_7_8",
-                          "123456789012345678901"}) {
+  for (const char* bad :
+       {"", "abc", "12 34", "1234_", "_7", "1;id", "-1", "1234_7_8", "123456789012345678901"}) {
     EXPECT_FALSE(ValidateSlurmJobId(bad).ok()) << bad;
   }
 }
@@ -227,14 +228,13 @@ TEST(RunCommandTest, ReturnsStdoutAndFailsLoudly) {
   auto out = RunCommand({"sh", "-c", "echo hello; echo noise >&2"}, std::chrono::seconds(10));
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(*out, "hello\n");
-  auto failed = RunCommand({"sh", "-c", "echo 'Invalid job id' >&2; exit 1"},
-                           std::chrono::seconds(10));
+  auto failed =
+      RunCommand({"sh", "-c", "echo 'Invalid job id' >&2; exit 1"}, std::chrono::seconds(10));
   ASSERT_FALSE(failed.ok());
   EXPECT_THAT(std::string(failed.status().message()), HasSubstr("Invalid job id"));
   EXPECT_FALSE(RunCommand({"/nonexistent/scontrol"}, std::chrono::seconds(10)).ok());
   // More output than allowed: an error, not a truncated answer.
-  auto flood = RunCommand({"sh", "-c", "head -c 100000 /dev/zero"}, std::chrono::seconds(10),
-                          1000);
+  auto flood = RunCommand({"sh", "-c", "head -c 100000 /dev/zero"}, std::chrono::seconds(10), 1000);
   ASSERT_FALSE(flood.ok());
   EXPECT_THAT(std::string(flood.status().message()), HasSubstr("more than 1000 bytes"));
   auto hung = RunCommand({"sleep", "30"}, std::chrono::milliseconds(200));
@@ -249,14 +249,21 @@ TEST(ResolveSlurmJobTest, AsksScontrolForTheJobThenItsHostnames) {
   tree.WriteFile("job.txt", kSlurm2205Running);
   const std::string job_file = tree.root() + "/job.txt";
   const std::string scontrol = tree.root() + "/scontrol";
-  tree.WriteFile("scontrol", absl::StrCat(
-      "#!/bin/sh\n"
-      "echo \"$@\" >> ", tree.root(), "/calls\n"
-      "if [ \"$1 $2\" = \"show job\" ]; then [ \"$3\" = 1234 ] || { echo 'slurm_load_jobs error: "
-      "Invalid job id specified' >&2; exit 1; }; cat ", job_file, "; exit 0; fi\n"
-      "if [ \"$1 $2\" = \"show hostnames\" ] && [ \"$3\" = 'gpu[001-004,010],login1' ]; then\n"
-      "  printf 'gpu001\\ngpu002\\ngpu003\\ngpu004\\ngpu010\\nlogin1\\n'; exit 0; fi\n"
-      "exit 2\n"));
+  tree.WriteFile(
+      "scontrol",
+      absl::StrCat(
+          "#!/bin/sh\n"
+          "echo \"$@\" >> ",
+          tree.root(),
+          "/calls\n"
+          "if [ \"$1 $2\" = \"show job\" ]; then [ \"$3\" = 1234 ] || { echo 'slurm_load_jobs "
+          "error: "
+          "Invalid job id specified' >&2; exit 1; }; cat ",
+          job_file,
+          "; exit 0; fi\n"
+          "if [ \"$1 $2\" = \"show hostnames\" ] && [ \"$3\" = 'gpu[001-004,010],login1' ]; then\n"
+          "  printf 'gpu001\\ngpu002\\ngpu003\\ngpu004\\ngpu010\\nlogin1\\n'; exit 0; fi\n"
+          "exit 2\n"));
   ASSERT_EQ(chmod(scontrol.c_str(), 0755), 0);
   auto nodes = ResolveSlurmJob("1234", scontrol, std::chrono::seconds(10));
   ASSERT_TRUE(nodes.ok()) << nodes.status();

@@ -22,8 +22,8 @@ TEST(ConfigLoaderTest, ShippedExamplesParse) {
 
 TEST(ConfigLoaderTest, UnknownFieldIsAnErrorWithLocation) {
   v1::AgentConfig config;
-  absl::Status status = ParseTextConfig("aggregator: \"a:1\"\nagregator: \"typo\"\n", "a.textproto",
-                                        &config);
+  absl::Status status =
+      ParseTextConfig("aggregator: \"a:1\"\nagregator: \"typo\"\n", "a.textproto", &config);
   EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_NE(status.message().find("a.textproto:2"), absl::string_view::npos) << status;
   EXPECT_NE(status.message().find("agregator"), absl::string_view::npos) << status;

@@ -45,8 +45,7 @@ TEST(FileReaderTest, ErrorsKeepErrnoMeaning) {
   EXPECT_FALSE(ReadSmallFile(tree.root() + "/dir").ok());
   PreadFile closed;
   char buffer[4];
-  EXPECT_THAT(closed.Read(buffer, sizeof(buffer)),
-              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(closed.Read(buffer, sizeof(buffer)), StatusIs(absl::StatusCode::kFailedPrecondition));
 }
 
 TEST(FileReaderTest, ListsSortedAndResolvesDriverLink) {

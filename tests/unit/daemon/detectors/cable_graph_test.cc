@@ -1,8 +1,8 @@
 #include "daemon/detectors/cable_graph.h"
 
 #include "gtest/gtest.h"
-#include "tests/unit/daemon/detectors/detector_test_util.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/unit/daemon/detectors/detector_test_util.h"
 
 namespace fabricmon::detectors {
 namespace {
@@ -42,11 +42,11 @@ TEST(TopologyTest, LinkListBothDirectionsAndNetdevCanonicalised) {
   port->set_number(1);
   port->add_netdevs("eth2");
   topology.AddInventory("node1", inventory);
-  FABRICMON_ASSERT_OK(topology.AddLinkList(
-      "# a comment\n"
-      "node1/eth2 switch:leaf1/3   # RoCE netdev\n"
-      "\n"
-      "switch:leaf1/49\tswitch:spine1/1\n"));
+  FABRICMON_ASSERT_OK(
+      topology.AddLinkList("# a comment\n"
+                           "node1/eth2 switch:leaf1/3   # RoCE netdev\n"
+                           "\n"
+                           "switch:leaf1/49\tswitch:spine1/1\n"));
   EXPECT_EQ(topology.link_count(), 2u);
   auto peer = topology.PeerOf(Host("node1", "mlx5_2", 1));
   ASSERT_TRUE(peer.has_value());

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "collectors/core/sample.h"
-#include "daemon/common/logging.h"
 #include "daemon/aggregator/findings_exporter.h"
+#include "daemon/common/logging.h"
 #include "daemon/detectors/engine.h"
 #include "daemon/store/series_store.h"
 #include "fabricmon/v1/telemetry.pb.h"
@@ -25,7 +25,7 @@ class FabricFixture {
 
   // Connects a node (as a hello would).
   std::shared_ptr<store::NodeState> Node(const std::string& name,
-                                              const v1::Inventory& inventory = {}) {
+                                         const v1::Inventory& inventory = {}) {
     auto it = nodes_.find(name);
     if (it != nodes_.end()) {
       return it->second.node;
@@ -36,7 +36,8 @@ class FabricFixture {
     hello.set_boot_id("boot-" + name);
     *hello.mutable_inventory() = inventory;
     const uint64_t token = nodes_.size() + 1;
-    auto attached = store_.Attach(hello, token, [] {}, clock_.NowUnixNanos());
+    auto attached = store_.Attach(
+        hello, token, [] {}, clock_.NowUnixNanos());
     FABRICMON_CHECK(attached.ok());
     nodes_[name] = {attached->node, 0, token};
     return attached->node;
@@ -118,21 +119,18 @@ inline double RaisedIncidents(const DetectionEngine& engine, const std::string& 
   return -1;
 }
 
-inline collectors::SeriesDesc HostCounter(const std::string& name, const std::string& device,
-                                          int port, uint8_t width = 64,
-                                          collectors::Overflow overflow =
-                                              collectors::Overflow::kSaturates,
-                                          double scale = 1.0) {
+inline collectors::SeriesDesc HostCounter(
+    const std::string& name, const std::string& device, int port, uint8_t width = 64,
+    collectors::Overflow overflow = collectors::Overflow::kSaturates, double scale = 1.0) {
   return collectors::CounterSeries("ib_sysfs", name, "", collectors::Unit::kNone, width, overflow,
                                    scale, {{"device", device}, {"port", std::to_string(port)}});
 }
 
 inline collectors::SeriesDesc SwitchCounter(const std::string& name, const std::string& sw,
                                             int port, uint8_t width = 64) {
-  return collectors::CounterSeries("ib_fabric", name, "", collectors::Unit::kNone, width,
-                                   collectors::Overflow::kSaturates, 1.0,
-                                   {{"switch", sw}, {"switch_guid", "0x1"},
-                                    {"port", std::to_string(port)}});
+  return collectors::CounterSeries(
+      "ib_fabric", name, "", collectors::Unit::kNone, width, collectors::Overflow::kSaturates, 1.0,
+      {{"switch", sw}, {"switch_guid", "0x1"}, {"port", std::to_string(port)}});
 }
 
 inline collectors::SeriesDesc HostGauge(const std::string& name, const std::string& device,

@@ -7,8 +7,8 @@
 #include "daemon/detectors/families.h"
 #include "daemon/detectors/series_key.h"
 #include "gmock/gmock.h"
-#include "prometheus/metric_family.h"
 #include "gtest/gtest.h"
+#include "prometheus/metric_family.h"
 #include "tests/unit/daemon/detectors/detector_test_util.h"
 
 namespace fabricmon::detectors {
@@ -24,8 +24,8 @@ class DetectorsTest : public ::testing::Test {
  protected:
   DetectorsTest() { Reset(); }
   void Reset(v1::DetectorThresholds thresholds = {}) {
-    engine_ = std::make_unique<DetectionEngine>(fabric_.store(), fabric_.clock(), thresholds,
-                                                1000000000);
+    engine_ =
+        std::make_unique<DetectionEngine>(fabric_.store(), fabric_.clock(), thresholds, 1000000000);
   }
   std::vector<TrackedFinding> Active() {
     engine_->Tick();
@@ -138,8 +138,8 @@ TEST_F(DetectorsTest, BothCableEndsMakeOneFindingWithThePeer) {
   auto active = Active();
   ASSERT_EQ(active.size(), 1u);
   EXPECT_TRUE(active[0].finding.has_peer);
-  const std::string ends = active[0].finding.subject.ToString() + " " +
-                           active[0].finding.peer.ToString();
+  const std::string ends =
+      active[0].finding.subject.ToString() + " " + active[0].finding.peer.ToString();
   EXPECT_NE(ends.find("n1 mlx5_0/1"), std::string::npos) << ends;
   EXPECT_NE(ends.find("switch leaf1/7"), std::string::npos) << ends;
 }
@@ -162,14 +162,14 @@ TEST_F(DetectorsTest, RisingSymbolErrorsAreADegradedLink) {
 // receiver: leaf2's port to h5 waits, the spine's port toward leaf2 waits, leaf1's uplink waits
 // and so do the senders' HCAs. One spreading tree rooted at leaf2/1, 3 hops deep.
 TEST_F(DetectorsTest, CongestionSpreadingTreeHasTheSlowReceiverAtItsRoot) {
-  FABRICMON_ASSERT_OK(engine_->SetLinkList(
-      "h1/mlx5_0/1 switch:leaf1/1\n"
-      "h2/mlx5_0/1 switch:leaf1/2\n"
-      "h3/mlx5_0/1 switch:leaf1/3\n"
-      "h5/mlx5_0/1 switch:leaf2/1\n"
-      "h6/mlx5_0/1 switch:leaf2/2\n"
-      "switch:leaf1/49 switch:spine1/1\n"
-      "switch:leaf2/49 switch:spine1/2\n"));
+  FABRICMON_ASSERT_OK(
+      engine_->SetLinkList("h1/mlx5_0/1 switch:leaf1/1\n"
+                           "h2/mlx5_0/1 switch:leaf1/2\n"
+                           "h3/mlx5_0/1 switch:leaf1/3\n"
+                           "h5/mlx5_0/1 switch:leaf2/1\n"
+                           "h6/mlx5_0/1 switch:leaf2/2\n"
+                           "switch:leaf1/49 switch:spine1/1\n"
+                           "switch:leaf2/49 switch:spine1/2\n"));
   struct Port {
     std::string node;
     collectors::SeriesDesc wait;
@@ -184,10 +184,10 @@ TEST_F(DetectorsTest, CongestionSpreadingTreeHasTheSlowReceiverAtItsRoot) {
     return Port{"sweeper", SwitchCounter(families::kIbXmitWait, name, port, 32),
                 SwitchCounter(families::kIbXmitData, name, port, 64), waiting};
   };
-  std::vector<Port> ports = {host("h1", true),        host("h2", true),       host("h3", true),
-                             host("h5", false),       host("h6", false),      sw("leaf1", 49, true),
-                             sw("spine1", 2, true),   sw("leaf2", 1, true),   sw("leaf2", 2, false),
-                             sw("spine1", 1, false),  sw("leaf1", 1, false)};
+  std::vector<Port> ports = {host("h1", true),       host("h2", true),     host("h3", true),
+                             host("h5", false),      host("h6", false),    sw("leaf1", 49, true),
+                             sw("spine1", 2, true),  sw("leaf2", 1, true), sw("leaf2", 2, false),
+                             sw("spine1", 1, false), sw("leaf1", 1, false)};
   for (int step = 0; step < 3; ++step) {
     for (const Port& port : ports) {
       fabric_.Set(port.node, port.wait, port.waiting ? step * 600000u : 0u);
@@ -203,9 +203,9 @@ TEST_F(DetectorsTest, CongestionSpreadingTreeHasTheSlowReceiverAtItsRoot) {
   EXPECT_EQ(tree.depth_hops, 3u);
   std::vector<std::string> victims;
   for (const Endpoint& victim : tree.victims) victims.push_back(victim.ToString());
-  EXPECT_THAT(victims, ::testing::UnorderedElementsAre("switch spine1/2", "switch leaf1/49",
-                                                       "h1 mlx5_0/1", "h2 mlx5_0/1",
-                                                       "h3 mlx5_0/1"));
+  EXPECT_THAT(victims,
+              ::testing::UnorderedElementsAre("switch spine1/2", "switch leaf1/49", "h1 mlx5_0/1",
+                                              "h2 mlx5_0/1", "h3 mlx5_0/1"));
   // Diagnose for h2 finds the tree (h2 is a victim); for h6 nothing touches it directly but its
   // switch (leaf2) carries the root.
   v1::DiagnoseResponse h2 = engine_->Diagnose({"h2"});
@@ -261,11 +261,10 @@ TEST_F(DetectorsTest, WaitIsJudgedOnlyAgainstDataOfTheSameInterval) {
 }
 
 collectors::SeriesDesc Pause(const std::string& netdev, const std::string& direction) {
-  return collectors::CounterSeries("ethtool", families::kRocePauseDuration, "",
-                                   collectors::Unit::kSeconds, 64, collectors::Overflow::kWraps,
-                                   1e-6,
-                                   {{"netdev", netdev}, {"direction", direction},
-                                    {"priority", "3"}});
+  return collectors::CounterSeries(
+      "ethtool", families::kRocePauseDuration, "", collectors::Unit::kSeconds, 64,
+      collectors::Overflow::kWraps, 1e-6,
+      {{"netdev", netdev}, {"direction", direction}, {"priority", "3"}});
 }
 
 TEST_F(DetectorsTest, RocePauseSourcesAndVictimsWithoutTopology) {
@@ -310,9 +309,10 @@ void NodeTraffic(FabricFixture& fabric, const std::string& node, int step, bool 
              step * (on_tcp ? 400000000ull : 1000000ull));
   fabric.Set(node, NetdevBytes(families::kNetdevRxBytes, "eth0"),
              step * (on_tcp ? 400000000ull : 1000000ull));
-  fabric.Set(node, HostCounter(families::kIbXmitData, "mlx5_0", 1, 64,
-                               collectors::Overflow::kSaturates, 4.0),
-             step * (on_tcp ? 0ull : 500000000ull));
+  fabric.Set(
+      node,
+      HostCounter(families::kIbXmitData, "mlx5_0", 1, 64, collectors::Overflow::kSaturates, 4.0),
+      step * (on_tcp ? 0ull : 500000000ull));
 }
 
 collectors::SeriesDesc GpuUtilization() {
@@ -339,9 +339,10 @@ TEST_F(DetectorsTest, ANodeThatMovedRdmaAndNowUsesKernelTcpIsAFallback) {
     fabric_.Set("n3", NetdevInfo("eth0", "ethernet"), 1);
     fabric_.Set("n3", NetdevBytes(families::kNetdevTxBytes, "eth0"), (step - 3) * 400000000ull);
     fabric_.Set("n3", NetdevBytes(families::kNetdevRxBytes, "eth0"), (step - 3) * 400000000ull);
-    fabric_.Set("n3", HostCounter(families::kIbXmitData, "mlx5_0", 1, 64,
-                                  collectors::Overflow::kSaturates, 4.0),
-                rdma_words);
+    fabric_.Set(
+        "n3",
+        HostCounter(families::kIbXmitData, "mlx5_0", 1, 64, collectors::Overflow::kSaturates, 4.0),
+        rdma_words);
     fabric_.Step();
     engine_->Tick();
   }
@@ -369,9 +370,10 @@ TEST_F(DetectorsTest, TcpFallbackNeedsRdmaHardwareAndGpuWorkOrRdmaHistoryAndTwoW
     fabric_.Set("ckpt1", NetdevInfo("eth0", "ethernet"), 1);
     fabric_.Set("ckpt1", NetdevBytes(families::kNetdevTxBytes, "eth0"), step * 1000000000ull);
     fabric_.Set("ckpt1", NetdevBytes(families::kNetdevRxBytes, "eth0"), step * 5000000ull);
-    fabric_.Set("ckpt1", HostCounter(families::kIbXmitData, "mlx5_0", 1, 64,
-                                     collectors::Overflow::kSaturates, 4.0),
-                0);
+    fabric_.Set(
+        "ckpt1",
+        HostCounter(families::kIbXmitData, "mlx5_0", 1, 64, collectors::Overflow::kSaturates, 4.0),
+        0);
     fabric_.Set("ckpt1", GpuUtilization(), 90);
     // Idle GPU node: GPUs at 0, no RDMA ever, kernel traffic both ways.
     NodeTraffic(fabric_, "idle1", step, /*on_tcp=*/true);
@@ -397,9 +399,10 @@ TEST_F(DetectorsTest, TcpFallbackSymmetryCanBeTurnedOff) {
   for (int step = 0; step < 5; ++step) {
     fabric_.Set("ckpt1", NetdevInfo("eth0", "ethernet"), 1);
     fabric_.Set("ckpt1", NetdevBytes(families::kNetdevTxBytes, "eth0"), step * 1000000000ull);
-    fabric_.Set("ckpt1", HostCounter(families::kIbXmitData, "mlx5_0", 1, 64,
-                                     collectors::Overflow::kSaturates, 4.0),
-                0);
+    fabric_.Set(
+        "ckpt1",
+        HostCounter(families::kIbXmitData, "mlx5_0", 1, 64, collectors::Overflow::kSaturates, 4.0),
+        0);
     fabric_.Set("ckpt1", GpuUtilization(), 90);
     fabric_.Step();
     engine_->Tick();
@@ -416,10 +419,9 @@ v1::Inventory GpuProcesses(std::vector<uint32_t> pids) {
 }
 
 collectors::SeriesDesc ProcessQps(uint32_t pid) {
-  return collectors::GaugeSeries("rdma_qp", families::kRdmaProcessQps, "",
-                                 collectors::Unit::kNone, 1.0,
-                                 {{"pid", std::to_string(pid)}, {"comm", "python3"},
-                                  {"device", "mlx5_0"}, {"type", "rc"}});
+  return collectors::GaugeSeries(
+      "rdma_qp", families::kRdmaProcessQps, "", collectors::Unit::kNone, 1.0,
+      {{"pid", std::to_string(pid)}, {"comm", "python3"}, {"device", "mlx5_0"}, {"type", "rc"}});
 }
 
 collectors::SeriesDesc QpProcessesDropped() {
@@ -464,7 +466,8 @@ TEST_F(DetectorsTest, GpuProcessesOwningNoQueuePairsAreEnoughToCallAFallback) {
   EXPECT_EQ(finding.severity, Severity::kCritical);
   EXPECT_THAT(finding.summary, ::testing::HasSubstr("GPU process 4242 owns no RDMA queue pairs"));
   EXPECT_TRUE(std::any_of(finding.evidence.begin(), finding.evidence.end(), [](const auto& e) {
-    return e.series == families::kRdmaProcessQps && e.labels == std::vector<std::string>{"pid=4242"};
+    return e.series == families::kRdmaProcessQps &&
+           e.labels == std::vector<std::string>{"pid=4242"};
   }));
 }
 

@@ -1,6 +1,6 @@
 // A finding is an incident: one identity, labels that do not change while it lasts, one count in
-// fabricmon_findings_total, cleared only by its rule. And every port is its owner's: a CA port swept
-// from the fabric is the port of the node whose agent claims that HCA, not the sweeper's.
+// fabricmon_findings_total, cleared only by its rule. And every port is its owner's: a CA port
+// swept from the fabric is the port of the node whose agent claims that HCA, not the sweeper's.
 //
 // Names are deliberately not the demo's (node01, leaf01): gpu-a17, r3-tor2, stor-9.
 
@@ -27,8 +27,9 @@ using testing::HostCounter;
 constexpr char kTorGuid[] = "0x0008f10500aa0002";
 constexpr char kSpineGuid[] = "0x0008f10500bb0001";
 
-std::string HcaGuid(int host) { return absl::StrCat("0x0002c90300cc", absl::Hex(host, absl::kZeroPad4)); }
-
+std::string HcaGuid(int host) {
+  return absl::StrCat("0x0002c90300cc", absl::Hex(host, absl::kZeroPad4));
+}
 
 // What a fabric sweeper's inventory says: r3-tor2's ports 1..n cabled to HCA guids (or none when
 // the cable is down: rediscovery does not see a down cable).
@@ -49,19 +50,17 @@ v1::Inventory Sweep(const std::vector<std::pair<uint32_t, std::string>>& tor_por
 }
 
 collectors::SeriesDesc TorCounter(const std::string& family, uint32_t port, uint8_t width = 64) {
-  return collectors::CounterSeries("ib_fabric", family, "", collectors::Unit::kNone, width,
-                                   collectors::Overflow::kSaturates, 1.0,
-                                   {{"switch", "r3-tor2"},
-                                    {"switch_guid", kTorGuid},
-                                    {"port", absl::StrCat(port)}});
+  return collectors::CounterSeries(
+      "ib_fabric", family, "", collectors::Unit::kNone, width, collectors::Overflow::kSaturates,
+      1.0, {{"switch", "r3-tor2"}, {"switch_guid", kTorGuid}, {"port", absl::StrCat(port)}});
 }
 
 // A CA port as the fabric collector sweeps it (include_hca_ports).
 collectors::SeriesDesc CaCounter(const std::string& family, const std::string& guid,
                                  const std::string& description, uint8_t width = 64) {
-  return collectors::CounterSeries(
-      "ib_fabric", family, "", collectors::Unit::kNone, width, collectors::Overflow::kSaturates,
-      1.0, {{"ca", description}, {"ca_guid", guid}, {"port", "1"}});
+  return collectors::CounterSeries("ib_fabric", family, "", collectors::Unit::kNone, width,
+                                   collectors::Overflow::kSaturates, 1.0,
+                                   {{"ca", description}, {"ca_guid", guid}, {"port", "1"}});
 }
 
 class IncidentTest : public ::testing::Test {
@@ -70,8 +69,8 @@ class IncidentTest : public ::testing::Test {
     v1::DetectorThresholds thresholds;
     thresholds.set_flap_window_s(60);
     thresholds.set_flap_quiet_s(120);
-    engine_ = std::make_unique<DetectionEngine>(fabric_.store(), fabric_.clock(), thresholds,
-                                                1000000000);
+    engine_ =
+        std::make_unique<DetectionEngine>(fabric_.store(), fabric_.clock(), thresholds, 1000000000);
   }
 
   std::vector<TrackedFinding> Active() {
@@ -235,12 +234,12 @@ TEST_F(IncidentTest, CaPortsSweptFromTheFabricBelongToTheNodeClaimingTheHca) {
 // An incast seen only by a sweeper with include_hca_ports: switch ports and CA ports. The senders'
 // HCA ports are victims of the tree (attributed to their nodes), one hop beyond the leaf uplink.
 TEST_F(IncidentTest, SpreadingTreesCountHostPortsSweptFromTheFabric) {
-  FABRICMON_ASSERT_OK(engine_->SetLinkList(
-      "gpu-a01/mlx5_0/1 switch:r1-tor1/1\n"
-      "gpu-a02/mlx5_0/1 switch:r1-tor1/2\n"
-      "gpu-b01/mlx5_0/1 switch:r2-tor1/1\n"
-      "switch:r1-tor1/33 switch:spine-x/1\n"
-      "switch:r2-tor1/33 switch:spine-x/2\n"));
+  FABRICMON_ASSERT_OK(
+      engine_->SetLinkList("gpu-a01/mlx5_0/1 switch:r1-tor1/1\n"
+                           "gpu-a02/mlx5_0/1 switch:r1-tor1/2\n"
+                           "gpu-b01/mlx5_0/1 switch:r2-tor1/1\n"
+                           "switch:r1-tor1/33 switch:spine-x/1\n"
+                           "switch:r2-tor1/33 switch:spine-x/2\n"));
   for (int host : {1, 2, 3}) {
     const std::string name = host == 3 ? "gpu-b01" : absl::StrCat("gpu-a0", host);
     fabric_.Node(name, Hca("mlx5_0", HcaGuid(host)));

@@ -25,11 +25,10 @@ collectors::SeriesDesc HwCounter(const std::string& family) {
 }
 
 collectors::SeriesDesc Pause(const std::string& direction) {
-  return collectors::CounterSeries("ethtool", families::kRocePauseDuration, "",
-                                   collectors::Unit::kSeconds, 64, collectors::Overflow::kWraps,
-                                   1e-6,
-                                   {{"netdev", "ens1f1"}, {"direction", direction},
-                                    {"priority", "3"}});
+  return collectors::CounterSeries(
+      "ethtool", families::kRocePauseDuration, "", collectors::Unit::kSeconds, 64,
+      collectors::Overflow::kWraps, 1e-6,
+      {{"netdev", "ens1f1"}, {"direction", direction}, {"priority", "3"}});
 }
 
 collectors::SeriesDesc EthtoolCounter(const std::string& family) {
@@ -41,8 +40,8 @@ class RoceAndLinkErrorsTest : public ::testing::Test {
  protected:
   RoceAndLinkErrorsTest() { Reset({}); }
   void Reset(const v1::DetectorThresholds& thresholds) {
-    engine_ = std::make_unique<DetectionEngine>(fabric_.store(), fabric_.clock(), thresholds,
-                                                1000000000);
+    engine_ =
+        std::make_unique<DetectionEngine>(fabric_.store(), fabric_.clock(), thresholds, 1000000000);
   }
   std::vector<std::string> Active() {
     engine_->Tick();
@@ -161,10 +160,9 @@ TEST_F(RoceAndLinkErrorsTest, RocePcsAndCrcErrorsMakeADegradedLink) {
 TEST_F(RoceAndLinkErrorsTest, ACounterThatNeverMovesHidesNoFlapAndWitnessesAreNotSummed) {
   const auto ib_downed = HostCounter(families::kIbLinkDowned, "mlx5_bond_0", 1, 32);
   const auto phy_downs = EthtoolCounter(families::kRoceLinkDownEvents);
-  const auto carrier = collectors::CounterSeries("netdev", families::kNetdevCarrierDown, "",
-                                                 collectors::Unit::kNone, 64,
-                                                 collectors::Overflow::kWraps, 1.0,
-                                                 {{"netdev", "ens1f1"}});
+  const auto carrier =
+      collectors::CounterSeries("netdev", families::kNetdevCarrierDown, "", collectors::Unit::kNone,
+                                64, collectors::Overflow::kWraps, 1.0, {{"netdev", "ens1f1"}});
   v1::Inventory inventory;
   v1::RdmaDevice* device = inventory.add_rdma_devices();
   device->set_name("mlx5_bond_0");

@@ -18,15 +18,15 @@
 namespace fabricmon::detectors {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::FabricFixture;
+using ::testing::HasSubstr;
 using testing::HostCounter;
 
 // What a node does during one second.
 struct Load {
-  double rdma = 2e9;          // RDMA bytes/s, half each way
-  double kernel = 2e6;        // kernel netdev bytes/s, half each way
-  double wait_fraction = 0;   // XmitWait / (XmitWait + XmitData)
+  double rdma = 2e9;         // RDMA bytes/s, half each way
+  double kernel = 2e6;       // kernel netdev bytes/s, half each way
+  double wait_fraction = 0;  // XmitWait / (XmitWait + XmitData)
   uint64_t gpu_percent = 95;
 };
 
@@ -61,8 +61,8 @@ class StragglerTest : public ::testing::Test {
   StragglerTest() { Reset(); }
 
   void Reset(const v1::DetectorThresholds& thresholds = {}) {
-    engine_ = std::make_unique<DetectionEngine>(fabric_.store(), fabric_.clock(), thresholds,
-                                                1000000000);
+    engine_ =
+        std::make_unique<DetectionEngine>(fabric_.store(), fabric_.clock(), thresholds, 1000000000);
     engine_->AddDetector(
         std::make_unique<StragglerDetector>(StragglerOptionsFrom(thresholds), jobs_));
   }
@@ -81,20 +81,24 @@ class StragglerTest : public ::testing::Test {
       c.wait += static_cast<uint64_t>(
           load.wait_fraction >= 1 ? 0 : words * load.wait_fraction / (1 - load.wait_fraction));
       c.kernel += static_cast<uint64_t>(load.kernel / 2);
-      fabric_.Set(node, HostCounter(families::kIbXmitData, "mlx5_0", 1, 64,
-                                    collectors::Overflow::kSaturates, 4.0),
+      fabric_.Set(node,
+                  HostCounter(families::kIbXmitData, "mlx5_0", 1, 64,
+                              collectors::Overflow::kSaturates, 4.0),
                   c.xmit_words);
-      fabric_.Set(node, HostCounter(families::kIbRcvData, "mlx5_0", 1, 64,
-                                    collectors::Overflow::kSaturates, 4.0),
-                  c.rcv_words);
+      fabric_.Set(
+          node,
+          HostCounter(families::kIbRcvData, "mlx5_0", 1, 64, collectors::Overflow::kSaturates, 4.0),
+          c.rcv_words);
       fabric_.Set(node, HostCounter(families::kIbXmitWait, "mlx5_0", 1), c.wait);
-      fabric_.Set(node, collectors::InfoSeries("netdev", families::kNetdevInfo, "",
-                                               {{"netdev", "eth0"}, {"kind", "ethernet"}}),
+      fabric_.Set(node,
+                  collectors::InfoSeries("netdev", families::kNetdevInfo, "",
+                                         {{"netdev", "eth0"}, {"kind", "ethernet"}}),
                   1);
       fabric_.Set(node, Netdev(families::kNetdevTxBytes), c.kernel);
       fabric_.Set(node, Netdev(families::kNetdevRxBytes), c.kernel);
-      fabric_.Set(node, collectors::GaugeSeries("nvml", families::kGpuUtilization, "",
-                                                collectors::Unit::kRatio, 0.01, {{"gpu", "0"}}),
+      fabric_.Set(node,
+                  collectors::GaugeSeries("nvml", families::kGpuUtilization, "",
+                                          collectors::Unit::kRatio, 0.01, {{"gpu", "0"}}),
                   load.gpu_percent);
     }
     fabric_.Step();

@@ -139,9 +139,8 @@ class NodeStateTest : public ::testing::Test {
     }
   }
 
-  NodeState::AppendResult Append(uint64_t sequence, int64_t timestamp,
-                                 std::vector<uint64_t> values, uint64_t dropped_before = 0,
-                                 std::vector<uint32_t> indices = {}) {
+  NodeState::AppendResult Append(uint64_t sequence, int64_t timestamp, std::vector<uint64_t> values,
+                                 uint64_t dropped_before = 0, std::vector<uint32_t> indices = {}) {
     if (indices.empty()) {
       indices = indices_;
     }
@@ -241,9 +240,8 @@ TEST_F(NodeStateTest, AClockStepAheadThenBackKeepsTheNodeFlowing) {
   // Stored on the aggregator's clock, not an hour in its future.
   EXPECT_EQ(Timestamps(node_, indices_[0]), std::vector<int64_t>{kT0});
 
-  NodeState::AppendResult back = node_.AppendBatch(2, 0, kT0 + 10 * kSecond, indices_,
-                                                   {20, 300, 1000}, {true, true, true},
-                                                   kT0 + 10 * kSecond);
+  NodeState::AppendResult back = node_.AppendBatch(
+      2, 0, kT0 + 10 * kSecond, indices_, {20, 300, 1000}, {true, true, true}, kT0 + 10 * kSecond);
   EXPECT_TRUE(back.stored);
   EXPECT_TRUE(back.clock_step);
   EXPECT_EQ(back.timestamps_backwards, 1u);
@@ -281,14 +279,14 @@ TEST_F(NodeStateTest, AClockStepBackIsReBasedNotRefused) {
   Append(2, kT0 + kSecond, {20, 200, 1000});
   const int64_t minute = 60 * kSecond;
   // The agent's clock went back a minute; the aggregator saw one second pass.
-  NodeState::AppendResult back = node_.AppendBatch(3, 0, kT0 + 2 * kSecond - minute, indices_,
-                                                   {30, 300, 1000}, {true, true, true},
-                                                   kT0 + 2 * kSecond);
+  NodeState::AppendResult back =
+      node_.AppendBatch(3, 0, kT0 + 2 * kSecond - minute, indices_, {30, 300, 1000},
+                        {true, true, true}, kT0 + 2 * kSecond);
   EXPECT_TRUE(back.clock_step);
   EXPECT_EQ(back.samples, 3u);
   EXPECT_DOUBLE_EQ(RateOf(indices_[0]).per_second, 10.0);
-  node_.AppendBatch(4, 0, kT0 + 3 * kSecond - minute, indices_, {40, 400, 1000},
-                    {true, true, true}, kT0 + 3 * kSecond);
+  node_.AppendBatch(4, 0, kT0 + 3 * kSecond - minute, indices_, {40, 400, 1000}, {true, true, true},
+                    kT0 + 3 * kSecond);
   EXPECT_EQ(Timestamps(node_, indices_[0]).back(), kT0 + 3 * kSecond);
   EXPECT_EQ(Counters().clock_steps, 1u);
   EXPECT_EQ(node_.GetSummary(false).clock_offset_nanos, minute);
@@ -300,13 +298,14 @@ TEST_F(NodeStateTest, ReplaysAndEqualTimestampsAreNoStep) {
   const int64_t now = kT0 + 600 * kSecond;
   for (uint64_t sequence = 1; sequence <= 3; ++sequence) {
     const int64_t t = kT0 + static_cast<int64_t>(sequence) * kSecond;
-    EXPECT_FALSE(node_.AppendBatch(sequence, 0, t, indices_, {sequence, sequence, sequence},
-                                   {true, true, true}, now)
+    EXPECT_FALSE(node_
+                     .AppendBatch(sequence, 0, t, indices_, {sequence, sequence, sequence},
+                                  {true, true, true}, now)
                      .clock_step);
   }
-  EXPECT_FALSE(node_.AppendBatch(4, 0, kT0 + 3 * kSecond, indices_, {4, 4, 4},
-                                 {true, true, true}, now)
-                   .clock_step);
+  EXPECT_FALSE(
+      node_.AppendBatch(4, 0, kT0 + 3 * kSecond, indices_, {4, 4, 4}, {true, true, true}, now)
+          .clock_step);
   EXPECT_EQ(Timestamps(node_, indices_[0]),
             (std::vector<int64_t>{kT0 + kSecond, kT0 + 2 * kSecond, kT0 + 3 * kSecond,
                                   kT0 + 3 * kSecond}));
@@ -353,9 +352,11 @@ TEST_F(NodeStateTest, ResetStartsANewBaselineAndIsCountedButAWrapIsNot) {
 
 TEST_F(NodeStateTest, FlagsSaturatedCounters) {
   Append(1, kT0, {1, 1, 0xFFFFFFFEu});
-  node_.WithSeries([&](const std::vector<Series>& all) { EXPECT_FALSE(all[indices_[2]].saturated); });
+  node_.WithSeries(
+      [&](const std::vector<Series>& all) { EXPECT_FALSE(all[indices_[2]].saturated); });
   Append(2, kT0 + kSecond, {1, 1, 0xFFFFFFFFu});
-  node_.WithSeries([&](const std::vector<Series>& all) { EXPECT_TRUE(all[indices_[2]].saturated); });
+  node_.WithSeries(
+      [&](const std::vector<Series>& all) { EXPECT_TRUE(all[indices_[2]].saturated); });
   EXPECT_EQ(RateOf(indices_[2]).kind, Rate::Kind::kSaturated);
   EXPECT_EQ(Counters().resets, 0u);
 }
@@ -439,7 +440,8 @@ class NodeStateRetirementTest : public ::testing::Test {
   }
   std::vector<std::string> Pids() {
     std::vector<std::string> pids;
-    node_.ForEachSeries([&](const Series& series) { pids.emplace_back(series.desc->labels[0].second); });
+    node_.ForEachSeries(
+        [&](const Series& series) { pids.emplace_back(series.desc->labels[0].second); });
     return pids;
   }
 
@@ -548,8 +550,7 @@ TEST(NodeStateDeclareTest, IsIdempotentCapsSeriesAndRestartsChangedSemantics) {
 // The new-series limit, on explicit monotonic times: a series the node does not hold takes a
 // token, a known one none; a refused one is not created.
 TEST(NodeStateDeclareTest, LimitsHowFastTheNodeGainsSeries) {
-  NodeState node("node-1", 4, /*max_series=*/100,
-                 NewSeriesLimit{/*per_second=*/2, /*burst=*/3});
+  NodeState node("node-1", 4, /*max_series=*/100, NewSeriesLimit{/*per_second=*/2, /*burst=*/3});
   auto named = [](int i) {
     return Counter(64, Overflow::kWraps, 1.0, absl::StrCat("fabricmon_s", i, "_total"));
   };
@@ -625,8 +626,9 @@ TEST_F(AttachTest, FirstStreamGetsANewNodeWithNothingStored) {
 TEST_F(AttachTest, AnotherInstanceOnTheSameBootIsADuplicateNode) {
   int first_cancels = 0;
   int second_cancels = 0;
-  ASSERT_THAT(store_.Attach(MakeHello("node-1", "boot-a", 11), 1, CancelCounter(&first_cancels), kT0),
-              IsOk());
+  ASSERT_THAT(
+      store_.Attach(MakeHello("node-1", "boot-a", 11), 1, CancelCounter(&first_cancels), kT0),
+      IsOk());
   absl::StatusOr<SeriesStore::Attachment> duplicate =
       store_.Attach(MakeHello("node-1", "boot-a", 22), 2, CancelCounter(&second_cancels), kT0);
   EXPECT_THAT(duplicate, StatusIs(absl::StatusCode::kAlreadyExists));
@@ -833,7 +835,9 @@ TEST(StoreLimitsTest, NodesSilentLongerThanTheRetentionAreForgotten) {
   store.Detach(*gone, 1, kT0 + kSecond);
   int half_open_cancels = 0;
   std::shared_ptr<NodeState> half_open =
-      store.Attach(MakeHello("node-half-open", "y", 2), 2, [&] { ++half_open_cancels; }, kT0)
+      store
+          .Attach(
+              MakeHello("node-half-open", "y", 2), 2, [&] { ++half_open_cancels; }, kT0)
           ->node;
   std::shared_ptr<NodeState> live =
       store.Attach(MakeHello("node-live", "z", 3), 3, nullptr, kT0)->node;
@@ -892,11 +896,11 @@ TEST(StoreLimitsTest, TheNewSeriesBudgetIsAlsoThePeers) {
       store.Attach(MakeHello("node-b", "y", 2), 2, nullptr, kT0, "ipv4:10.0.0.1");
   ASSERT_THAT(b, IsOk());
   EXPECT_EQ(b->peer, a->peer);
-  ASSERT_THAT(b->node->DeclareSlot(Counter(64, Overflow::kWraps, 1, "fabricmon_x_total"), 0,
-                                   b->peer.get()),
-              IsOk());
-  absl::StatusOr<SlotRef> refused = b->node->DeclareSlot(
-      Counter(64, Overflow::kWraps, 1, "fabricmon_y_total"), 0, b->peer.get());
+  ASSERT_THAT(
+      b->node->DeclareSlot(Counter(64, Overflow::kWraps, 1, "fabricmon_x_total"), 0, b->peer.get()),
+      IsOk());
+  absl::StatusOr<SlotRef> refused =
+      b->node->DeclareSlot(Counter(64, Overflow::kWraps, 1, "fabricmon_y_total"), 0, b->peer.get());
   EXPECT_THAT(refused, StatusIs(absl::StatusCode::kUnavailable));
   EXPECT_THAT(refused.status().message(), HasSubstr("peer ipv4:10.0.0.1"));
   EXPECT_EQ(b->node->GetSummary(false).series, 1u) << "the refused series was not created";
@@ -904,8 +908,8 @@ TEST(StoreLimitsTest, TheNewSeriesBudgetIsAlsoThePeers) {
   absl::StatusOr<SeriesStore::Attachment> c =
       store.Attach(MakeHello("node-c", "z", 3), 3, nullptr, kT0, "ipv4:10.0.0.2");
   EXPECT_THAT(c->node->DeclareSlot(Counter(64, Overflow::kWraps), 0, c->peer.get()), IsOk());
-  EXPECT_THAT(b->node->DeclareSlot(Counter(64, Overflow::kWraps, 1, "fabricmon_y_total"),
-                                   kSecond, b->peer.get()),
+  EXPECT_THAT(b->node->DeclareSlot(Counter(64, Overflow::kWraps, 1, "fabricmon_y_total"), kSecond,
+                                   b->peer.get()),
               IsOk());
 }
 

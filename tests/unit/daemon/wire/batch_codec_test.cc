@@ -197,7 +197,8 @@ TEST(StreamCodecTest, RandomCountersRoundTripExactly) {
     }
     ASSERT_EQ(batch.values, sent) << "sequence " << sequence;
     EXPECT_EQ(batch.sequence, sequence);
-    EXPECT_EQ(batch.timestamp_unix_nanos, 1'700'000'000'000'000'000 + static_cast<int64_t>(sequence));
+    EXPECT_EQ(batch.timestamp_unix_nanos,
+              1'700'000'000'000'000'000 + static_cast<int64_t>(sequence));
     EXPECT_EQ(batch.dropped_before, sequence % 11);
     EXPECT_EQ(batch.collect_duration_us, 1234u);
     ASSERT_NE(batch.series_ids, nullptr);
@@ -234,9 +235,8 @@ TEST(StreamCodecTest, DeclaresOnlyOnFirstUseAndAgainOnANewStream) {
     int declared = 0;
     for (const auto& message : messages) {
       if (message.body_case() == body) {
-        declared += body == v1::AgentMessage::kDeclarations
-                        ? message.declarations().series_size()
-                        : message.layouts().layouts_size();
+        declared += body == v1::AgentMessage::kDeclarations ? message.declarations().series_size()
+                                                            : message.layouts().layouts_size();
       }
     }
     return declared;
@@ -347,8 +347,8 @@ TEST(StreamCodecTest, AnEvictedLayoutIsSentAgainWhenUsedAgain) {
   agent::SeriesTable table;
   std::vector<std::shared_ptr<const std::vector<uint32_t>>> layouts;
   for (size_t i = 0; i <= StreamEncoder::kMaxLayouts; ++i) {
-    const uint32_t id = table.Intern(GaugeSeries("churn", "fabricmon_churn", "h", Unit::kNone,
-                                                 1.0, {{"pid", absl::StrCat(i)}}));
+    const uint32_t id = table.Intern(
+        GaugeSeries("churn", "fabricmon_churn", "h", Unit::kNone, 1.0, {{"pid", absl::StrCat(i)}}));
     layouts.push_back(std::make_shared<const std::vector<uint32_t>>(std::vector<uint32_t>{id}));
   }
   StreamEncoder encoder(table);
@@ -379,10 +379,9 @@ TEST(StreamCodecTest, SplitsLargeDeclarationSetsIntoBoundedMessages) {
     agent::SeriesTable table;
     std::vector<uint32_t> ids;
     for (int i = 0; i < 2500; ++i) {
-      ids.push_back(table.Intern(CounterSeries("test", "fabricmon_test_total",
-                                               std::string(help_bytes, 'h'), Unit::kNone, 64,
-                                               Overflow::kWraps, 1.0,
-                                               {{"index", absl::StrCat(i)}})));
+      ids.push_back(table.Intern(
+          CounterSeries("test", "fabricmon_test_total", std::string(help_bytes, 'h'), Unit::kNone,
+                        64, Overflow::kWraps, 1.0, {{"index", absl::StrCat(i)}})));
     }
     StreamEncoder encoder(table);
     std::vector<v1::AgentMessage> messages;
@@ -414,9 +413,13 @@ TEST(StreamCodecTest, WrapsAndResetsTravelAsSmallNegativeDeltas) {
   StreamEncoder encoder(table);
   Receiver receiver;
   const std::vector<uint64_t> sequence_of_values = {
-      0xFFFFFFF0u, 0x00000005u,  // 32-bit wrap: +21 modulo 2^32, sent as -4294967275
-      0x00000009u, 0u,            // reset to zero
-      std::numeric_limits<uint64_t>::max(), 0u, 1u};
+      0xFFFFFFF0u,
+      0x00000005u,  // 32-bit wrap: +21 modulo 2^32, sent as -4294967275
+      0x00000009u,
+      0u,  // reset to zero
+      std::numeric_limits<uint64_t>::max(),
+      0u,
+      1u};
   uint64_t seq = 0;
   for (uint64_t value : sequence_of_values) {
     ++seq;

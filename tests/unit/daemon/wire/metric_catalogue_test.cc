@@ -54,15 +54,38 @@ TEST(MetricCatalogueTest, ProjectFamiliesFollowTheExpositionRules) {
 // The families detectors read (and dashboards, alert rules) are the catalogue's.
 TEST(MetricCatalogueTest, DetectorFamiliesAreCatalogued) {
   namespace f = detectors::families;
-  for (const char* name :
-       {f::kIbLinkDowned, f::kIbLinkErrorRecovery, f::kIbSymbolError, f::kIbRcvErrors,
-        f::kIbLocalLinkIntegrity, f::kIbBufferOverrun, f::kIbRemotePhysical, f::kIbPortState,
-        f::kIbXmitWait, f::kIbXmitData, f::kIbRcvData, f::kIbPortInfo, f::kRoceLinkDownEvents,
-        f::kRocePauseDuration, f::kRocePauseFrames, f::kRocePauseStormWarning,
-        f::kRocePauseStormError, f::kRoceEcnMarked, f::kRoceRdmaBytes, f::kRoceRxOutOfBuffer,
-        f::kRocePcsSymbolErrors, f::kRoceCrcErrors, f::kNetdevCarrierDown, f::kNetdevRxBytes,
-        f::kNetdevTxBytes, f::kNetdevInfo, f::kGpuUtilization, f::kNvlinkState, f::kNvlinkErrors,
-        f::kNvlinkRecoveryEvents, f::kRdmaProcessQps, f::kRdmaQpProcessesDropped}) {
+  for (const char* name : {f::kIbLinkDowned,
+                           f::kIbLinkErrorRecovery,
+                           f::kIbSymbolError,
+                           f::kIbRcvErrors,
+                           f::kIbLocalLinkIntegrity,
+                           f::kIbBufferOverrun,
+                           f::kIbRemotePhysical,
+                           f::kIbPortState,
+                           f::kIbXmitWait,
+                           f::kIbXmitData,
+                           f::kIbRcvData,
+                           f::kIbPortInfo,
+                           f::kRoceLinkDownEvents,
+                           f::kRocePauseDuration,
+                           f::kRocePauseFrames,
+                           f::kRocePauseStormWarning,
+                           f::kRocePauseStormError,
+                           f::kRoceEcnMarked,
+                           f::kRoceRdmaBytes,
+                           f::kRoceRxOutOfBuffer,
+                           f::kRocePcsSymbolErrors,
+                           f::kRoceCrcErrors,
+                           f::kNetdevCarrierDown,
+                           f::kNetdevRxBytes,
+                           f::kNetdevTxBytes,
+                           f::kNetdevInfo,
+                           f::kGpuUtilization,
+                           f::kNvlinkState,
+                           f::kNvlinkErrors,
+                           f::kNvlinkRecoveryEvents,
+                           f::kRdmaProcessQps,
+                           f::kRdmaQpProcessesDropped}) {
     EXPECT_NE(MetricCatalogue::Project().Find(name), nullptr) << name;
   }
   // hw_counters families the congestion detectors read are named after mlx5 files: pinned at
@@ -87,12 +110,12 @@ TEST(MetricCatalogueTest, IbDataCountersAreEitherWidthAndSaturate) {
 TEST(MetricCatalogueTest, DeclarationsThatContradictTheCatalogueAreRefused) {
   const CatalogueFamily& family =
       *MetricCatalogue::Project().Find("fabricmon_ib_port_xmit_data_bytes_total");
-  const SeriesDesc good = CounterSeries("x", family.name, "any help", Unit::kBytes, 64,
-                                        Overflow::kSaturates, 4.0, {});
+  const SeriesDesc good =
+      CounterSeries("x", family.name, "any help", Unit::kBytes, 64, Overflow::kSaturates, 4.0, {});
   EXPECT_THAT(CheckAgainstCatalogue(family, good), IsOk());
-  EXPECT_THAT(CheckAgainstCatalogue(family, GaugeSeries("x", family.name, "h", Unit::kBytes, 4.0,
-                                                        {})),
-              StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(
+      CheckAgainstCatalogue(family, GaugeSeries("x", family.name, "h", Unit::kBytes, 4.0, {})),
+      StatusIs(absl::StatusCode::kFailedPrecondition));
   for (const SeriesDesc& bad :
        {CounterSeries("x", family.name, "h", Unit::kPackets, 64, Overflow::kSaturates, 4.0, {}),
         CounterSeries("x", family.name, "h", Unit::kBytes, 16, Overflow::kSaturates, 4.0, {}),
@@ -104,15 +127,14 @@ TEST(MetricCatalogueTest, DeclarationsThatContradictTheCatalogueAreRefused) {
 }
 
 TEST(MetricCatalogueTest, TablesThatDisagreeDoNotMakeACatalogue) {
-  EXPECT_THAT(MetricCatalogue::FromSeries({
-                  CounterSeries("a", "fabricmon_x_total", "h", Unit::kNone, 32, Overflow::kWraps,
-                                1.0, {}),
-                  CounterSeries("b", "fabricmon_x_total", "h", Unit::kBytes, 32,
-                                Overflow::kWraps, 1.0, {}),
-              }),
-              StatusIs(absl::StatusCode::kInvalidArgument));
-  EXPECT_THAT(MetricCatalogue::FromSeries({GaugeSeries("a", "fabricmon_node_up", "h", Unit::kNone,
-                                                       1.0, {})}),
+  EXPECT_THAT(
+      MetricCatalogue::FromSeries({
+          CounterSeries("a", "fabricmon_x_total", "h", Unit::kNone, 32, Overflow::kWraps, 1.0, {}),
+          CounterSeries("b", "fabricmon_x_total", "h", Unit::kBytes, 32, Overflow::kWraps, 1.0, {}),
+      }),
+      StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(MetricCatalogue::FromSeries(
+                  {GaugeSeries("a", "fabricmon_node_up", "h", Unit::kNone, 1.0, {})}),
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
@@ -140,16 +162,16 @@ TEST(MetricCatalogueTest, FamilyNamesFollowPromtoolsRules) {
       {"fabricmon_x_info", MetricType::kInfo, true},
       {"fabricmon_", MetricType::kGauge, false},
       {"node_up", MetricType::kGauge, false},
-      {"fabricmon_x", MetricType::kCounter, false},             // counter without _total
-      {"fabricmon_x_total", MetricType::kGauge, false},         // gauge with _total
+      {"fabricmon_x", MetricType::kCounter, false},      // counter without _total
+      {"fabricmon_x_total", MetricType::kGauge, false},  // gauge with _total
       {"fabricmon_x_count", MetricType::kGauge, false},
       {"fabricmon_x_sum", MetricType::kGauge, false},
       {"fabricmon_x_bucket", MetricType::kGauge, false},
-      {"fabricmon_xBytes", MetricType::kGauge, false},          // camelCase
-      {"fabricmon_x:y", MetricType::kGauge, false},             // colon
-      {"fabricmon_x_gauge", MetricType::kGauge, false},         // type in name
+      {"fabricmon_xBytes", MetricType::kGauge, false},   // camelCase
+      {"fabricmon_x:y", MetricType::kGauge, false},      // colon
+      {"fabricmon_x_gauge", MetricType::kGauge, false},  // type in name
       {"fabricmon_x_counter_total", MetricType::kCounter, false},
-      {"fabricmon_x_ms", MetricType::kGauge, false},            // abbreviated unit
+      {"fabricmon_x_ms", MetricType::kGauge, false},  // abbreviated unit
       {"fabricmon_x_kb_total", MetricType::kCounter, false},
       {"fabricmon_x_milliseconds", MetricType::kGauge, false},  // not a base unit
       {"fabricmon_x_bits_total", MetricType::kCounter, false},

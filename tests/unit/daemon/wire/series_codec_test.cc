@@ -26,11 +26,10 @@ using ::fabricmon::testing::StatusIs;
 using ::testing::HasSubstr;
 
 v1::SeriesDeclaration ValidCounter() {
-  return ToDeclaration(
-      CounterSeries("ib_sysfs", "fabricmon_ib_port_xmit_data_bytes_total", "Data transmitted.",
-                    Unit::kBytes, 64, Overflow::kSaturates, 4.0,
-                    {{"device", "mlx5_0"}, {"port", "1"}}),
-      7);
+  return ToDeclaration(CounterSeries("ib_sysfs", "fabricmon_ib_port_xmit_data_bytes_total",
+                                     "Data transmitted.", Unit::kBytes, 64, Overflow::kSaturates,
+                                     4.0, {{"device", "mlx5_0"}, {"port", "1"}}),
+                       7);
 }
 
 TEST(SeriesCodecTest, DeclarationRoundTripsEveryKind) {
@@ -119,8 +118,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "invalid metric name"},
         BadCase{"name_too_long", [](auto& d) { d.set_name(std::string(201, 'a')); },
                 "invalid metric name"},
-        BadCase{"label_name_empty", [](auto& d) { SetLabel(d, 0, "", "x"); },
-                "invalid label name"},
+        BadCase{"label_name_empty", [](auto& d) { SetLabel(d, 0, "", "x"); }, "invalid label name"},
         BadCase{"label_name_reserved_prefix", [](auto& d) { SetLabel(d, 0, "__name__", "x"); },
                 "invalid label name"},
         BadCase{"label_name_colon", [](auto& d) { SetLabel(d, 0, "a:b", "x"); },
@@ -140,8 +138,8 @@ INSTANTIATE_TEST_SUITE_P(
                   }
                 },
                 "too many labels"},
-        BadCase{"label_value_too_long", [](auto& d) { SetLabel(d, 0, "device", std::string(257, 'x')); },
-                "not UTF-8"},
+        BadCase{"label_value_too_long",
+                [](auto& d) { SetLabel(d, 0, "device", std::string(257, 'x')); }, "not UTF-8"},
         BadCase{"label_value_invalid_byte", [](auto& d) { SetLabel(d, 0, "device", "mlx5_\xff"); },
                 "not UTF-8"},
         BadCase{"label_value_truncated_sequence",
@@ -168,8 +166,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "unknown metric type"},
         BadCase{"type_out_of_range", [](auto& d) { d.set_type(static_cast<v1::MetricType>(42)); },
                 "unknown metric type"},
-        BadCase{"scale_nan",
-                [](auto& d) { d.set_scale(std::numeric_limits<double>::quiet_NaN()); },
+        BadCase{"scale_nan", [](auto& d) { d.set_scale(std::numeric_limits<double>::quiet_NaN()); },
                 "scale not finite"},
         BadCase{"scale_infinite",
                 [](auto& d) { d.set_scale(std::numeric_limits<double>::infinity()); },
@@ -179,8 +176,9 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(SeriesCodecTest, AcceptsValidUtf8LabelValues) {
   v1::SeriesDeclaration declaration = ValidCounter();
   // Two-, three- and four-byte sequences at the edges of their ranges.
-  SetLabel(declaration, 0, "device", "\xc2\x80 \xdf\xbf \xe0\xa0\x80 \xef\xbf\xbf \xf0\x90\x80\x80 "
-                                     "\xf4\x8f\xbf\xbf gr\xc3\xbc\xc3\x9f \xe2\x82\xac");
+  SetLabel(declaration, 0, "device",
+           "\xc2\x80 \xdf\xbf \xe0\xa0\x80 \xef\xbf\xbf \xf0\x90\x80\x80 "
+           "\xf4\x8f\xbf\xbf gr\xc3\xbc\xc3\x9f \xe2\x82\xac");
   EXPECT_THAT(FromDeclaration(declaration), IsOk());
 }
 

@@ -44,8 +44,8 @@ Motion MotionOf(absl::string_view file) {
   if (file == "port_xmit_data" || file == "port_rcv_data") {
     return Motion::kData;  // 4-byte words
   }
-  if (file == "port_xmit_packets" || file == "port_rcv_packets" ||
-      file == "unicast_xmit_packets" || file == "unicast_rcv_packets") {
+  if (file == "port_xmit_packets" || file == "port_rcv_packets" || file == "unicast_xmit_packets" ||
+      file == "unicast_rcv_packets") {
     return Motion::kPackets;
   }
   if (file == "port_xmit_wait") {
@@ -78,9 +78,9 @@ struct CounterFile {
 };
 
 struct WireSize {
-  size_t samples = 0;             // values in the steady-state batches
-  size_t batch_bytes = 0;         // protobuf bytes of those AgentMessages
-  size_t first_cycle_bytes = 0;   // declarations + layout + first batch
+  size_t samples = 0;            // values in the steady-state batches
+  size_t batch_bytes = 0;        // protobuf bytes of those AgentMessages
+  size_t first_cycle_bytes = 0;  // declarations + layout + first batch
   size_t series = 0;
   double BytesPerSample() const { return static_cast<double>(batch_bytes) / samples; }
   // With gRPC's 5-byte message prefix, i.e. what the HTTP/2 DATA frames carry.
@@ -110,7 +110,8 @@ WireSize Measure(double load, uint64_t seed) {
   EXPECT_TRUE(devices.ok() && !devices->empty());
   for (const std::string& device : *devices) {
     for (const char* group : {"counters", "hw_counters"}) {
-      const std::string relative = absl::StrCat("sys/class/infiniband/", device, "/ports/1/", group);
+      const std::string relative =
+          absl::StrCat("sys/class/infiniband/", device, "/ports/1/", group);
       absl::StatusOr<std::vector<std::string>> names = ListDirectory(tree.root() + "/" + relative);
       if (!names.ok()) {
         continue;
