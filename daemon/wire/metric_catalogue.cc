@@ -265,7 +265,9 @@ absl::Status CheckLabelName(absl::string_view name) {
     return absl::InvalidArgumentError(absl::StrCat("label name '", name.substr(0, 64),
                                                    "' is not lower snake case or starts with __"));
   }
-  if (name == "node" || name == "metric" || name == "le" || name == "quantile") {
+  // `shard` is what an aggregator stamps on everything it remote-writes (an external label, which
+  // by the protocol's rule never overrides a series' own): an agent may not name its shard.
+  if (name == "node" || name == "metric" || name == "le" || name == "quantile" || name == "shard") {
     return absl::InvalidArgumentError(
         absl::StrCat("label name '", name, "' is reserved for the aggregator"));
   }

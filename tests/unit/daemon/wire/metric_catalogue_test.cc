@@ -187,7 +187,7 @@ TEST(MetricCatalogueTest, LabelNamesAndHelp) {
   EXPECT_THAT(CheckLabelName("device"), IsOk());
   EXPECT_THAT(CheckLabelName("_x9"), IsOk());
   for (const char* bad : {"", "__name__", "__x", "Device", "a-b", "9a", "node", "metric", "le",
-                          "quantile", "a\"b", "a\nb"}) {
+                          "quantile", "shard", "a\"b", "a\nb"}) {
     EXPECT_THAT(CheckLabelName(bad), StatusIs(absl::StatusCode::kInvalidArgument)) << bad;
   }
   EXPECT_THAT(CheckHelp("Bytes \\ with \"quotes\"\nand a newline: escaped by the writer."), IsOk());
