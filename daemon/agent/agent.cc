@@ -50,7 +50,11 @@ class AgentSelfCollector final : public collectors::Collector {
       sink.Add(attempts_, stats.connect_attempts);
       sink.Add(replayed_, stats.replayed_batches);
       sink.Add(sent_bytes_, stats.bytes_sent);
-      if (!stats.aggregator.empty()) {  // several aggregators to choose from
+      // Counters from the first cycle on (at 0), not from the first move: a series that appears
+      // later is declared later, and an aggregator at its series cap refuses it.
+      sink.Add(failovers_, stats.failovers);
+      sink.Add(failbacks_, stats.failbacks);
+      if (!stats.aggregator.empty()) {  // known from the first connection attempt on
         if (stats.aggregator != info_address_ || stats.aggregator_rank != info_rank_) {
           info_address_ = stats.aggregator;
           info_rank_ = stats.aggregator_rank;
@@ -59,8 +63,6 @@ class AgentSelfCollector final : public collectors::Collector {
               {{"address", info_address_}, {"rank", std::to_string(info_rank_)}});
         }
         sink.Add(info_, 1);
-        sink.Add(failovers_, stats.failovers);
-        sink.Add(failbacks_, stats.failbacks);
       }
     }
     return absl::OkStatus();

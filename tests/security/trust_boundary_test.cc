@@ -310,6 +310,22 @@ class TrustBoundaryTest : public ::testing::Test {
                     << honest_.Log() << "\naggregator log:\n"
                     << aggregator_.Log();
     ASSERT_EQ(HonestXmit(), HonestXmitBytes());
+    // Every series the honest agent declares is declared before an attack starts: its own
+    // families follow its first connection (the aggregator in use), a self-collector cycle (1 s)
+    // after the counters. Settled: the count unchanged for 2.5 s, two self-collector cycles.
+    double series = -1;
+    absl::Time changed = absl::Now();
+    const bool settled = WaitUntil(
+        [&] {
+          const double now = Value("fabricmon_node_series", {{"node", kHonestNode}}).value_or(0);
+          if (now != series) {
+            series = now;
+            changed = absl::Now();
+          }
+          return absl::Now() - changed >= absl::Milliseconds(2500);
+        },
+        absl::Seconds(30));
+    ASSERT_TRUE(settled) << "the honest agent's series count never settled";
     honest_baseline_ = HonestSamples();
     ASSERT_GT(honest_baseline_.size(), 10u);
   }
