@@ -14,7 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 
-namespace fabricmon::collectors::ib_fabric {
+namespace fabricmon::fabric_model {
 namespace {
 
 // IB port numbers are 8-bit (IBA NodeInfo.NumPorts); 255 is reserved but accepted.
@@ -278,8 +278,8 @@ class Builder {
     return n.guid != 0 ? FormatGuid(n.guid) : n.description;
   }
 
-  absl::StatusOr<Topology> Finish() {
-    Topology topology;
+  absl::StatusOr<Subnet> Finish() {
+    Subnet topology;
     topology.nodes = std::move(nodes_);
     for (size_t i = 0; i < topology.nodes.size(); ++i) {
       Node& node = topology.nodes[i];
@@ -316,7 +316,7 @@ class Builder {
 // The default topology format and ibsim's net format.
 class TopologyParser {
  public:
-  absl::StatusOr<ParsedTopology> Parse(const std::vector<absl::string_view>& lines) {
+  absl::StatusOr<ParsedSubnet> Parse(const std::vector<absl::string_view>& lines) {
     for (size_t i = 0; i < lines.size(); ++i) {
       const int line = static_cast<int>(i + 1);
       absl::string_view text = absl::StripAsciiWhitespace(lines[i]);
@@ -341,8 +341,8 @@ class TopologyParser {
             absl::StrCat("node \"", builder_.Describe(i), "\" is referenced but never defined"));
       }
     }
-    ParsedTopology result;
-    absl::StatusOr<Topology> topology = builder_.Finish();
+    ParsedSubnet result;
+    absl::StatusOr<Subnet> topology = builder_.Finish();
     if (!topology.ok()) {
       return topology.status();
     }
@@ -637,7 +637,7 @@ class TopologyParser {
 // ibnetdiscover -p: "SW  1719 10 0x7cfe9003009ce5b0 4x EDR - CA   134  1 0x... ( 'a' - 'b' )".
 class PortsReportParser {
  public:
-  absl::StatusOr<ParsedTopology> Parse(const std::vector<absl::string_view>& lines) {
+  absl::StatusOr<ParsedSubnet> Parse(const std::vector<absl::string_view>& lines) {
     for (size_t i = 0; i < lines.size(); ++i) {
       const int line = static_cast<int>(i + 1);
       absl::string_view text = absl::StripAsciiWhitespace(lines[i]);
@@ -652,8 +652,8 @@ class PortsReportParser {
     if (builder_.size() == 0) {
       return absl::InvalidArgumentError("no nodes in ports report");
     }
-    ParsedTopology result;
-    absl::StatusOr<Topology> topology = builder_.Finish();
+    ParsedSubnet result;
+    absl::StatusOr<Subnet> topology = builder_.Finish();
     if (!topology.ok()) {
       return topology.status();
     }
@@ -796,7 +796,7 @@ class PortsReportParser {
 
 }  // namespace
 
-absl::StatusOr<ParsedTopology> ParseIbnetdiscover(absl::string_view text) {
+absl::StatusOr<ParsedSubnet> ParseIbnetdiscover(absl::string_view text) {
   if (text.size() > kMaxTopologyFileBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat("topology file larger than ", kMaxTopologyFileBytes, " bytes"));
@@ -828,4 +828,4 @@ absl::StatusOr<ParsedTopology> ParseIbnetdiscover(absl::string_view text) {
   return TopologyParser().Parse(lines);
 }
 
-}  // namespace fabricmon::collectors::ib_fabric
+}  // namespace fabricmon::fabric_model

@@ -2,7 +2,7 @@
 
 // Parser for topology files in ibnetdiscover(8)'s output formats, so that the aggregator can take
 // the fabric's cabling from a file (`ibnetdiscover > fabric.topo`) instead of a live sweep.
-// Produces the same Topology (and through AppendToInventory the same v1.FabricNode /
+// Produces the same Subnet (and through AppendToInventory the same v1.FabricNode /
 // v1.FabricLink inventory) as the ib_fabric collector's discovery.
 //
 // Accepted (detected from the first record):
@@ -26,7 +26,7 @@
 #include "absl/strings/string_view.h"
 #include "collectors/fabric_model/subnet.h"
 
-namespace fabricmon::collectors::ib_fabric {
+namespace fabricmon::fabric_model {
 
 enum class TopologyFormat {
   kTopology,     // ibnetdiscover default output (GUIDs present)
@@ -34,8 +34,8 @@ enum class TopologyFormat {
   kPortsReport,  // ibnetdiscover -p
 };
 
-struct ParsedTopology {
-  Topology topology;
+struct ParsedSubnet {
+  Subnet topology;
   TopologyFormat format = TopologyFormat::kTopology;
   // Lines the parser understood but skipped (ibsim `do ...` commands), for diagnostics.
   int skipped_lines = 0;
@@ -47,6 +47,6 @@ inline constexpr size_t kMaxTopologyFileBytes = 64u << 20;
 // Parses `text`. InvalidArgument ("line 12: ...") on malformed or contradictory input (a port
 // cabled to two different peers, a port beyond the node's port count, a duplicate node), on an
 // empty file and on ibsim's `include` (which needs file access).
-absl::StatusOr<ParsedTopology> ParseIbnetdiscover(absl::string_view text);
+absl::StatusOr<ParsedSubnet> ParseIbnetdiscover(absl::string_view text);
 
-}  // namespace fabricmon::collectors::ib_fabric
+}  // namespace fabricmon::fabric_model

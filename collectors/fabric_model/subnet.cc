@@ -11,7 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
-namespace fabricmon::collectors::ib_fabric {
+namespace fabricmon::fabric_model {
 namespace {
 
 struct SpeedInfo {
@@ -158,7 +158,7 @@ Port* Node::FindPort(uint32_t number) {
 
 std::string Node::Key() const { return guid != 0 ? FormatGuid(guid) : node_id; }
 
-std::optional<size_t> Topology::FindNode(uint64_t guid) const {
+std::optional<size_t> Subnet::FindNode(uint64_t guid) const {
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (nodes[i].guid == guid) {
       return i;
@@ -167,7 +167,7 @@ std::optional<size_t> Topology::FindNode(uint64_t guid) const {
   return std::nullopt;
 }
 
-std::vector<Link> Topology::Links() const {
+std::vector<Link> Subnet::Links() const {
   std::vector<std::string> keys;
   keys.reserve(nodes.size());
   for (const Node& node : nodes) {
@@ -205,7 +205,7 @@ std::vector<Link> Topology::Links() const {
   return out;
 }
 
-size_t Topology::CountNodes(NodeType type) const {
+size_t Subnet::CountNodes(NodeType type) const {
   return static_cast<size_t>(std::count_if(nodes.begin(), nodes.end(),
                                            [type](const Node& node) { return node.type == type; }));
 }
@@ -265,7 +265,7 @@ v1::FabricNode::Type ToProtoType(NodeType type) {
   return v1::FabricNode::TYPE_UNSPECIFIED;
 }
 
-void AppendToInventory(const Topology& topology, v1::Inventory& inventory) {
+void AppendToInventory(const Subnet& topology, v1::Inventory& inventory) {
   std::vector<size_t> order(topology.nodes.size());
   for (size_t i = 0; i < order.size(); ++i) {
     order[i] = i;
@@ -317,4 +317,4 @@ void AppendToInventory(const Topology& topology, v1::Inventory& inventory) {
   }
 }
 
-}  // namespace fabricmon::collectors::ib_fabric
+}  // namespace fabricmon::fabric_model

@@ -16,7 +16,7 @@
 #include "absl/strings/string_view.h"
 #include "fabricmon/v1/inventory.pb.h"
 
-namespace fabricmon::collectors::ib_fabric {
+namespace fabricmon::fabric_model {
 
 // NodeInfo.NodeType (IBA 14.2.5.3): 1 CA, 2 switch, 3 router.
 enum class NodeType : uint8_t { kUnknown = 0, kCa = 1, kSwitch = 2, kRouter = 3 };
@@ -72,7 +72,7 @@ struct Port {
   uint32_t phys_state = 0;  // PortInfo.PortPhysicalState; 0 unknown
   uint32_t width = 0;       // active lanes; 0 unknown (also: unreliable when the port is Down)
   LinkSpeed speed = LinkSpeed::kUnknown;
-  // The cabled peer, when the port has one: index into Topology::nodes and its port number.
+  // The cabled peer, when the port has one: index into Subnet::nodes and its port number.
   std::optional<size_t> remote_node;
   uint32_t remote_port = 0;
 };
@@ -107,7 +107,7 @@ struct Link {
 };
 
 // A whole subnet. Value type; not thread-safe to mutate concurrently.
-struct Topology {
+struct Subnet {
   std::vector<Node> nodes;
 
   // Index of the node with `guid`, or nullopt.
@@ -132,7 +132,7 @@ std::string CleanDescription(absl::string_view raw);
 
 v1::FabricNode::Type ToProtoType(NodeType type);
 
-// Appends the nodes (sorted by key) and links (Topology::Links order) to `inventory`.
-void AppendToInventory(const Topology& topology, v1::Inventory& inventory);
+// Appends the nodes (sorted by key) and links (Subnet::Links order) to `inventory`.
+void AppendToInventory(const Subnet& topology, v1::Inventory& inventory);
 
-}  // namespace fabricmon::collectors::ib_fabric
+}  // namespace fabricmon::fabric_model

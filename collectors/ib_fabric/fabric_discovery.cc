@@ -64,7 +64,7 @@ Port ConvertPort(const ibnd_port_t& raw, const ibnd_node_t& node) {
 
 }  // namespace
 
-absl::StatusOr<Topology> DiscoverFabric(const DiscoveryOptions& options, DiscoveryStats* stats) {
+absl::StatusOr<Subnet> DiscoverFabric(const DiscoveryOptions& options, DiscoveryStats* stats) {
   ibnd_config_t config;
   std::memset(&config, 0, sizeof(config));
   config.max_smps = std::max<uint32_t>(1, options.max_smps);
@@ -86,7 +86,7 @@ absl::StatusOr<Topology> DiscoverFabric(const DiscoveryOptions& options, Discove
     stats->max_hops = fabric->maxhops_discovered;
   }
 
-  Topology topology;
+  Subnet topology;
   std::unordered_map<const ibnd_node_t*, size_t> index;
   for (const ibnd_node_t* raw = fabric->nodes; raw != nullptr; raw = raw->next) {
     index.emplace(raw, topology.nodes.size());

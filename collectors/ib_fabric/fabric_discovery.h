@@ -1,7 +1,7 @@
 #pragma once
 
 // Live subnet discovery with libibnetdisc (ibnd_discover_fabric: directed-route SMPs from the
-// local port, as ibnetdiscover does), converted into a Topology. The ibnd_fabric_t lives only
+// local port, as ibnetdiscover does), converted into a Subnet. The ibnd_fabric_t lives only
 // inside DiscoverFabric (RAII; ibnd_destroy_fabric).
 //
 // libibnetdisc opens and closes its own umad port for the walk. Under ibsim's umad2sim, replies
@@ -18,6 +18,29 @@
 
 namespace fabricmon::collectors::ib_fabric {
 
+// The collector fills the fabric model and speaks its vocabulary.
+using fabric_model::AppendToInventory;
+using fabric_model::CleanDescription;
+using fabric_model::FormatGuid;
+using fabric_model::kPhysStateLinkUp;
+using fabric_model::kPortStateActive;
+using fabric_model::kPortStateDown;
+using fabric_model::LaneBitsPerSecond;
+using fabric_model::LanesFromWidthBits;
+using fabric_model::Link;
+using fabric_model::LinkSpeed;
+using fabric_model::LinkSpeedName;
+using fabric_model::Node;
+using fabric_model::NodeType;
+using fabric_model::ParseGuid;
+using fabric_model::ParseLinkSpeed;
+using fabric_model::PhysStateName;
+using fabric_model::Port;
+using fabric_model::PortStateName;
+using fabric_model::SpeedFromPortInfo;
+using fabric_model::Subnet;
+using fabric_model::ToProtoType;
+
 struct DiscoveryOptions {
   std::string ca;        // "" = libibumad's default
   uint32_t ca_port = 0;  // 0 = default
@@ -33,6 +56,6 @@ struct DiscoveryStats {
 };
 
 // Unavailable when the walk fails (libibnetdisc gives no reason beyond its stderr warnings).
-absl::StatusOr<Topology> DiscoverFabric(const DiscoveryOptions& options, DiscoveryStats* stats);
+absl::StatusOr<Subnet> DiscoverFabric(const DiscoveryOptions& options, DiscoveryStats* stats);
 
 }  // namespace fabricmon::collectors::ib_fabric

@@ -17,25 +17,25 @@
 
 namespace fabricmon::collectors {
 
+using fabric_model::LinkSpeed;
+using fabric_model::Node;
+using fabric_model::NodeType;
+using fabric_model::Port;
+using fabric_model::Subnet;
 using ib_fabric::DiscoveryStats;
 using ib_fabric::FabricBackend;
 using ib_fabric::IbFabricOptions;
-using ib_fabric::LinkSpeed;
 using ib_fabric::MadKind;
 using ib_fabric::MadOutcome;
 using ib_fabric::MadPipeline;
 using ib_fabric::MadRequest;
 using ib_fabric::MadResult;
 using ib_fabric::MadTransport;
-using ib_fabric::Node;
-using ib_fabric::NodeType;
 using ib_fabric::PipelineStats;
 using ib_fabric::PmaCapabilities;
 using ib_fabric::PmaCounter;
-using ib_fabric::Port;
 using ib_fabric::PortCounterValues;
 using ib_fabric::PortInfoValues;
-using ib_fabric::Topology;
 
 namespace ib_fabric {
 namespace {
@@ -70,7 +70,7 @@ class UmadBackend final : public FabricBackend {
  public:
   explicit UmadBackend(const IbFabricOptions& options) : options_(options) {}
 
-  absl::StatusOr<Topology> Discover(DiscoveryStats* stats) override {
+  absl::StatusOr<Subnet> Discover(DiscoveryStats* stats) override {
     // libibnetdisc opens its own umad port; ours must not be registered meanwhile (umad2sim
     // routes a class's replies to the last registrant). The kernel frees every agent of a umad fd
     // on close; umad2sim frees only the first, which the tests' close fix makes up for.
@@ -335,7 +335,7 @@ void IbFabricCollector::BuildPlan() {
     swept.topology_index = i;
     swept.guid = node.guid;
     swept.type = node.type;
-    swept.guid_label = ib_fabric::FormatGuid(node.guid);
+    swept.guid_label = fabric_model::FormatGuid(node.guid);
     swept.description = node.description.empty() ? swept.guid_label : node.description;
     swept.extended_speeds = node.extended_speeds;
     swept.timeouts = timeouts.count(node.guid) ? timeouts[node.guid] : 0;
@@ -343,7 +343,7 @@ void IbFabricCollector::BuildPlan() {
       const bool connected = port.remote_node.has_value();
       const bool sweep = options_.all_ports || connected ||
                          ever_connected_.count({node.guid, port.number}) != 0 ||
-                         port.state > ib_fabric::kPortStateDown;
+                         port.state > fabric_model::kPortStateDown;
       if (!sweep) {
         continue;
       }
@@ -400,12 +400,12 @@ void IbFabricCollector::BuildPortSeries(const SweptNode& node, SweptPort& port) 
     const Node& peer = topology_.nodes[*discovered.remote_node];
     Labels info = NodeLabels(node);
     info.emplace_back("port", absl::StrCat(port.number));
-    info.emplace_back("peer_guid", ib_fabric::FormatGuid(peer.guid));
+    info.emplace_back("peer_guid", fabric_model::FormatGuid(peer.guid));
     info.emplace_back("peer", peer.description);
     info.emplace_back("peer_port", absl::StrCat(discovered.remote_port));
     info.emplace_back("peer_type", std::string(ib_fabric::TypeLabel(peer.type)));
     info.emplace_back("width", discovered.width != 0 ? absl::StrCat(discovered.width, "x") : "");
-    info.emplace_back("speed", std::string(ib_fabric::LinkSpeedName(discovered.speed)));
+    info.emplace_back("speed", std::string(fabric_model::LinkSpeedName(discovered.speed)));
     port.link_info = SeriesFromSpec(ib_fabric::kLinkInfoFamily, c, std::move(info));
     port.has_link_info = true;
   }
@@ -416,12 +416,12 @@ absl::Status IbFabricCollector::Discover(v1::Inventory& inventory) {
   wants_rediscovery_ = false;
   const int64_t start = clock_.MonotonicNanos();
   DiscoveryStats stats;
-  absl::StatusOr<Topology> topology = backend_->Discover(&stats);
+  absl::StatusOr<Subnet> topology = backend_->Discover(&stats);
   last_discovery_ns_ = clock_.MonotonicNanos() - start;
   if (!topology.ok()) {
     const absl::Status status = topology.status();
     if (absl::IsNotFound(status)) {
-      topology_ = Topology();
+      topology_ = Subnet();
       plan_.clear();
       link_count_ = 0;
       discovered_ = false;
@@ -433,11 +433,11 @@ absl::Status IbFabricCollector::Discover(v1::Inventory& inventory) {
       // keep it in the inventory, and try again on the next cycle.
       FABRICMON_LOG_EVERY_MINUTE(Warning)
           << "ib_fabric: discovery failed, keeping the previous topology: " << status;
-      ib_fabric::AppendToInventory(topology_, inventory);
+      fabric_model::AppendToInventory(topology_, inventory);
       wants_rediscovery_ = true;
       return absl::OkStatus();
     }
-    topology_ = Topology();
+    topology_ = Subnet();
     plan_.clear();
     link_count_ = 0;
     discovered_ = false;
@@ -453,7 +453,7 @@ absl::Status IbFabricCollector::Discover(v1::Inventory& inventory) {
     }
   }
   BuildPlan();
-  ib_fabric::AppendToInventory(topology_, inventory);
+  fabric_model::AppendToInventory(topology_, inventory);
   link_count_ = static_cast<size_t>(inventory.fabric_links_size());
   discovered_ = true;
   // Open the MAD port now, so that access problems show at discovery time.
@@ -652,10 +652,10 @@ absl::Status IbFabricCollector::Collect(SampleSink& sink) {
       have_state = true;
       state = info->state;
       phys_state = info->phys_state;
-      if (state != ib_fabric::kPortStateDown) {
-        lanes = ib_fabric::LanesFromWidthBits(info->width_bits);
-        speed = ib_fabric::SpeedFromPortInfo(info->speed,
-                                             node.extended_speeds ? info->speed_ext : 0, 0);
+      if (state != fabric_model::kPortStateDown) {
+        lanes = fabric_model::LanesFromWidthBits(info->width_bits);
+        speed = fabric_model::SpeedFromPortInfo(info->speed,
+                                                node.extended_speeds ? info->speed_ext : 0, 0);
         // FDR10 needs Mellanox's ExtendedPortInfo (not re-read per sweep): keep discovery's
         // answer while the base speed still reads QDR.
         if (speed == LinkSpeed::kQdr && port.discovered.speed == LinkSpeed::kFdr10) {
@@ -664,8 +664,8 @@ absl::Status IbFabricCollector::Collect(SampleSink& sink) {
       }
       // A link that came up or went down since discovery: the cabling in the inventory is
       // stale. Ask for an early rediscovery (the agent runs it before the next cycle).
-      const bool was_active = port.discovered.state == ib_fabric::kPortStateActive;
-      const bool is_active = state == ib_fabric::kPortStateActive;
+      const bool was_active = port.discovered.state == fabric_model::kPortStateActive;
+      const bool is_active = state == fabric_model::kPortStateActive;
       if (was_active != is_active) {
         wants_rediscovery_ = true;
       }
@@ -680,7 +680,7 @@ absl::Status IbFabricCollector::Collect(SampleSink& sink) {
       sink.Add(port.state, state);
       sink.Add(port.phys_state, phys_state);
       sink.Add(port.width, lanes);
-      sink.Add(port.rate, lanes * ib_fabric::LaneBitsPerSecond(speed));
+      sink.Add(port.rate, lanes * fabric_model::LaneBitsPerSecond(speed));
     }
     if (port.has_link_info) {
       sink.Add(port.link_info, 1);

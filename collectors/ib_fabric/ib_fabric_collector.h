@@ -79,7 +79,7 @@ class FabricBackend {
   // Checks the local port and walks the subnet. NotFound: no InfiniBand port here (hardware
   // absent); FailedPrecondition: RoCE port; PermissionDenied: umad device not accessible;
   // Unavailable: the walk failed.
-  virtual absl::StatusOr<Topology> Discover(DiscoveryStats* stats) = 0;
+  virtual absl::StatusOr<Subnet> Discover(DiscoveryStats* stats) = 0;
   // A transport for sweeps, valid until CloseTransport() or the next Discover().
   virtual absl::StatusOr<MadTransport*> OpenTransport() = 0;
   virtual void CloseTransport() = 0;
@@ -113,7 +113,7 @@ class IbFabricCollector final : public Collector {
   int64_t rediscover_interval_ms() const override { return options_.rediscover_interval_ms; }
 
   // Introspection for tests and benchmarks.
-  const ib_fabric::Topology& topology() const { return topology_; }
+  const fabric_model::Subnet& topology() const { return topology_; }
   const ib_fabric::PipelineStats& last_sweep_stats() const { return last_stats_; }
   size_t swept_ports() const;
   int64_t last_sweep_ns() const { return last_sweep_ns_; }
@@ -122,7 +122,7 @@ class IbFabricCollector final : public Collector {
   struct SweptPort {
     uint32_t number = 0;
     uint16_t lid = 0;  // destination LID for this port's MADs
-    ib_fabric::Port discovered;
+    fabric_model::Port discovered;
     bool series_built = false;
     std::vector<std::pair<ib_fabric::PmaCounter, SeriesDesc>> counters;
     SeriesDesc state;
@@ -135,7 +135,7 @@ class IbFabricCollector final : public Collector {
   struct SweptNode {
     size_t topology_index = 0;
     uint64_t guid = 0;
-    ib_fabric::NodeType type = ib_fabric::NodeType::kSwitch;
+    fabric_model::NodeType type = fabric_model::NodeType::kSwitch;
     std::string guid_label;
     std::string description;
     uint16_t lid = 0;  // where ClassPortInfo goes
@@ -154,7 +154,7 @@ class IbFabricCollector final : public Collector {
                     std::unique_ptr<ib_fabric::FabricBackend> backend,
                     std::unique_ptr<re2::RE2> include, std::unique_ptr<re2::RE2> exclude);
 
-  bool NodeSelected(const ib_fabric::Node& node) const;
+  bool NodeSelected(const fabric_model::Node& node) const;
   void BuildPlan();
   void BuildPortSeries(const SweptNode& node, SweptPort& port);
   absl::Status QueryCapabilities(ib_fabric::MadPipeline& pipeline, ib_fabric::PipelineStats& stats);
@@ -167,7 +167,7 @@ class IbFabricCollector final : public Collector {
   std::unique_ptr<re2::RE2> include_description_;
   std::unique_ptr<re2::RE2> exclude_description_;
 
-  ib_fabric::Topology topology_;
+  fabric_model::Subnet topology_;
   std::set<std::pair<uint64_t, uint32_t>> ever_connected_;
   std::vector<SweptNode> plan_;
   size_t link_count_ = 0;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "collectors/fabric_model/ibnetdiscover_parser.h"
 #include "daemon/aggregator/recording_metrics.h"
 #include "daemon/aggregator/serving_probe.h"
 #include "daemon/common/handshake_failures.h"
@@ -16,9 +17,6 @@
 #include "daemon/common/systemd_notify.h"
 #include "daemon/detectors/straggler.h"
 #include "daemon/exposition/http_server_limits.h"
-#ifdef FABRICMON_HAVE_IB_TOPOLOGY
-#include "collectors/fabric_model/ibnetdiscover_parser.h"
-#endif
 
 namespace fabricmon::aggregator {
 namespace {
@@ -30,35 +28,26 @@ constexpr int64_t kNanosPerSecond = 1000000000;
 absl::Status Refuse(absl::string_view line) { return absl::InvalidArgumentError(line); }
 
 // Hands the cabling in an ibnetdiscover file to the detectors. InvalidArgument naming the line
-// on a malformed file; Unimplemented in a build without the fabric model's parser.
+// on a malformed file.
 absl::Status LoadTopologyFile(const std::string& path, detectors::DetectionEngine& engine) {
-#ifdef FABRICMON_HAVE_IB_TOPOLOGY
   // A regular file within the parser's limit, refused (never cut) above it.
   absl::StatusOr<std::string> text =
-      ReadOperatorFile(path, collectors::ib_fabric::kMaxTopologyFileBytes, "topology_file");
+      ReadOperatorFile(path, fabric_model::kMaxTopologyFileBytes, "topology_file");
   if (!text.ok()) {
     return text.status();
   }
-  absl::StatusOr<collectors::ib_fabric::ParsedTopology> parsed =
-      collectors::ib_fabric::ParseIbnetdiscover(*text);
+  absl::StatusOr<fabric_model::ParsedSubnet> parsed = fabric_model::ParseIbnetdiscover(*text);
   if (!parsed.ok()) {
     return parsed.status();
   }
-  const collectors::ib_fabric::Topology& topology = parsed->topology;
+  const fabric_model::Subnet& topology = parsed->topology;
   v1::Inventory fabric;
-  collectors::ib_fabric::AppendToInventory(topology, fabric);
+  fabric_model::AppendToInventory(topology, fabric);
   FABRICMON_LOG(Info) << "topology_file " << path << ": " << topology.nodes.size() << " nodes ("
-                      << topology.CountNodes(collectors::ib_fabric::NodeType::kSwitch)
-                      << " switches), " << fabric.fabric_links_size() << " links";
+                      << topology.CountNodes(fabric_model::NodeType::kSwitch) << " switches), "
+                      << fabric.fabric_links_size() << " links";
   engine.SetStaticFabric(std::move(fabric));
   return absl::OkStatus();
-#else
-  (void)path;
-  (void)engine;
-  return absl::UnimplementedError(
-      "this build has no ibnetdiscover parser (collectors/ib_fabric was left out: "
-      "FABRICMON_WITH_IBMAD=OFF or FABRICMON_SKIP_COLLECTORS); use link_list_file instead");
-#endif
 }
 
 // recording { ... } as recorder options; nullopt when nothing is to be recorded, InvalidArgument

@@ -38,6 +38,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "collectors/fabric_model/ibnetdiscover_parser.h"
 #include "daemon/cli/fan_out.h"
 #include "daemon/cli/record_export.h"
 #include "daemon/cli/replay.h"
@@ -46,9 +47,6 @@
 #include "daemon/common/config_loader.h"
 #include "daemon/common/operator_file.h"
 #include "daemon/common/tls.h"
-#ifdef FABRICMON_HAVE_IB_TOPOLOGY
-#include "collectors/fabric_model/ibnetdiscover_parser.h"
-#endif
 #include "fabricmon/v1/diagnostics.grpc.pb.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
@@ -874,22 +872,14 @@ absl::Status LoadReplayOptions(replay::ReplayOptions& options) {
     options.link_list = *std::move(text);
   }
   if (!options.config.topology_file().empty()) {
-#ifdef FABRICMON_HAVE_IB_TOPOLOGY
-    absl::StatusOr<std::string> text =
-        ReadOperatorFile(options.config.topology_file(),
-                         collectors::ib_fabric::kMaxTopologyFileBytes, "topology_file");
+    absl::StatusOr<std::string> text = ReadOperatorFile(
+        options.config.topology_file(), fabric_model::kMaxTopologyFileBytes, "topology_file");
     if (!text.ok()) return text.status();
-    absl::StatusOr<collectors::ib_fabric::ParsedTopology> parsed =
-        collectors::ib_fabric::ParseIbnetdiscover(*text);
+    absl::StatusOr<fabric_model::ParsedSubnet> parsed = fabric_model::ParseIbnetdiscover(*text);
     if (!parsed.ok()) return parsed.status();
     v1::Inventory fabric;
-    collectors::ib_fabric::AppendToInventory(parsed->topology, fabric);
+    fabric_model::AppendToInventory(parsed->topology, fabric);
     options.fabric = std::move(fabric);
-#else
-    return absl::UnimplementedError(
-        "this build has no ibnetdiscover parser (collectors/ib_fabric was left out); use "
-        "link_list_file instead");
-#endif
   }
   if (absl::GetFlag(FLAGS_fast) && absl::GetFlag(FLAGS_speed) != 0) {
     return absl::InvalidArgumentError("--fast and --speed exclude each other");

@@ -43,7 +43,7 @@ absl::string_view LinkSourceName(LinkSource source) {
   return "link list";
 }
 
-bool Topology::AddLink(const Endpoint& raw_a, const Endpoint& raw_b, LinkSource source) {
+bool CableGraph::AddLink(const Endpoint& raw_a, const Endpoint& raw_b, LinkSource source) {
   const Endpoint a = Canonical(raw_a);
   const Endpoint b = Canonical(raw_b);
   if (a == b) {
@@ -155,7 +155,7 @@ absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view text) {
 
 }  // namespace
 
-absl::Status Topology::AddLinkList(absl::string_view text) {
+absl::Status CableGraph::AddLinkList(absl::string_view text) {
   absl::Status contradiction;
   int line_number = 0;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
@@ -188,8 +188,8 @@ absl::Status Topology::AddLinkList(absl::string_view text) {
   return contradiction;
 }
 
-void Topology::AddInventory(const std::string& node, const v1::Inventory& inventory,
-                            LinkSource fabric_source) {
+void CableGraph::AddInventory(const std::string& node, const v1::Inventory& inventory,
+                              LinkSource fabric_source) {
   for (const v1::RdmaDevice& device : inventory.rdma_devices()) {
     const std::string guid = CanonicalGuid(device.node_guid());
     if (!guid.empty()) {
@@ -217,7 +217,7 @@ void Topology::AddInventory(const std::string& node, const v1::Inventory& invent
   }
 }
 
-void Topology::Resolve() {
+void CableGraph::Resolve() {
   // A GUID two nodes claim names neither of them (see AddInventory).
   for (const auto& [guid, nodes] : guid_claims_) {
     if (nodes.size() > 1) {
@@ -271,7 +271,7 @@ void Topology::Resolve() {
   fabric_links_.clear();
 }
 
-std::vector<TopologyLink> Topology::Links() const {
+std::vector<TopologyLink> CableGraph::Links() const {
   std::vector<TopologyLink> links;
   links.reserve(peers_.size() / 2);
   for (const auto& [from, to] : peers_) {
@@ -297,7 +297,7 @@ std::vector<TopologyLink> Topology::Links() const {
   return links;
 }
 
-std::vector<GuidConflict> Topology::guid_conflicts() const {
+std::vector<GuidConflict> CableGraph::guid_conflicts() const {
   std::vector<GuidConflict> conflicts;
   for (const auto& [guid, nodes] : guid_claims_) {
     if (nodes.size() > 1) {
@@ -307,7 +307,7 @@ std::vector<GuidConflict> Topology::guid_conflicts() const {
   return conflicts;
 }
 
-std::vector<std::pair<std::string, std::string>> Topology::UnclaimedCas() const {
+std::vector<std::pair<std::string, std::string>> CableGraph::UnclaimedCas() const {
   std::vector<std::pair<std::string, std::string>> unclaimed;
   for (const auto& [key, node] : fabric_nodes_) {
     if (node.type != v1::FabricNode::TYPE_CA || CanonicalGuid(key) != key) {
@@ -320,7 +320,7 @@ std::vector<std::pair<std::string, std::string>> Topology::UnclaimedCas() const 
   return unclaimed;
 }
 
-Endpoint Topology::Canonical(const Endpoint& endpoint) const {
+Endpoint CableGraph::Canonical(const Endpoint& endpoint) const {
   if (endpoint.is_switch) {
     // A switch port series names its switch by description; the graph names a switch whose
     // description is shared by its GUID. The GUID decides.
@@ -363,7 +363,7 @@ Endpoint Topology::Canonical(const Endpoint& endpoint) const {
   return canonical;
 }
 
-std::optional<Endpoint> Topology::PeerOf(const Endpoint& endpoint) const {
+std::optional<Endpoint> CableGraph::PeerOf(const Endpoint& endpoint) const {
   auto it = peers_.find(Canonical(endpoint));
   if (it == peers_.end()) {
     return std::nullopt;
@@ -371,7 +371,7 @@ std::optional<Endpoint> Topology::PeerOf(const Endpoint& endpoint) const {
   return it->second;
 }
 
-std::vector<Endpoint> Topology::PortsOf(const std::string& node, bool is_switch) const {
+std::vector<Endpoint> CableGraph::PortsOf(const std::string& node, bool is_switch) const {
   auto it = ports_by_node_.find({node, is_switch});
   return it == ports_by_node_.end() ? std::vector<Endpoint>() : it->second;
 }

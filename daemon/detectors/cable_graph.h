@@ -53,7 +53,7 @@ struct GuidConflict {
   std::vector<std::string> nodes;  // sorted
 };
 
-class Topology {
+class CableGraph {
  public:
   // Adds a cable. Endpoints are canonical: hosts as node + RDMA device (or netdev) + port,
   // switches as switch name + port with is_switch set. A port has one peer: an end already cabled

@@ -182,7 +182,7 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
 }
 
 void CongestionDetector::BuildFindings(const std::map<Endpoint, Congested>& congested,
-                                       const Topology& topology, const CongestionOptions& options,
+                                       const CableGraph& topology, const CongestionOptions& options,
                                        std::vector<Finding>& out) {
   // Waiting ports grouped by the device they are on, for "the ports of the peer's device".
   std::map<std::pair<std::string, bool>, std::vector<Endpoint>> waiting_by_device;

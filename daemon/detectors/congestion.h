@@ -52,7 +52,7 @@ class CongestionDetector final : public Detector {
   };
   // Builds findings from the congested ports of one tick. Exposed for tests.
   static void BuildFindings(const std::map<Endpoint, Congested>& congested,
-                            const Topology& topology, const CongestionOptions& options,
+                            const CableGraph& topology, const CongestionOptions& options,
                             std::vector<Finding>& out);
 
  private:

@@ -99,7 +99,7 @@ Endpoint EndpointOf(const std::string& node, const collectors::SeriesDesc& desc)
   }
   const absl::string_view ca_guid = collectors::LabelValue(desc, "ca_guid");
   if (!ca_guid.empty()) {
-    // A CA port the fabric collector swept: not the sweeping node's port. Topology::Canonical
+    // A CA port the fabric collector swept: not the sweeping node's port. CableGraph::Canonical
     // gives it to the node whose agent claims the GUID.
     const absl::string_view ca = collectors::LabelValue(desc, "ca");
     endpoint.node = absl::StrCat("ca:", ca.empty() ? ca_guid : ca);

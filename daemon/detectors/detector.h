@@ -23,11 +23,11 @@ namespace fabricmon::detectors {
 // Read access for one tick. Cheap to build; valid for the tick only.
 class FabricView {
  public:
-  FabricView(std::vector<std::shared_ptr<store::NodeState>> nodes, const Topology& topology,
+  FabricView(std::vector<std::shared_ptr<store::NodeState>> nodes, const CableGraph& topology,
              int64_t now_unix_nanos)
       : nodes_(std::move(nodes)), topology_(topology), now_(now_unix_nanos) {}
 
-  const Topology& topology() const { return topology_; }
+  const CableGraph& topology() const { return topology_; }
   // The canonical endpoint of a port series reported by `node`: a fabric-swept CA port belongs to
   // the node claiming its HCA, a netdev to its RDMA port, a switch to its graph name.
   Endpoint PortOf(const std::string& node, const collectors::SeriesDesc& desc) const;
@@ -42,7 +42,7 @@ class FabricView {
 
  private:
   std::vector<std::shared_ptr<store::NodeState>> nodes_;
-  const Topology& topology_;
+  const CableGraph& topology_;
   const int64_t now_;
 };
 

@@ -178,7 +178,7 @@ DetectionEngine::DetectionEngine(const store::SeriesStore& store, const Clock& c
 DetectionEngine::~DetectionEngine() = default;
 
 absl::Status DetectionEngine::SetLinkList(std::string text) {
-  Topology check;
+  CableGraph check;
   absl::Status status = check.AddLinkList(text);
   if (!status.ok()) {
     return status;
@@ -228,9 +228,9 @@ DetectionEngine::TopologyInputs DetectionEngine::InputsOf(
   return inputs;
 }
 
-Topology DetectionEngine::BuildTopology(
+CableGraph DetectionEngine::BuildTopology(
     const std::vector<std::shared_ptr<store::NodeState>>& nodes) const {
-  Topology topology;
+  CableGraph topology;
   int64_t retention = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -266,7 +266,7 @@ void DetectionEngine::Tick() {
   TopologyInputs inputs = InputsOf(nodes);
   std::optional<std::vector<TopologyLink>> new_links;
   if (topology_ == nullptr || !(inputs == topology_inputs_)) {
-    topology_ = std::make_unique<Topology>(BuildTopology(nodes));
+    topology_ = std::make_unique<CableGraph>(BuildTopology(nodes));
     topology_inputs_ = std::move(inputs);
     new_links = topology_->Links();
     topology_builds_.fetch_add(1, std::memory_order_relaxed);
@@ -289,7 +289,7 @@ void DetectionEngine::Tick() {
   last_tick_end_nanos_.store(end, std::memory_order_relaxed);
 }
 
-void DetectionEngine::PublishProblems(const Topology& topology) {
+void DetectionEngine::PublishProblems(const CableGraph& topology) {
   std::vector<GuidConflict> conflicts = topology.guid_conflicts();
   const std::set<std::string>& disagreements = topology.disagreements();
   absl::MutexLock lock(&mu_);
@@ -347,7 +347,7 @@ v1::GetTopologyResponse DetectionEngine::GetTopology() const {
   if (resolved == 0) {
     // No tick yet (the CLI may ask before the detector thread has run): resolve now rather than
     // answer with a misleading empty fabric.
-    const Topology topology = BuildTopology(store_.Nodes());
+    const CableGraph topology = BuildTopology(store_.Nodes());
     links = topology.Links();
     conflicts = topology.guid_conflicts();
     disagreements = topology.disagreements();
@@ -417,7 +417,7 @@ v1::DiagnoseResponse DetectionEngine::Diagnose(const std::vector<std::string>& n
 
   // The switches these nodes hang off, and the switches one hop beyond (their uplinks): a
   // finding there is on the nodes' paths.
-  const Topology topology = BuildTopology(store_.Nodes());
+  const CableGraph topology = BuildTopology(store_.Nodes());
   std::set<std::string> near_switches;
   for (const std::string& node : wanted) {
     for (const Endpoint& port : topology.PortsOf(node, false)) {

@@ -95,7 +95,7 @@ class DetectionEngine final : public FindingsProvider, public TopologyProvider {
 
  private:
   // Agents' inventories, the static fabric and the link list, resolved.
-  Topology BuildTopology(const std::vector<std::shared_ptr<store::NodeState>>& nodes) const
+  CableGraph BuildTopology(const std::vector<std::shared_ptr<store::NodeState>>& nodes) const
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // What a topology was built from: each counted node's name and inventory stamp (nodes gone
@@ -114,7 +114,7 @@ class DetectionEngine final : public FindingsProvider, public TopologyProvider {
   bool CountsForTopology(const store::NodeState& node, int64_t retention_nanos) const;
   // Logs the topology's GUID conflicts and disagreements when they changed since the last build,
   // and keeps them for GetTopology() and Collect().
-  void PublishProblems(const Topology& topology) ABSL_LOCKS_EXCLUDED(mu_);
+  void PublishProblems(const CableGraph& topology) ABSL_LOCKS_EXCLUDED(mu_);
 
   const store::SeriesStore& store_;
   const Clock& clock_;
@@ -125,7 +125,7 @@ class DetectionEngine final : public FindingsProvider, public TopologyProvider {
   absl::Mutex tick_mu_;  // one Tick at a time (detectors keep state)
   // The last tick's topology, kept while its inputs stay the same: resolving it costs as much as
   // all detectors together at 1,000 nodes (tests/bench/stream/detector_bench.cc).
-  std::unique_ptr<Topology> topology_ ABSL_GUARDED_BY(tick_mu_);
+  std::unique_ptr<CableGraph> topology_ ABSL_GUARDED_BY(tick_mu_);
   TopologyInputs topology_inputs_ ABSL_GUARDED_BY(tick_mu_);
   std::atomic<uint64_t> topology_builds_{0};
   std::atomic<int64_t> last_tick_end_nanos_{0};

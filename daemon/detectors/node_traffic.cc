@@ -203,7 +203,7 @@ std::vector<v1::NodeTraffic> NodeTrafficReader::Traffic(
       states.push_back(std::move(state));
     }
   }
-  const Topology no_topology;  // traffic is per node: no port needs resolving
+  const CableGraph no_topology;  // traffic is per node: no port needs resolving
   const FabricView view(states, no_topology, clock_.NowUnixNanos());
   const std::map<std::string, NodeTrafficReading> readings = ReadNodeTraffic(view, wanted);
   std::vector<v1::NodeTraffic> out;

@@ -8,15 +8,15 @@
 #include "tests/fuzz/fuzz_target.h"
 
 FABRICMON_FUZZ_TARGET(ibnetdiscover) {
-  using namespace ::fabricmon::collectors::ib_fabric;
+  using namespace ::fabricmon::fabric_model;
   const absl::string_view text = ::fabricmon::fuzz::AsText(data, size);
 
-  const absl::StatusOr<ParsedTopology> parsed = ParseIbnetdiscover(text);
+  const absl::StatusOr<ParsedSubnet> parsed = ParseIbnetdiscover(text);
   if (!parsed.ok()) {
     FABRICMON_FUZZ_CHECK(parsed.status().code() == absl::StatusCode::kInvalidArgument);
     return;
   }
-  const Topology& topology = parsed->topology;
+  const Subnet& topology = parsed->topology;
   for (const Node& node : topology.nodes) {
     uint32_t previous = 0;
     bool first = true;

@@ -1,5 +1,5 @@
 // Link-list files (AggregatorConfig.link_list_file / --link_list): host port ↔ switch port cabling
-// for Ethernet/RoCE fabrics, parsed by detectors::Topology::AddLinkList, then queried the way the
+// for Ethernet/RoCE fabrics, parsed by detectors::CableGraph::AddLinkList, then queried the way the
 // detectors query it (PortsOf, PeerOf, Canonical).
 
 #include <set>
@@ -13,11 +13,11 @@
 #include "tests/fuzz/fuzz_target.h"
 
 FABRICMON_FUZZ_TARGET(link_list) {
+  using ::fabricmon::detectors::CableGraph;
   using ::fabricmon::detectors::Endpoint;
-  using ::fabricmon::detectors::Topology;
   const absl::string_view text = ::fabricmon::fuzz::AsText(data, size);
 
-  Topology topology;
+  CableGraph topology;
   // An inventory that maps netdev eth2 of node017 to mlx5_0 port 1, so that canonicalisation (a
   // link list naming the netdev, a collector naming the RDMA port) has work to do.
   fabricmon::v1::Inventory inventory;

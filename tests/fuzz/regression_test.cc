@@ -59,7 +59,7 @@ TEST(FuzzRegressionTest, LongCounterFileNameCostsOnlyItsSeries) {
 // second peer while the first still pointed back at it, so detectors could walk a cable that the
 // file had replaced. Now the last cable wins on both ends and the file is reported.
 TEST(FuzzRegressionTest, PortCabledTwiceInALinkListStaysSymmetric) {
-  detectors::Topology topology;
+  detectors::CableGraph topology;
   const absl::Status status =
       topology.AddLinkList("n1/mlx5_0/1 switch:leaf/1\nn1/mlx5_0/1 switch:leaf/2\n");
   EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument));
@@ -84,7 +84,7 @@ TEST(FuzzRegressionTest, PortCabledTwiceInALinkListStaysSymmetric) {
   EXPECT_EQ(topology.link_count(), 1u);
 
   // Repeating a cable (either direction) is not a contradiction.
-  detectors::Topology repeated;
+  detectors::CableGraph repeated;
   EXPECT_TRUE(repeated.AddLinkList("n1/mlx5_0/1 switch:leaf/1\nswitch:leaf/1 n1/mlx5_0/1\n").ok());
   EXPECT_EQ(repeated.link_count(), 1u);
 }

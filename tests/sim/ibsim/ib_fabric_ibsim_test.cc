@@ -217,11 +217,11 @@ std::map<std::string, std::string> SwitchPort(const std::string& name, int port)
 v1::Inventory IbnetdiscoverInventory(const IbsimEnv& env) {
   CommandResult result = env.RunClient({"ibnetdiscover"});
   EXPECT_EQ(result.exit_code, 0) << result.err;
-  absl::StatusOr<ib_fabric::ParsedTopology> parsed = ib_fabric::ParseIbnetdiscover(result.out);
+  absl::StatusOr<fabric_model::ParsedSubnet> parsed = fabric_model::ParseIbnetdiscover(result.out);
   EXPECT_TRUE(parsed.ok()) << parsed.status() << "\n" << result.out;
   v1::Inventory inventory;
   if (parsed.ok()) {
-    ib_fabric::AppendToInventory(parsed->topology, inventory);
+    fabric_model::AppendToInventory(parsed->topology, inventory);
   }
   return inventory;
 }
@@ -392,7 +392,7 @@ std::unique_ptr<IbsimEnv> StartEnv(const std::string& topology, const std::strin
 #ifndef FABRICMON_IBSIM_SLOW
 
 // ---------------------------------------------------------------------------------------------
-// Topology: the collector's discovery equals ibnetdiscover's, on every ibsim example and on a
+// Subnet: the collector's discovery equals ibnetdiscover's, on every ibsim example and on a
 // generated fat tree with 8 leaves.
 
 struct TopologyCase {
@@ -419,8 +419,8 @@ TEST_P(IbsimTopologyTest, DiscoveryMatchesIbnetdiscover) {
   ExpectSameFabric(inventory, IbnetdiscoverInventory(*env));
   // Every link is up after opensm, and ibsim's links are 4X SDR unless w= says otherwise.
   for (const v1::FabricLink& link : inventory.fabric_links()) {
-    EXPECT_EQ(link.state(), ib_fabric::kPortStateActive) << link.ShortDebugString();
-    EXPECT_EQ(link.phys_state(), ib_fabric::kPhysStateLinkUp);
+    EXPECT_EQ(link.state(), fabric_model::kPortStateActive) << link.ShortDebugString();
+    EXPECT_EQ(link.phys_state(), fabric_model::kPhysStateLinkUp);
   }
   // And a sweep reads every cabled switch port without a timeout.
   auto [collect_code, samples] = probe->Collect();

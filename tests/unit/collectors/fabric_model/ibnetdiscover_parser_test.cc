@@ -11,7 +11,7 @@
 #include "tests/testing/fixture_path.h"
 #include "tests/testing/status_matchers.h"
 
-namespace fabricmon::collectors::ib_fabric {
+namespace fabricmon::fabric_model {
 namespace {
 
 using ::fabricmon::testing::SharedFixture;
@@ -39,11 +39,11 @@ const v1::FabricLink* FindLink(const v1::Inventory& inventory, const std::string
 // Real ibnetdiscover output: PSMN "X5" (shared/fixtures/ib/ibnetdiscover, PROVENANCE §5).
 
 TEST(IbnetdiscoverParserTest, ParsesPsmnTopologyFile) {
-  absl::StatusOr<ParsedTopology> parsed =
+  absl::StatusOr<ParsedSubnet> parsed =
       ParseIbnetdiscover(Fixture("ib/ibnetdiscover/psmn_X5_voltaire-qdr_ibnetdiscover.topofile"));
   ASSERT_THAT(parsed, fabricmon::testing::IsOk());
   EXPECT_EQ(parsed->format, TopologyFormat::kTopology);
-  const Topology& topology = parsed->topology;
+  const Subnet& topology = parsed->topology;
   // PROVENANCE §5: 11 switches, 89 CAs.
   EXPECT_EQ(topology.CountNodes(NodeType::kSwitch), 11u);
   EXPECT_EQ(topology.CountNodes(NodeType::kCa), 89u);
@@ -99,8 +99,8 @@ TEST(IbnetdiscoverParserTest, ParsesPsmnTopologyFile) {
 
 TEST(IbnetdiscoverParserTest, InventoryIsDeterministic) {
   const std::string text = Fixture("ib/ibnetdiscover/psmn_X5_voltaire-qdr_ibnetdiscover.topofile");
-  absl::StatusOr<ParsedTopology> a = ParseIbnetdiscover(text);
-  absl::StatusOr<ParsedTopology> b = ParseIbnetdiscover(text);
+  absl::StatusOr<ParsedSubnet> a = ParseIbnetdiscover(text);
+  absl::StatusOr<ParsedSubnet> b = ParseIbnetdiscover(text);
   ASSERT_TRUE(a.ok() && b.ok());
   v1::Inventory ia, ib;
   AppendToInventory(a->topology, ia);
@@ -112,7 +112,7 @@ TEST(IbnetdiscoverParserTest, InventoryIsDeterministic) {
 // ibnetdiscover -p (treydock/infiniband_exporter fixtures, OSC fabrics, edited upstream).
 
 TEST(IbnetdiscoverParserTest, ParsesPortsReport) {
-  absl::StatusOr<ParsedTopology> parsed =
+  absl::StatusOr<ParsedSubnet> parsed =
       ParseIbnetdiscover(Fixture("ib/treydock_infiniband_exporter/ibnetdiscover/test.out"));
   ASSERT_THAT(parsed, fabricmon::testing::IsOk());
   EXPECT_EQ(parsed->format, TopologyFormat::kPortsReport);
@@ -151,7 +151,7 @@ TEST(IbnetdiscoverParserTest, ParsesPortsReport) {
 }
 
 TEST(IbnetdiscoverParserTest, PortsReportTrimsDescriptionsAndAcceptsUnquoted) {
-  absl::StatusOr<ParsedTopology> parsed =
+  absl::StatusOr<ParsedSubnet> parsed =
       ParseIbnetdiscover(Fixture("ib/treydock_infiniband_exporter/ibnetdiscover/test3.out"));
   ASSERT_THAT(parsed, fabricmon::testing::IsOk());
   ASSERT_EQ(parsed->topology.nodes.size(), 1u);
@@ -164,7 +164,7 @@ TEST(IbnetdiscoverParserTest, PortsReportTrimsDescriptionsAndAcceptsUnquoted) {
 TEST(IbnetdiscoverParserTest, RejectsContradictoryCablingWithLineNumber) {
   // test2.out is edited upstream: port 1 of the SHARP "Aggregation Node" 0x946dae0300630bfe is
   // cabled to port 81 of two different switches (lines 1 and 5). A topology cannot be both.
-  absl::StatusOr<ParsedTopology> parsed =
+  absl::StatusOr<ParsedSubnet> parsed =
       ParseIbnetdiscover(Fixture("ib/treydock_infiniband_exporter/ibnetdiscover/test2.out"));
   ASSERT_THAT(parsed, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(parsed.status().message(), HasSubstr("line 5:"));
@@ -185,7 +185,7 @@ class IbsimNetExampleTest : public ::testing::TestWithParam<IbsimExample> {};
 
 TEST_P(IbsimNetExampleTest, Parses) {
   const IbsimExample& example = GetParam();
-  absl::StatusOr<ParsedTopology> parsed =
+  absl::StatusOr<ParsedSubnet> parsed =
       ParseIbnetdiscover(Fixture(absl::StrCat("ib/ibsim-net-examples/", example.file)));
   ASSERT_THAT(parsed, fabricmon::testing::IsOk());
   EXPECT_EQ(parsed->format, TopologyFormat::kIbsimNet);
@@ -219,7 +219,7 @@ INSTANTIATE_TEST_SUITE_P(NetExamples, IbsimNetExampleTest,
                          });
 
 TEST(IbnetdiscoverParserTest, IbsimWidthOption) {
-  absl::StatusOr<ParsedTopology> parsed =
+  absl::StatusOr<ParsedSubnet> parsed =
       ParseIbnetdiscover("Switch 8 \"S1\"\n[1] \"H1\"[1] w=12\n\nHca 1 \"H1\"\n[1] \"S1\"[1]\n");
   ASSERT_THAT(parsed, fabricmon::testing::IsOk());
   v1::Inventory inventory;
@@ -240,7 +240,7 @@ struct BadInput {
 class HostileInputTest : public ::testing::TestWithParam<BadInput> {};
 
 TEST_P(HostileInputTest, FailsWithLineNumber) {
-  absl::StatusOr<ParsedTopology> parsed = ParseIbnetdiscover(GetParam().text);
+  absl::StatusOr<ParsedSubnet> parsed = ParseIbnetdiscover(GetParam().text);
   ASSERT_THAT(parsed, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_THAT(parsed.status().message(), HasSubstr(GetParam().message));
 }
@@ -286,7 +286,7 @@ TEST(IbnetdiscoverParserTest, RejectsOversizedInputWithoutReadingIt) {
 }
 
 TEST(IbnetdiscoverParserTest, AcceptsCrlfAndGroupedHeadings) {
-  absl::StatusOr<ParsedTopology> parsed = ParseIbnetdiscover(
+  absl::StatusOr<ParsedSubnet> parsed = ParseIbnetdiscover(
       "Chassis 1 (guid 0x1)\r\nswitchguid=0x10(10)\r\nSwitch\t4 \"S-0000000000000010\"\t\t# "
       "\"leaf\" base port 0 lid 3 lmc 0\r\n[1][ext 1]\t\"H-0000000000000020\"[1](21) \t\t# "
       "\"node1 mlx5_0\" lid 7 2xNDR\r\n");
@@ -320,7 +320,7 @@ TEST(IbnetdiscoverParserTest, SurvivesMutatedInput) {
     for (int f = 0; f < flips && !text.empty(); ++f) {
       text[rng() % text.size()] = alphabet[rng() % alphabet.size()];
     }
-    absl::StatusOr<ParsedTopology> parsed = ParseIbnetdiscover(text);
+    absl::StatusOr<ParsedSubnet> parsed = ParseIbnetdiscover(text);
     if (!parsed.ok()) {
       ++failed;
       EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
@@ -333,4 +333,4 @@ TEST(IbnetdiscoverParserTest, SurvivesMutatedInput) {
 }
 
 }  // namespace
-}  // namespace fabricmon::collectors::ib_fabric
+}  // namespace fabricmon::fabric_model

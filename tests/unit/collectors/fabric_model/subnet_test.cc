@@ -3,7 +3,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace fabricmon::collectors::ib_fabric {
+namespace fabricmon::fabric_model {
 namespace {
 
 TEST(TopologyTest, FormatsAndParsesGuids) {
@@ -53,8 +53,8 @@ TEST(TopologyTest, DecodesPortInfoWidthAndSpeed) {
   EXPECT_EQ(PortStateName(9), "");
 }
 
-Topology TwoSwitches() {
-  Topology topology;
+Subnet TwoSwitches() {
+  Subnet topology;
   Node a;
   a.guid = 0x20;
   a.type = NodeType::kSwitch;
@@ -90,7 +90,7 @@ Topology TwoSwitches() {
 }
 
 TEST(TopologyTest, ListsEachLinkOnceSmallerEndFirst) {
-  Topology topology = TwoSwitches();
+  Subnet topology = TwoSwitches();
   std::vector<Link> links = topology.Links();
   ASSERT_EQ(links.size(), 1u);
   EXPECT_EQ(links[0].a_node, 1u);  // 0x10 sorts before 0x20
@@ -121,4 +121,4 @@ TEST(TopologyTest, AppendsSortedInventory) {
 }
 
 }  // namespace
-}  // namespace fabricmon::collectors::ib_fabric
+}  // namespace fabricmon::fabric_model

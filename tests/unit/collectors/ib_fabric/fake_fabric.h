@@ -2,7 +2,7 @@
 
 // Test doubles for the ib_fabric collector's seams: a MadTransport that answers like a fabric of
 // PMAs and SMAs (payloads encoded with libibmad's own field table, so decoding is tested against
-// the encoder, not against itself), and a FabricBackend serving a scripted Topology.
+// the encoder, not against itself), and a FabricBackend serving a scripted Subnet.
 // Not thread-safe; one test thread.
 
 #include <cstdint>
@@ -83,14 +83,14 @@ class FakeFabric final : public MadTransport {
 // A FabricBackend serving `topology` (tests mutate it between discoveries) and `fabric`.
 class FakeBackend final : public ib_fabric::FabricBackend {
  public:
-  FakeBackend(ib_fabric::Topology* topology, FakeFabric* fabric)
+  FakeBackend(fabric_model::Subnet* topology, FakeFabric* fabric)
       : topology_(topology), fabric_(fabric) {}
   absl::Status discover_status = absl::OkStatus();
   absl::Status open_status = absl::OkStatus();
   int discoveries = 0;
   int opens = 0;
 
-  absl::StatusOr<ib_fabric::Topology> Discover(ib_fabric::DiscoveryStats* stats) override {
+  absl::StatusOr<fabric_model::Subnet> Discover(ib_fabric::DiscoveryStats* stats) override {
     ++discoveries;
     if (!discover_status.ok()) {
       return discover_status;
@@ -110,7 +110,7 @@ class FakeBackend final : public ib_fabric::FabricBackend {
   void CloseTransport() override {}
 
  private:
-  ib_fabric::Topology* topology_;
+  fabric_model::Subnet* topology_;
   FakeFabric* fabric_;
 };
 

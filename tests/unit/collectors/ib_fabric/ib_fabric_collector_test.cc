@@ -14,16 +14,16 @@
 namespace fabricmon::collectors {
 namespace {
 
+using fabric_model::LinkSpeed;
+using fabric_model::Node;
+using fabric_model::NodeType;
+using fabric_model::Port;
+using fabric_model::Subnet;
 using ::fabricmon::testing::FakeClock;
 using ::fabricmon::testing::StatusIs;
-using ib_fabric::LinkSpeed;
 using ib_fabric::MadKind;
-using ib_fabric::Node;
-using ib_fabric::NodeType;
 using ib_fabric::PmaCapabilities;
 using ib_fabric::PmaCounter;
-using ib_fabric::Port;
-using ib_fabric::Topology;
 using ib_fabric_testing::FakeBackend;
 using ib_fabric_testing::FakeFabric;
 using ib_fabric_testing::FakeNode;
@@ -48,8 +48,8 @@ Port MakePort(uint32_t number, std::optional<size_t> peer, uint32_t peer_port, u
 
 // ibsim's net.2sw2path4hca with LIDs as opensm assigns them, plus two uncabled Switch1 ports.
 // Nodes: 0 Switch1 (LID 1), 1 Switch2 (LID 3), 2 Hca1 (2), 3 Hca2 (4), 4 Hca3 (5), 5 Hca4 (6).
-Topology TwoSwitchFabric() {
-  Topology t;
+Subnet TwoSwitchFabric() {
+  Subnet t;
   auto sw = [](uint64_t guid, const char* name, uint32_t lid) {
     Node node;
     node.guid = guid;
@@ -88,7 +88,7 @@ Topology TwoSwitchFabric() {
 }
 
 // What ibsim answers: CapMask 0x1300 (AllPortSelect, extended width, XmitWait).
-void PopulateFabric(FakeFabric& fabric, const Topology& topology,
+void PopulateFabric(FakeFabric& fabric, const Subnet& topology,
                     PmaCapabilities caps = PmaCapabilities{0x1300, 0}) {
   for (const Node& node : topology.nodes) {
     if (node.type == NodeType::kSwitch) {
@@ -133,7 +133,7 @@ struct Harness {
     }
   }
   FakeClock clock;
-  Topology topology;
+  Subnet topology;
   FakeFabric fabric;
   FakeBackend* backend_ptr = nullptr;
   std::unique_ptr<IbFabricCollector> collector;
@@ -167,7 +167,7 @@ size_t Count(const RecordingSink& sink, const std::string& name, const Labels& l
 }
 
 Labels SwitchPort(uint64_t guid, const std::string& name, int port) {
-  return {{"switch_guid", ib_fabric::FormatGuid(guid)},
+  return {{"switch_guid", fabric_model::FormatGuid(guid)},
           {"switch", name},
           {"port", std::to_string(port)}};
 }

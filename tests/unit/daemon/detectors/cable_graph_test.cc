@@ -34,7 +34,7 @@ TEST(TopologyTest, CanonicalGuidAcceptsSysfsAndIbFormats) {
 }
 
 TEST(TopologyTest, LinkListBothDirectionsAndNetdevCanonicalised) {
-  Topology topology;
+  CableGraph topology;
   v1::Inventory inventory;
   v1::RdmaDevice* device = inventory.add_rdma_devices();
   device->set_name("mlx5_2");
@@ -60,7 +60,7 @@ TEST(TopologyTest, LinkListBothDirectionsAndNetdevCanonicalised) {
 }
 
 TEST(TopologyTest, MalformedLinkListNamesTheLine) {
-  Topology topology;
+  CableGraph topology;
   absl::Status status = topology.AddLinkList("node1/mlx5_0 switch:leaf1/1\nnode2 leaf1\n");
   EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument));
   EXPECT_NE(status.message().find("line 2"), absl::string_view::npos) << status;
@@ -70,7 +70,7 @@ TEST(TopologyTest, MalformedLinkListNamesTheLine) {
 }
 
 TEST(TopologyTest, FabricLinksResolveHostsByNodeGuid) {
-  Topology topology;
+  CableGraph topology;
   v1::Inventory host;
   v1::RdmaDevice* device = host.add_rdma_devices();
   device->set_name("mlx5_0");
@@ -115,7 +115,7 @@ v1::Inventory TwoSwitches(bool same_description) {
 }
 
 TEST(TopologyTest, SharedDescriptionsDoNotMergeFabricNodes) {
-  Topology topology;
+  CableGraph topology;
   topology.AddInventory("", TwoSwitches(/*same_description=*/true), LinkSource::kTopologyFile);
   topology.Resolve();
   ASSERT_EQ(topology.link_count(), 1u);
@@ -124,7 +124,7 @@ TEST(TopologyTest, SharedDescriptionsDoNotMergeFabricNodes) {
   EXPECT_EQ(peer->node, "0x0000000000000a02");
   EXPECT_EQ(peer->guid, "0000000000000a02");
 
-  Topology unique;
+  CableGraph unique;
   unique.AddInventory("", TwoSwitches(/*same_description=*/false), LinkSource::kTopologyFile);
   unique.Resolve();
   peer = unique.PeerOf(Switch("sw-1", 1));
@@ -136,7 +136,7 @@ TEST(TopologyTest, SharedDescriptionsDoNotMergeFabricNodes) {
 // the description is shared the topology names the switch by GUID, and the series' endpoint must
 // still meet it (by its switch_guid).
 TEST(TopologyTest, ASwitchSeriesEndpointMeetsItsSwitchByGuid) {
-  Topology topology;
+  CableGraph topology;
   topology.AddInventory("", TwoSwitches(/*same_description=*/true), LinkSource::kTopologyFile);
   topology.Resolve();
   Endpoint series_end = Switch("Vendor 36-port switch", 1);
@@ -154,7 +154,7 @@ TEST(TopologyTest, ASwitchSeriesEndpointMeetsItsSwitchByGuid) {
   EXPECT_EQ(topology.Canonical(Switch("leaf9", 3)).node, "leaf9");
 
   // Unique descriptions name the switch; a series endpoint by description already matches.
-  Topology unique;
+  CableGraph unique;
   unique.AddInventory("", TwoSwitches(/*same_description=*/false), LinkSource::kTopologyFile);
   unique.Resolve();
   Endpoint by_description = Switch("sw-1", 1);
@@ -164,7 +164,7 @@ TEST(TopologyTest, ASwitchSeriesEndpointMeetsItsSwitchByGuid) {
 }
 
 TEST(TopologyTest, LinksListEachCableOnceHostFirstWithItsMostDirectSource) {
-  Topology topology;
+  CableGraph topology;
   ASSERT_TRUE(topology
                   .AddLinkList("switch:sw-1/1 switch:sw-2/2\n"
                                "switch:leaf/3 node1/mlx5_0/1\n")
@@ -211,7 +211,7 @@ v1::Inventory SweepLeafTo(const std::string& hca_guid, uint32_t leaf_port = 7) {
 // not move to the impostor), and the conflict is reported with both claimants.
 TEST(TopologyTest, AGuidTwoNodesClaimNamesNeitherAndIsReported) {
   for (bool impostor_first : {false, true}) {
-    Topology topology;
+    CableGraph topology;
     if (impostor_first) {
       topology.AddInventory("node0-impostor", Hca("mlx5_9", "0x0002c90300000001"));
     }
@@ -235,7 +235,7 @@ TEST(TopologyTest, AGuidTwoNodesClaimNamesNeitherAndIsReported) {
 }
 
 TEST(TopologyTest, OneNodeClaimingAGuidTwiceIsNoConflict) {
-  Topology topology;
+  CableGraph topology;
   topology.AddInventory("node1", Hca("mlx5_0", "0x0002c90300000001"));
   topology.AddInventory("node1", Hca("mlx5_0", "0x0002c90300000001"));
   topology.AddInventory("sweeper", SweepLeafTo("0x0002c90300000001"));
@@ -248,7 +248,7 @@ TEST(TopologyTest, OneNodeClaimingAGuidTwiceIsNoConflict) {
 // operator's cable stays whichever comes first, and the disagreement is recorded once.
 TEST(TopologyTest, TheOperatorsCableWinsOverTheCollectorInEitherOrder) {
   for (bool list_first : {true, false}) {
-    Topology topology;
+    CableGraph topology;
     topology.AddInventory("node3", Hca("mlx5_0", "0x0002c90300000003"));
     if (list_first) {
       ASSERT_TRUE(topology.AddLinkList("node1/mlx5_0/1 switch:leaf01/7\n").ok());
@@ -275,7 +275,7 @@ TEST(TopologyTest, TheOperatorsCableWinsOverTheCollectorInEitherOrder) {
 
 // A topology file is the operator's too: a collector's contradicting cable loses to it.
 TEST(TopologyTest, TheTopologyFileWinsOverTheCollector) {
-  Topology topology;
+  CableGraph topology;
   topology.AddInventory("node1", Hca("mlx5_0", "0x0002c90300000001"));
   topology.AddInventory("node3", Hca("mlx5_0", "0x0002c90300000003"));
   topology.AddInventory("sweeper", SweepLeafTo("0x0002c90300000003"));
@@ -289,7 +289,7 @@ TEST(TopologyTest, TheTopologyFileWinsOverTheCollector) {
 
 // Where they agree, nothing is recorded, and the collector's confirmation labels the cable.
 TEST(TopologyTest, AgreementIsNoDisagreement) {
-  Topology topology;
+  CableGraph topology;
   topology.AddInventory("node1", Hca("mlx5_0", "0x0002c90300000001"));
   ASSERT_TRUE(topology.AddLinkList("node1/mlx5_0/1 switch:leaf01/7\n").ok());
   topology.AddInventory("sweeper", SweepLeafTo("0x0002c90300000001"));

@@ -23,14 +23,14 @@ constexpr char kX5[] = "ib/ibnetdiscover/psmn_X5_voltaire-qdr_ibnetdiscover.topo
 
 v1::Inventory ParsedFabric(const std::string& relative) {
   absl::StatusOr<std::string> text = ReadSmallFile(fabricmon::testing::SharedFixture(relative),
-                                                   collectors::ib_fabric::kMaxTopologyFileBytes);
+                                                   fabric_model::kMaxTopologyFileBytes);
   EXPECT_TRUE(text.ok()) << text.status();
-  absl::StatusOr<collectors::ib_fabric::ParsedTopology> parsed =
-      collectors::ib_fabric::ParseIbnetdiscover(text.ok() ? *text : "");
+  absl::StatusOr<fabric_model::ParsedSubnet> parsed =
+      fabric_model::ParseIbnetdiscover(text.ok() ? *text : "");
   EXPECT_TRUE(parsed.ok()) << parsed.status();
   v1::Inventory inventory;
   if (parsed.ok()) {
-    collectors::ib_fabric::AppendToInventory(parsed->topology, inventory);
+    fabric_model::AppendToInventory(parsed->topology, inventory);
   }
   return inventory;
 }
