@@ -476,6 +476,21 @@ def mutate(out, steps=1, seed=None):
     return len(changed)
 
 
+def unlist_kinds(out, manifest, kinds):
+    """Removes the class/infiniband entries of devices of `kinds` (their device directories stay).
+
+    The benchmarks compare with node_exporter, whose infiniband collector refuses a device without
+    a counters/ directory (irdma, efa have only hw_counters/): both sides then read the same tree.
+    Returns the number of devices unlisted.
+    """
+    unlisted = 0
+    for d in manifest["devices"]:
+        if d["kind"] in kinds:
+            os.unlink(os.path.join(out, "class", "infiniband", d["name"]))
+            unlisted += 1
+    return unlisted
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", default="dgx-h100", choices=sorted(PROFILES))
@@ -483,6 +498,8 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--mutate", action="store_true", help="bump counters of an existing tree")
     parser.add_argument("--steps", type=int, default=1)
+    parser.add_argument("--without-kinds", default="",
+                        help="comma list of device kinds (e.g. irdma,efa) left out of class/infiniband")
     parser.add_argument("--einval-paths", action="store_true",
                         help="print the FABRICMON_EINVAL_PATHS value of an existing tree")
     args = parser.parse_args(argv)
@@ -494,6 +511,9 @@ def main(argv=None):
                          seed=args.seed if args.seed else None))
         else:
             manifest = generate(args.out, args.profile, args.seed)
+            kinds = {k for k in args.without_kinds.split(",") if k}
+            if kinds:
+                unlist_kinds(args.out, manifest, kinds)
             print("%s: %d devices" % (args.out, len(manifest["devices"])))
     except (OSError, ValueError) as e:
         print("gen_sysfs_tree: %s" % e, file=sys.stderr)

@@ -100,15 +100,7 @@ trap 'exit 130' INT TERM HUP PIPE  # so that cleanup runs (a closed pipe, e.g. |
 
 # 1. The tree.
 TREE=$WORK/sys
-"$PYTHON" "$SOURCE_DIR/tests/sim/gen_sysfs_tree.py" --profile dgx-h100 --seed 1 --out "$TREE" >/dev/null
-"$PYTHON" - "$TREE" <<'EOF'
-import json, os, sys
-tree = sys.argv[1]
-manifest = json.load(open(os.path.join(tree, "fabricmon_sim_manifest.json")))
-for d in manifest["devices"]:
-    if d["kind"] in ("irdma", "efa"):
-        os.unlink(os.path.join(tree, "class", "infiniband", d["name"]))
-EOF
+"$PYTHON" "$SOURCE_DIR/tests/sim/gen_sysfs_tree.py" --profile dgx-h100 --seed 1 --out "$TREE" --without-kinds irdma,efa >/dev/null
 
 free_port() {
   "$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
