@@ -286,7 +286,10 @@ class Ibsim:
     """ibsim serving a topology, opensm run once (ports Active with LIDs), and a console for
     PerformanceSet. Clients attach through LD_PRELOAD=libumad2sim.so."""
 
-    def __init__(self, procs, net_file, directory):
+    def __init__(self, procs, net_file, directory, close_fix=""):
+        # umad2sim's close() of a umad fd frees only one of its agents; the fix, preloaded in
+        # front, frees all (as the kernel does), so a rediscovering sweeper keeps its slots.
+        self.preload = " ".join(p for p in (close_fix, UMAD2SIM) if p)
         self.dir = directory
         os.makedirs(directory, exist_ok=True)
         self.socket = "fmdash%d" % os.getpid()
@@ -298,7 +301,7 @@ class Ibsim:
                  timeout_s=15, interval_s=0.05, procs=procs)
 
     def client_env(self, sim_host=None):
-        env = {"LD_PRELOAD": UMAD2SIM, "IBSIM_SOCKNAME": self.socket, "OSM_TMP_DIR": self.dir,
+        env = {"LD_PRELOAD": self.preload, "IBSIM_SOCKNAME": self.socket, "OSM_TMP_DIR": self.dir,
                "OSM_CACHE_DIR": self.dir}
         if sim_host:
             env["SIM_HOST"] = sim_host
@@ -539,7 +542,7 @@ def live_test(args, dashboards, workdir):
                 net = os.path.join(workdir, "fabric.net")
                 with open(net, "w") as f:
                     f.write(sim_nodes.ibsim_net_text(nodes))
-                ibsim = Ibsim(procs, net, os.path.join(workdir, "ibsim"))
+                ibsim = Ibsim(procs, net, os.path.join(workdir, "ibsim"), args.umad2sim_close_fix)
                 ibsim.run_opensm()
                 log("ibsim fabric up (opensm done): leaf01, leaf02, spine01")
             except (Failure, OSError, subprocess.SubprocessError) as e:
@@ -724,6 +727,8 @@ def main():
     parser.add_argument("--aggregator")
     parser.add_argument("--cli", help="the fabricmon CLI (registers a job for the job dashboard)")
     parser.add_argument("--nvml-standin")
+    parser.add_argument("--umad2sim-close-fix", default="",
+                        help="preloaded in front of umad2sim for ibsim clients (tests/sim/ibsim)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--verbose", action="store_true")
     parser.add_argument("--no-ibsim", action="store_true",

@@ -420,8 +420,11 @@ absl::Status IbsimEnv::RunOpenSm() {
 
 std::vector<std::string> IbsimEnv::ClientEnv() const {
   std::vector<std::string> env = {
-      absl::StrCat("LD_PRELOAD=", kUmad2simLibrary), absl::StrCat("IBSIM_SOCKNAME=", socket_name_),
-      absl::StrCat("OSM_TMP_DIR=", dir_), absl::StrCat("OSM_CACHE_DIR=", dir_)};
+      // umad2sim's close() of a umad fd frees only one agent; the fix in front frees all, as the
+      // kernel does (see umad2sim_close_fix.c), so rediscovering clients keep their slots.
+      absl::StrCat("LD_PRELOAD=", FABRICMON_UMAD2SIM_CLOSE_FIX, " ", kUmad2simLibrary),
+      absl::StrCat("IBSIM_SOCKNAME=", socket_name_), absl::StrCat("OSM_TMP_DIR=", dir_),
+      absl::StrCat("OSM_CACHE_DIR=", dir_)};
   if (!sim_host_.empty()) {
     env.push_back(absl::StrCat("SIM_HOST=", sim_host_));
   }
