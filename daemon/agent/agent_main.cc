@@ -38,6 +38,7 @@
 #include "daemon/common/command_line.h"
 #include "daemon/common/config_loader.h"
 #include "daemon/common/file_reader.h"
+#include "daemon/common/handshake_failures.h"
 #include "daemon/common/logging.h"
 #include "daemon/common/systemd_notify.h"
 #include "daemon/common/tls.h"
@@ -462,6 +463,7 @@ int main(int argc, char** argv) {
     return fabricmon::kExitUsage;
   }
   fabricmon::SetMinLogLevel(level);
+  fabricmon::RouteGrpcLogs();
 
   fabricmon::v1::AgentConfig config;
   const std::string config_path = absl::GetFlag(FLAGS_config);

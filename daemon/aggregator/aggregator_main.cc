@@ -20,6 +20,7 @@
 #include "daemon/common/clock.h"
 #include "daemon/common/command_line.h"
 #include "daemon/common/config_loader.h"
+#include "daemon/common/handshake_failures.h"
 #include "daemon/common/logging.h"
 #include "daemon/common/operator_file.h"
 #include "daemon/common/systemd_notify.h"
@@ -158,6 +159,7 @@ int main(int argc, char** argv) {
     return fabricmon::kExitUsage;
   }
   fabricmon::SetMinLogLevel(level);
+  fabricmon::RouteGrpcLogs();
   fabricmon::v1::AggregatorConfig config;
   if (!absl::GetFlag(FLAGS_config).empty()) {
     absl::Status status = fabricmon::LoadTextConfig(absl::GetFlag(FLAGS_config), &config);

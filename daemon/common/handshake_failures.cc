@@ -1,6 +1,7 @@
 #include "daemon/common/handshake_failures.h"
 
 #include <algorithm>
+#include <atomic>
 #include <string>
 #include <utility>
 
@@ -12,14 +13,15 @@
 namespace fabricmon {
 namespace {
 
-// Set once by WatchHandshakeFailures before the server starts; read by gRPC's threads.
-std::function<void(HandshakeFailure)>* g_on_failure = nullptr;
+// Set once by WatchHandshakeFailures before the server starts; read by gRPC's threads, which
+// may already be logging (RouteGrpcLogs installs the hook earlier).
+std::atomic<std::function<void(HandshakeFailure)>*> g_on_failure{nullptr};
 
 void LogHook(gpr_log_func_args* args) {
   const absl::string_view message = args->message != nullptr ? args->message : "";
   if (std::optional<HandshakeFailure> failure = ClassifyGrpcLogMessage(message)) {
-    if (g_on_failure != nullptr) {
-      (*g_on_failure)(*failure);
+    if (std::function<void(HandshakeFailure)>* on_failure = g_on_failure.load()) {
+      (*on_failure)(*failure);
     }
     // A refused peer is worth a line, not one per retry of a misconfigured client: the counter
     // has the number.
@@ -81,9 +83,11 @@ std::optional<HandshakeFailure> ClassifyGrpcLogMessage(absl::string_view message
   return HandshakeFailure::kOther;
 }
 
+void RouteGrpcLogs() { gpr_set_log_function(&LogHook); }
+
 void WatchHandshakeFailures(std::function<void(HandshakeFailure)> on_failure) {
   // Leaked on purpose: gRPC's threads may log until the process exits.
-  g_on_failure = new std::function<void(HandshakeFailure)>(std::move(on_failure));
+  g_on_failure.store(new std::function<void(HandshakeFailure)>(std::move(on_failure)));
   gpr_set_log_function(&LogHook);
 }
 

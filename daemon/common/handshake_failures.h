@@ -34,8 +34,14 @@ absl::string_view HandshakeFailureName(HandshakeFailure failure);
 // The failure a gRPC log message reports, or nullopt if it reports none. Pure.
 std::optional<HandshakeFailure> ClassifyGrpcLogMessage(absl::string_view message);
 
-// Installs the process-wide gRPC log hook; `on_failure` is called (from gRPC's threads, so it
-// must be thread-safe and quick) for every failed handshake. Call once, before serving.
+// Sends every gRPC log line through fabricmon's log (its level filter, and the journal priority
+// prefix under systemd) instead of gRPC's own stderr format, which journald files at the unit's
+// default priority whatever gRPC's severity. Call once, early in main, in every daemon.
+void RouteGrpcLogs();
+
+// Installs the process-wide gRPC log hook (as RouteGrpcLogs); `on_failure` is called (from gRPC's
+// threads, so it must be thread-safe and quick) for every failed handshake. Call once, before
+// serving.
 void WatchHandshakeFailures(std::function<void(HandshakeFailure)> on_failure);
 
 }  // namespace fabricmon

@@ -10,7 +10,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "daemon/common/handshake_failures.h"
+#include "daemon/common/logging.h"
 #include "gmock/gmock.h"
+#include "grpc/grpc.h"
+#include "grpc/support/log.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
 #include "gtest/gtest.h"
@@ -258,6 +261,25 @@ TEST(HandshakeFailuresTest, ClassifiesGrpcsHandshakeFailureLines) {
             std::nullopt);
   EXPECT_EQ(ClassifyGrpcLogMessage(""), std::nullopt);
   EXPECT_EQ(HandshakeFailureName(HandshakeFailure::kNotTls), "not_tls");
+}
+
+// Under systemd every line needs its priority prefix: gRPC's own lines ("E1126 10:00:00 ...")
+// would be filed at the unit's default priority, an error looking like an info line.
+TEST(HandshakeFailuresTest, GrpcLogLinesGoThroughOurLogWithTheirPriority) {
+  SetJournalPrefixesForTest(true);
+  SetMinLogLevel(LogLevel::kInfo);
+  RouteGrpcLogs();
+  grpc_init();  // gRPC reads its verbosity here; before it, gpr_log writes nothing
+  ::testing::internal::CaptureStderr();
+  gpr_log(__FILE__, __LINE__, GPR_LOG_SEVERITY_ERROR, "%s", "connection to peer lost");
+  gpr_log(__FILE__, __LINE__, GPR_LOG_SEVERITY_DEBUG, "%s", "below the level: not written");
+  const std::string written = ::testing::internal::GetCapturedStderr();
+  grpc_shutdown();
+  SetJournalPrefixesForTest(false);
+  EXPECT_THAT(written, ::testing::StartsWith("<3>"));
+  EXPECT_THAT(written, HasSubstr("grpc"));
+  EXPECT_THAT(written, HasSubstr("connection to peer lost"));
+  EXPECT_THAT(written, ::testing::Not(HasSubstr("below the level")));
 }
 
 }  // namespace
