@@ -138,9 +138,8 @@ int CheckConfig(const v1::AgentConfig& config, bool once) {
       Err() << settings.status().message() << "\n";
       return kExitFailure;
     }
-    for (const std::string& warning : settings->security.has_value()
-                                          ? settings->security->warnings
-                                          : std::vector<std::string>{}) {
+    for (const std::string& warning : settings->security.has_value() ? settings->security->warnings
+                                                                     : std::vector<std::string>{}) {
       std::cout << "warning: " << warning << "\n";
     }
   }

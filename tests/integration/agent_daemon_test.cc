@@ -5,16 +5,16 @@
 //
 // No test asserts a duration: they wait (bounded) for states.
 
+#include "daemon/agent/agent_daemon.h"
+
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "daemon/agent/agent_daemon.h"
 #include "daemon/common/logging.h"
 #include "fabricmon/v1/config.pb.h"
 #include "gmock/gmock.h"
-#include "google/protobuf/text_format.h"
 #include "gtest/gtest.h"
 #include "tests/integration/metrics_text.h"
 #include "tests/integration/stream_harness.h"
@@ -57,23 +57,20 @@ class AgentDaemonTest : public ::testing::Test {
   // that would read this host are off.
   v1::AgentConfig Config() const {
     v1::AgentConfig config;
-    const std::string text = absl::StrCat(R"pb(
-      node_name: "daemon-node"
-      tls { insecure_plaintext: true }
-      listen_metrics: "127.0.0.1:0"
-      reconnect_initial_backoff_ms: 20
-      reconnect_max_backoff_ms: 200
-      collectors {
-        ib_sysfs { enabled: true interval_ms: 100 sysfs_root: ")pb",
-                                          tree_.root(), R"pb(/sys" }
-        ethtool { enabled: false }
-        netdev { enabled: false }
-        nvml { enabled: false }
-        ib_fabric { enabled: false }
-        rdma_qp { enabled: false }
-      }
-    )pb");
-    EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &config));
+    config.set_node_name(kNode);
+    config.mutable_tls()->set_insecure_plaintext(true);
+    config.set_listen_metrics("127.0.0.1:0");
+    config.set_reconnect_initial_backoff_ms(20);
+    config.set_reconnect_max_backoff_ms(200);
+    v1::CollectorsConfig& collectors = *config.mutable_collectors();
+    collectors.mutable_ib_sysfs()->set_enabled(true);
+    collectors.mutable_ib_sysfs()->set_interval_ms(100);
+    collectors.mutable_ib_sysfs()->set_sysfs_root(tree_.root() + "/sys");
+    collectors.mutable_ethtool()->set_enabled(false);
+    collectors.mutable_netdev()->set_enabled(false);
+    collectors.mutable_nvml()->set_enabled(false);
+    collectors.mutable_ib_fabric()->set_enabled(false);
+    collectors.mutable_rdma_qp()->set_enabled(false);
     config.add_aggregator(aggregator_->address());
     return config;
   }
@@ -84,7 +81,8 @@ class AgentDaemonTest : public ::testing::Test {
 };
 
 TEST_F(AgentDaemonTest, StreamsTheNodeAndStopsWithEverythingAcknowledged) {
-  absl::StatusOr<std::unique_ptr<agent::AgentDaemon>> created = agent::AgentDaemon::Create(Config());
+  absl::StatusOr<std::unique_ptr<agent::AgentDaemon>> created =
+      agent::AgentDaemon::Create(Config());
   ASSERT_TRUE(created.ok()) << created.status();
   daemon_ = *std::move(created);
   ASSERT_TRUE(daemon_->Start().ok());
