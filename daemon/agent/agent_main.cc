@@ -16,38 +16,26 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "collectors/builtin.h"
 #include "collectors/core/collector_registry.h"
 #include "collectors/core/recording_sink.h"
-#include "daemon/agent/agent.h"
-#include "daemon/agent/aggregator_directory.h"
-#include "daemon/agent/aggregator_ranking.h"
+#include "daemon/agent/agent_daemon.h"
 #include "daemon/agent/collector_runner.h"
 #include "daemon/agent/doctor.h"
-#include "daemon/agent/stream_client.h"
-#include "daemon/common/build_info.h"
 #include "daemon/common/clock.h"
 #include "daemon/common/command_line.h"
 #include "daemon/common/config_loader.h"
-#include "daemon/common/file_reader.h"
 #include "daemon/common/handshake_failures.h"
 #include "daemon/common/logging.h"
 #include "daemon/common/systemd_notify.h"
-#include "daemon/common/tls.h"
-#include "daemon/exposition/http_server_limits.h"
 #include "daemon/exposition/text_exposition.h"
 #include "fabricmon/v1/config.pb.h"
-#include "grpcpp/grpcpp.h"
-#include "prometheus/collectable.h"
-#include "prometheus/exposer.h"
 
 ABSL_FLAG(bool, once, false, "Discover and collect once, print Prometheus text to stdout, exit.");
 ABSL_FLAG(std::string, config, "", "AgentConfig in protobuf text format.");
@@ -142,111 +130,17 @@ int RunOnce(const v1::AgentConfig& config) {
   return 0;
 }
 
-// Serves the agent's latest samples at /metrics, built at scrape time.
-class LocalMetrics final : public prometheus::Collectable {
- public:
-  explicit LocalMetrics(const agent::Agent& agent) : agent_(agent) {}
-  std::vector<prometheus::MetricFamily> Collect() const override {
-    std::vector<prometheus::MetricFamily> families =
-        exposition::BuildFamilies(agent_.LatestSamples());
-    // prometheus-cpp's TextSerializer (what the Exposer serves) writes HELP raw; label values it
-    // escapes. Hand it HELP already escaped as the text format requires, as our writer does.
-    for (prometheus::MetricFamily& family : families) {
-      std::string escaped;
-      exposition::AppendHelp(family.help, &escaped);
-      family.help = std::move(escaped);
-    }
-    return families;
-  }
-
- private:
-  const agent::Agent& agent_;
-};
-
-// What a start checks before it starts anything: the daemon's settings and, when it streams,
-// the TLS files. --check_config runs exactly this (and builds the collectors).
-struct DaemonPlan {
-  exposition::HttpServerLimits http_limits;
-  std::optional<TransportSecurity> security;  // set when streaming
-  std::vector<std::string> aggregators;       // as configured (validated), empty: no streaming
-  absl::Duration failover_after = absl::Seconds(10);
-  absl::Duration failback_after = absl::Seconds(30);
-};
-
-// A delay field in milliseconds: its default when unset, InvalidArgument outside [min, max].
-absl::StatusOr<absl::Duration> DelayField(bool set, uint32_t value, absl::string_view name,
-                                          uint32_t default_ms, uint32_t min_ms, uint32_t max_ms) {
-  if (!set) {
-    return absl::Milliseconds(default_ms);
-  }
-  if (value < min_ms || value > max_ms) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, " must be within ", min_ms, "..", max_ms, " (got ", value, ")"));
-  }
-  return absl::Milliseconds(value);
-}
-
-absl::StatusOr<DaemonPlan> PlanDaemon(const v1::AgentConfig& config) {
-  DaemonPlan plan;
-  plan.aggregators.assign(config.aggregator().begin(), config.aggregator().end());
-  if (!plan.aggregators.empty()) {
-    absl::StatusOr<std::vector<agent::AggregatorAddress>> parsed =
-        agent::ParseAggregatorList(plan.aggregators);
-    if (!parsed.ok()) {
-      return parsed.status();
-    }
-  }
-  absl::StatusOr<absl::Duration> failover =
-      DelayField(config.has_failover_after_ms(), config.failover_after_ms(), "failover_after_ms",
-                 10000, 100, 600000);
-  if (!failover.ok()) {
-    return failover.status();
-  }
-  plan.failover_after = *failover;
-  absl::StatusOr<absl::Duration> failback =
-      DelayField(config.has_failback_after_ms(), config.failback_after_ms(), "failback_after_ms",
-                 30000, 100, 3600000);
-  if (!failback.ok()) {
-    return failback.status();
-  }
-  plan.failback_after = *failback;
-  if (plan.aggregators.empty() && config.listen_metrics().empty()) {
-    return absl::InvalidArgumentError(
-        "nothing to do: give --aggregator and/or --listen_metrics (or --once)");
-  }
-  if (config.has_metrics_request_timeout_ms()) {
-    plan.http_limits.request_timeout_ms = config.metrics_request_timeout_ms();
-  }
-  if (config.has_metrics_max_connections()) {
-    plan.http_limits.max_connections = config.metrics_max_connections();
-  }
-  if (absl::Status valid = exposition::ValidateHttpServerLimits(plan.http_limits, "metrics_");
-      !valid.ok()) {
-    return valid;
-  }
-  // Streaming needs mutual TLS or the explicit plaintext opt-in; a named file that cannot be read
-  // stops the start (exit 2) instead of becoming an empty certificate.
-  if (!plan.aggregators.empty()) {
-    absl::StatusOr<TransportSecurity> loaded = LoadTransportSecurity(config.tls(), TlsRole::kAgent);
-    if (!loaded.ok()) {
-      return loaded.status();
-    }
-    plan.security = *std::move(loaded);
-  }
-  return plan;
-}
-
 // --check_config: everything a start (--once or the daemon) would check, nothing started: the
 // collectors are built (their configuration validated) but never run.
 int CheckConfig(const v1::AgentConfig& config, bool once) {
   if (!once) {
-    absl::StatusOr<DaemonPlan> plan = PlanDaemon(config);
-    if (!plan.ok()) {
-      Err() << plan.status().message() << "\n";
+    absl::StatusOr<agent::AgentDaemonSettings> settings = agent::ResolveAgentDaemonSettings(config);
+    if (!settings.ok()) {
+      Err() << settings.status().message() << "\n";
       return kExitFailure;
     }
-    for (const std::string& warning :
-         plan->security.has_value() ? plan->security->warnings : std::vector<std::string>{}) {
+    for (const std::string& warning : settings->security.has_value() ? settings->security->warnings
+                                                                     : std::vector<std::string>{}) {
       std::cout << "warning: " << warning << "\n";
     }
   }
@@ -260,121 +154,22 @@ int CheckConfig(const v1::AgentConfig& config, bool once) {
 }
 
 int RunDaemon(const v1::AgentConfig& config) {
-  absl::StatusOr<DaemonPlan> plan = PlanDaemon(config);
-  if (!plan.ok()) {
-    Err() << plan.status().message() << "\n";
-    return kExitUsage;
-  }
-  const exposition::HttpServerLimits& http_limits = plan->http_limits;
-  std::optional<TransportSecurity>& security = plan->security;
-  if (security.has_value()) {
-    for (const std::string& warning : security->warnings) {
-      FABRICMON_LOG(Warning) << warning;
-    }
-    if (security->plaintext) {
-      FABRICMON_LOG(Warning) << DescribeTransport(config.tls(), *security);
-    } else {
-      FABRICMON_LOG(Info) << "aggregator " << absl::StrJoin(plan->aggregators, ",") << ": "
-                          << DescribeTransport(config.tls(), *security);
-    }
-  }
-  // Block the stop signals in every thread; the main thread waits for them below.
+  // Block the stop signals in every thread (before the daemon makes any); the main thread waits
+  // for them below.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  auto created = CreateCollectors(config);
-  if (!created.ok()) {
-    Err() << created.status() << "\n";
+  absl::StatusOr<std::unique_ptr<agent::AgentDaemon>> daemon = agent::AgentDaemon::Create(config);
+  if (!daemon.ok()) {
+    Err() << daemon.status().message() << "\n";
     return kExitUsage;
   }
-  agent::AgentOptions options;
-  options.node_name = config.node_name();
-  if (config.replay_buffer_bytes() > 0) {
-    options.replay_buffer_bytes = config.replay_buffer_bytes();
-  }
-  agent::Agent agent(options, *std::move(created), RealClock::Get());
-  agent.DiscoverAll();
-
-  const uint64_t instance_id = agent::NewAgentInstanceId();
-  const std::string boot_id = agent::ReadBootId();
-  std::unique_ptr<agent::AggregatorDirectory> directory;
-  std::unique_ptr<agent::StreamClient> stream;
-  if (!plan->aggregators.empty()) {
-    agent::StreamClientOptions stream_options;
-    if (config.reconnect_initial_backoff_ms() > 0) {
-      stream_options.initial_backoff = absl::Milliseconds(config.reconnect_initial_backoff_ms());
-    }
-    if (config.reconnect_max_backoff_ms() > 0) {
-      stream_options.max_backoff = absl::Milliseconds(config.reconnect_max_backoff_ms());
-    }
-    grpc::ChannelArguments args;
-    // Detect a dead aggregator or a silent partition within ~30 s even with no RPC traffic.
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
-    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-    // The channel has its own connection backoff (gRPC default: 1 s growing ×1.6 to 120 s) and
-    // fails every stream attempt at once while it waits, so after a long aggregator outage the
-    // agent would stay away up to 120 s whatever reconnect_max_backoff_ms says. Bound it by the
-    // same policy; StreamClient's jittered backoff keeps restarts from stampeding.
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
-                static_cast<int>(absl::ToInt64Milliseconds(stream_options.initial_backoff)));
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
-                static_cast<int>(absl::ToInt64Milliseconds(stream_options.max_backoff)));
-    std::shared_ptr<grpc::ChannelCredentials> credentials = MakeChannelCredentials(*security);
-    const bool plaintext = security->plaintext;
-    absl::StatusOr<std::unique_ptr<agent::AggregatorDirectory>> created_directory =
-        agent::AggregatorDirectory::Create(
-            plan->aggregators, config.node_name(),
-            [args, credentials, plaintext](const std::string& address,
-                                           const std::string& tls_name) {
-              grpc::ChannelArguments channel_args = args;
-              if (!tls_name.empty() && !plaintext) {
-                // An address a DNS name expanded to: the certificate still names the service.
-                channel_args.SetSslTargetNameOverride(tls_name);
-              }
-              return grpc::CreateCustomChannel(address, credentials, channel_args);
-            });
-    if (!created_directory.ok()) {  // PlanDaemon validated the list
-      Err() << created_directory.status().message() << "\n";
-      return kExitUsage;
-    }
-    directory = *std::move(created_directory);
-    stream_options.directory = directory.get();
-    stream_options.failover_after = plan->failover_after;
-    stream_options.failback_after = plan->failback_after;
-    stream_options.node_name = config.node_name();
-    stream_options.boot_id = boot_id;
-    stream_options.agent_version = std::string(ProjectVersion());
-    stream_options.agent_instance_id = instance_id;
-    stream = std::make_unique<agent::StreamClient>(
-        stream_options, agent.buffer(), agent.series(), [&agent, boot_id, instance_id] {
-          return agent.MakeHello(boot_id, std::string(ProjectVersion()), instance_id);
-        });
-    agent.AttachStream(stream.get());
-  }
-
-  std::unique_ptr<prometheus::Exposer> exposer;
-  std::shared_ptr<LocalMetrics> local_metrics;
-  if (!config.listen_metrics().empty()) {
-    // Timeouts and enough workers that slow or many clients cannot block a scrape.
-    absl::StatusOr<std::unique_ptr<prometheus::Exposer>> started =
-        exposition::StartExposer(config.listen_metrics(), http_limits);
-    if (!started.ok()) {
-      Err() << started.status().message() << "\n";
-      return kExitUsage;
-    }
-    exposer = *std::move(started);
-    local_metrics = std::make_shared<LocalMetrics>(agent);
-    exposer->RegisterCollectable(local_metrics);
-    FABRICMON_LOG(Info) << "serving /metrics on " << config.listen_metrics();
-  }
-
-  agent.Start();
-  if (stream != nullptr) {
-    stream->Start();
+  if (absl::Status started = (*daemon)->Start(); !started.ok()) {
+    Err() << started.message() << "\n";
+    return kExitUsage;
   }
 
   const uint64_t watchdog_us = WatchdogIntervalMicros();
@@ -382,7 +177,7 @@ int RunDaemon(const v1::AgentConfig& config) {
   const int64_t tick_ms = watchdog_us > 0 ? std::max<int64_t>(100, watchdog_us / 2000) : 1000;
   bool ready_sent = false;
   for (;;) {
-    if (!ready_sent && agent.ready()) {
+    if (!ready_sent && (*daemon)->ready()) {
       NotifyReady(absl::StrCat("collecting; node ", config.node_name()));
       ready_sent = true;
     }
@@ -397,15 +192,9 @@ int RunDaemon(const v1::AgentConfig& config) {
   }
   NotifyStopping();
   FABRICMON_LOG(Info) << "stopping: flushing unacknowledged batches";
-  agent.Stop();
-  if (stream != nullptr) {
-    // Give the aggregator a moment to acknowledge what is buffered; what is not is lost with the
-    // process (the buffer is in memory), and the final stats say how much.
-    stream->Stop(absl::Seconds(5));
-  }
-  if (exposer != nullptr && local_metrics != nullptr) {
-    exposer->RemoveCollectable(local_metrics);
-  }
+  // Give the aggregator a moment to acknowledge what is buffered; what is not is lost with the
+  // process (the buffer is in memory), and the final stats say how much.
+  (*daemon)->Stop(absl::Seconds(5));
   return 0;
 }
 

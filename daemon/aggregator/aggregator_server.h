@@ -121,6 +121,8 @@ class AggregatorServer {
   DiagnosticsService& diagnostics() { return *diagnostics_; }
   detectors::DetectionEngine& engine() { return *engine_; }
   JobRegistry& jobs() { return *jobs_; }
+  // What feeds the remote_write endpoints; null without any.
+  RemoteWriteFeed* remote_write_feed() { return remote_write_feed_.get(); }
   const std::shared_ptr<MetricsExporter>& exporter() const { return exporter_; }
   // Everything /metrics serves beside the exporter's series: findings, jobs, the recording's
   // state, remote write's own metrics.

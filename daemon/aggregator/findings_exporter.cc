@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/detectors/cable_graph.h"
 #include "daemon/detectors/finding.h"
+#include "daemon/exposition/text_exposition.h"
+#include "daemon/wire/aggregator_families.h"
 #include "prometheus/client_metric.h"
 #include "prometheus/metric_type.h"
 
@@ -49,26 +51,9 @@ std::vector<prometheus::MetricFamily> FindingsExporter::Collect() const {
   using prometheus::ClientMetric;
   using prometheus::MetricFamily;
   using prometheus::MetricType;
-  auto family = [](const char* name, const char* help, MetricType type) {
-    MetricFamily f;
-    f.name = name;
-    f.help = help;
-    f.type = type;
-    return f;
-  };
-  MetricFamily active = family(
-      "fabricmon_finding_active",
-      "1 per active finding. kind: link_flapping, link_degraded, congestion, "
-      "congestion_spreading, pause_storm, ecn_misconfigured, tcp_fallback, nvlink_degraded, "
-      "nvlink_down; a host subject in node/device/port, a switch port in switch/switch_guid/port, "
-      "the other end of its cable in peer. Labels stay the same while the incident lasts.",
-      MetricType::Gauge);
-  MetricFamily victims =
-      family("fabricmon_finding_victims", "Victim ports of an active congestion_spreading finding.",
-             MetricType::Gauge);
-  MetricFamily depth =
-      family("fabricmon_finding_depth_hops",
-             "Depth in hops of an active congestion_spreading tree.", MetricType::Gauge);
+  MetricFamily active = exposition::EmptyFamily(wire::kFindingActiveFamily);
+  MetricFamily victims = exposition::EmptyFamily(wire::kFindingVictimsFamily);
+  MetricFamily depth = exposition::EmptyFamily(wire::kFindingDepthHopsFamily);
   for (const TrackedFinding& tracked : engine_.tracker().Active()) {
     const Finding& f = tracked.finding;
     ClientMetric metric;
@@ -89,11 +74,7 @@ std::vector<prometheus::MetricFamily> FindingsExporter::Collect() const {
     }
     active.metric.push_back(std::move(metric));
   }
-  MetricFamily totals =
-      family("fabricmon_findings_total",
-             "Incidents raised since the aggregator started, by kind and the severity they were "
-             "raised with (an escalation is not a new incident).",
-             MetricType::Counter);
+  MetricFamily totals = exposition::EmptyFamily(wire::kFindingsTotalFamily);
   // Every kind at warning and critical from the start (0), so the first finding is an increase.
   std::map<std::pair<std::string, Severity>, uint64_t> raised = engine_.tracker().RaisedTotals();
   for (const char* kind : detectors::kFindingKinds) {
@@ -108,26 +89,11 @@ std::vector<prometheus::MetricFamily> FindingsExporter::Collect() const {
     metric.counter.value = static_cast<double>(count);
     totals.metric.push_back(std::move(metric));
   }
-  MetricFamily tick =
-      family("fabricmon_detector_tick_seconds",
-             "Time the last detector evaluation took (all detectors).", MetricType::Gauge);
-  MetricFamily links = family("fabricmon_topology_links",
-                              "Cables in the fabric graph the detectors use.", MetricType::Gauge);
-  MetricFamily conflicts = family(
-      "fabricmon_topology_guid_conflicts",
-      "HCA GUIDs claimed by more than one node's inventory (such a GUID names none of them).",
-      MetricType::Gauge);
-  MetricFamily disagreements = family(
-      "fabricmon_topology_disagreements",
-      "Cables the fabric collector reported that contradict the operator's topology file or link "
-      "list (the operator's cable is kept).",
-      MetricType::Gauge);
-  MetricFamily unclaimed = family(
-      "fabricmon_topology_unclaimed_ca",
-      "1 for each fabric CA (host HCA) the topology knows that no node known to the aggregator "
-      "claims in its inventory: a host whose agent is missing (detectors.unclaimed_ca_ignore "
-      "leaves out hosts that run none by design).",
-      MetricType::Gauge);
+  MetricFamily tick = exposition::EmptyFamily(wire::kDetectorTickSecondsFamily);
+  MetricFamily links = exposition::EmptyFamily(wire::kTopologyLinksFamily);
+  MetricFamily conflicts = exposition::EmptyFamily(wire::kTopologyGuidConflictsFamily);
+  MetricFamily disagreements = exposition::EmptyFamily(wire::kTopologyDisagreementsFamily);
+  MetricFamily unclaimed = exposition::EmptyFamily(wire::kTopologyUnclaimedCaFamily);
   const detectors::EngineHealth health = engine_.Health();
   for (const auto& [guid, description] : health.unclaimed_cas) {
     ClientMetric u;

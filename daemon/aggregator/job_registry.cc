@@ -4,6 +4,8 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/exposition/text_exposition.h"
+#include "daemon/wire/aggregator_families.h"
 #include "prometheus/client_metric.h"
 #include "prometheus/metric_family.h"
 #include "prometheus/metric_type.h"
@@ -129,19 +131,9 @@ std::vector<v1::Job> JobRegistry::List() const {
 }
 
 std::vector<prometheus::MetricFamily> JobRegistry::Collect() const {
-  prometheus::MetricFamily count{"fabricmon_jobs",
-                                 "Jobs registered with the aggregator (StartJob, not yet ended).",
-                                 prometheus::MetricType::Gauge,
-                                 {}};
-  prometheus::MetricFamily members{
-      "fabricmon_job_node_info",
-      "1 for each node of each registered job (job membership, for joins in queries).",
-      prometheus::MetricType::Gauge,
-      {}};
-  prometheus::MetricFamily started{"fabricmon_job_start_time_seconds",
-                                   "When the job was registered (Unix time).",
-                                   prometheus::MetricType::Gauge,
-                                   {}};
+  prometheus::MetricFamily count = exposition::EmptyFamily(wire::kJobsFamily);
+  prometheus::MetricFamily members = exposition::EmptyFamily(wire::kJobNodeInfoFamily);
+  prometheus::MetricFamily started = exposition::EmptyFamily(wire::kJobStartTimeSecondsFamily);
   absl::MutexLock lock(&mu_);
   prometheus::ClientMetric total;
   total.gauge.value = static_cast<double>(jobs_.size());

@@ -6,17 +6,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "daemon/exposition/text_exposition.h"
+#include "daemon/wire/aggregator_families.h"
 
 namespace fabricmon::aggregator {
 namespace {
-
-prometheus::MetricFamily Family(std::string name, std::string help, prometheus::MetricType type) {
-  prometheus::MetricFamily family;
-  family.name = std::move(name);
-  family.help = std::move(help);
-  family.type = type;
-  return family;
-}
 
 void AddValue(prometheus::MetricFamily& family, std::vector<prometheus::ClientMetric::Label> labels,
               double value) {
@@ -37,34 +30,15 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
   const int64_t now = clock_.NowUnixNanos();
   using prometheus::MetricType;
 
-  auto up = Family("fabricmon_node_up",
-                   "1 if the node's agent is connected and sent data within the stale interval.",
-                   MetricType::Gauge);
-  auto age = Family("fabricmon_node_last_seen_age_seconds",
-                    "Seconds since the node's agent last sent anything.", MetricType::Gauge);
-  auto node_series =
-      Family("fabricmon_node_series", "Series the node has declared.", MetricType::Gauge);
-  auto resets = Family("fabricmon_node_series_resets_total",
-                       "Counters of the node that went down (reset): a new baseline was started.",
-                       MetricType::Counter);
-  auto gaps = Family("fabricmon_node_sequence_gaps_total",
-                     "Batches of the node that never arrived (agent buffer overflow or agent "
-                     "restart), by sequence number.",
-                     MetricType::Counter);
-  auto dropped = Family("fabricmon_node_agent_dropped_batches_total",
-                        "Batches the node's agent reported dropping from its full replay buffer.",
-                        MetricType::Counter);
-  auto replayed =
-      Family("fabricmon_node_duplicate_batches_total",
-             "Replayed batches of the node that were already stored.", MetricType::Counter);
-  auto clock_steps = Family("fabricmon_node_clock_steps_total",
-                            "Batches of the node re-based because its clock stepped back or ahead "
-                            "(stored at the aggregator's estimate of their time, not refused).",
-                            MetricType::Counter);
-  auto conflicts = Family("fabricmon_node_identity_conflicts_total",
-                          "Streams refused because another boot id held the node's identity "
-                          "(two machines with one certificate or node name).",
-                          MetricType::Counter);
+  auto up = exposition::EmptyFamily(wire::kNodeUpFamily);
+  auto age = exposition::EmptyFamily(wire::kNodeLastSeenAgeSecondsFamily);
+  auto node_series = exposition::EmptyFamily(wire::kNodeSeriesFamily);
+  auto resets = exposition::EmptyFamily(wire::kNodeSeriesResetsTotalFamily);
+  auto gaps = exposition::EmptyFamily(wire::kNodeSequenceGapsTotalFamily);
+  auto dropped = exposition::EmptyFamily(wire::kNodeAgentDroppedBatchesTotalFamily);
+  auto replayed = exposition::EmptyFamily(wire::kNodeDuplicateBatchesTotalFamily);
+  auto clock_steps = exposition::EmptyFamily(wire::kNodeClockStepsTotalFamily);
+  auto conflicts = exposition::EmptyFamily(wire::kNodeIdentityConflictsTotalFamily);
   size_t total_series = 0;
   size_t nodes_up = 0;
   size_t nodes_total = 0;
@@ -93,55 +67,37 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
     up_nodes->push_back(node);
   }
 
-  auto nodes =
-      Family("fabricmon_aggregator_nodes", "Known nodes by state (up, down).", MetricType::Gauge);
+  auto nodes = exposition::EmptyFamily(wire::kAggregatorNodesFamily);
   AddValue(nodes, {{"state", "up"}}, static_cast<double>(nodes_up));
   AddValue(nodes, {{"state", "down"}}, static_cast<double>(nodes_total - nodes_up));
-  auto series_total =
-      Family("fabricmon_aggregator_series", "Series held for all nodes.", MetricType::Gauge);
+  auto series_total = exposition::EmptyFamily(wire::kAggregatorSeriesFamily);
   AddValue(series_total, {}, static_cast<double>(total_series));
-  auto streams =
-      Family("fabricmon_aggregator_streams", "Agent streams currently open.", MetricType::Gauge);
+  auto streams = exposition::EmptyFamily(wire::kAggregatorStreamsFamily);
   AddValue(streams, {}, static_cast<double>(stats_.streams_active.load()));
-  auto counter = [&](const char* name, const char* help, uint64_t value) {
-    auto family = Family(name, help, MetricType::Counter);
+  auto counter = [&](const collectors::FamilySpec& spec, uint64_t value) {
+    auto family = exposition::EmptyFamily(spec);
     AddValue(family, {}, static_cast<double>(value));
     return family;
   };
-  auto rejected = Family("fabricmon_aggregator_rejected_messages_total",
-                         "Agent messages rejected, by reason; each ends that agent's stream.",
-                         MetricType::Counter);
+  auto rejected = exposition::EmptyFamily(wire::kAggregatorRejectedMessagesTotalFamily);
   for (size_t i = 0; i < stats_.rejected.size(); ++i) {
     AddValue(rejected, {{"reason", std::string(RejectReasonName(static_cast<RejectReason>(i)))}},
              static_cast<double>(stats_.rejected[i].load()));
   }
-  auto inventory_refused = Family(
-      "fabricmon_aggregator_inventory_refused_total",
-      "Parts of agents' inventories dropped, by reason (not_a_fabric_sweeper: switch topology "
-      "from a node authorization.fabric_sweepers does not name).",
-      MetricType::Counter);
+  auto inventory_refused = exposition::EmptyFamily(wire::kAggregatorInventoryRefusedTotalFamily);
   AddValue(inventory_refused, {{"reason", "not_a_fabric_sweeper"}},
            static_cast<double>(stats_.inventory_fabric_refused.load()));
-  auto calls_refused =
-      Family("fabricmon_aggregator_rejected_calls_total",
-             "Diagnostics (CLI) calls refused, by reason (not_an_operator: the client certificate "
-             "matches no authorization.operators pattern).",
-             MetricType::Counter);
+  auto calls_refused = exposition::EmptyFamily(wire::kAggregatorRejectedCallsTotalFamily);
   AddValue(calls_refused, {{"reason", "not_an_operator"}},
            static_cast<double>(stats_.diagnostics_not_operator.load()));
-  auto handshakes =
-      Family("fabricmon_aggregator_rejected_handshakes_total",
-             "TLS handshakes refused, by reason (no_client_certificate, certificate_not_verified, "
-             "not_tls, other), as gRPC reports them.",
-             MetricType::Counter);
+  auto handshakes = exposition::EmptyFamily(wire::kAggregatorRejectedHandshakesTotalFamily);
   static constexpr const char* kHandshakeReasons[kHandshakeFailureKinds] = {
       "no_client_certificate", "certificate_not_verified", "not_tls", "other"};
   for (size_t i = 0; i < kHandshakeFailureKinds; ++i) {
     AddValue(handshakes, {{"reason", kHandshakeReasons[i]}},
              static_cast<double>(stats_.handshakes_refused[i].load()));
   }
-  auto duration = Family("fabricmon_aggregator_scrape_duration_seconds",
-                         "Time the previous /metrics scrape took to build.", MetricType::Gauge);
+  auto duration = exposition::EmptyFamily(wire::kAggregatorScrapeDurationSecondsFamily);
   AddValue(duration, {}, static_cast<double>(last_scrape_nanos_.load()) / 1e9);
 
   std::vector<prometheus::MetricFamily> own = {
@@ -162,39 +118,19 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
       std::move(inventory_refused),
       std::move(calls_refused),
       std::move(handshakes),
-      counter("fabricmon_aggregator_streams_opened_total", "Agent streams accepted.",
-              stats_.streams_opened.load()),
-      counter("fabricmon_aggregator_batches_total", "Sample batches stored.",
-              stats_.batches.load()),
-      counter("fabricmon_aggregator_samples_total", "Samples stored.", stats_.samples.load()),
-      counter("fabricmon_aggregator_received_bytes_total",
-              "Protobuf bytes of agent messages received.", stats_.bytes.load()),
-      counter("fabricmon_aggregator_duplicate_batches_total",
-              "Replayed batches that were already stored (not stored again).",
-              stats_.duplicate_batches.load()),
-      counter("fabricmon_aggregator_agent_dropped_batches_total",
-              "Batches agents reported dropping from their full replay buffers.",
-              stats_.agent_dropped_batches.load()),
-      counter("fabricmon_aggregator_series_retired_total",
-              "Series retired after series_retention_s without a sample (memory freed).",
-              stats_.series_retired.load()),
-      counter("fabricmon_aggregator_retired_series_samples_dropped_total",
-              "Values that arrived for a series after it was retired (dropped; its agent is "
-              "asked to declare it again).",
+      counter(wire::kAggregatorStreamsOpenedTotalFamily, stats_.streams_opened.load()),
+      counter(wire::kAggregatorBatchesTotalFamily, stats_.batches.load()),
+      counter(wire::kAggregatorSamplesTotalFamily, stats_.samples.load()),
+      counter(wire::kAggregatorReceivedBytesTotalFamily, stats_.bytes.load()),
+      counter(wire::kAggregatorDuplicateBatchesTotalFamily, stats_.duplicate_batches.load()),
+      counter(wire::kAggregatorAgentDroppedBatchesTotalFamily, stats_.agent_dropped_batches.load()),
+      counter(wire::kAggregatorSeriesRetiredTotalFamily, stats_.series_retired.load()),
+      counter(wire::kAggregatorRetiredSeriesSamplesDroppedTotalFamily,
               stats_.retired_samples.load()),
-      counter("fabricmon_aggregator_redeclare_requests_total",
-              "Series declarations asked of agents again after their series were retired.",
-              stats_.redeclare_requests.load()),
-      counter("fabricmon_aggregator_timestamps_backwards_total",
-              "Batches older than their series' latest sample (a node's clock stepped back), "
-              "stored re-based after it.",
-              stats_.timestamps_backwards.load()),
-      counter("fabricmon_aggregator_clock_steps_total",
-              "Batches re-based because their node's clock stepped back or ahead.",
-              stats_.clock_steps.load()),
-      counter("fabricmon_aggregator_nodes_forgotten_total",
-              "Nodes forgotten after node_retention_s without a batch (series freed).",
-              store_.nodes_forgotten()),
+      counter(wire::kAggregatorRedeclareRequestsTotalFamily, stats_.redeclare_requests.load()),
+      counter(wire::kAggregatorTimestampsBackwardsTotalFamily, stats_.timestamps_backwards.load()),
+      counter(wire::kAggregatorClockStepsTotalFamily, stats_.clock_steps.load()),
+      counter(wire::kAggregatorNodesForgottenTotalFamily, store_.nodes_forgotten()),
   };
   std::sort(own.begin(), own.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   return own;

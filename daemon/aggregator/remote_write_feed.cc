@@ -7,6 +7,7 @@
 #include "absl/time/time.h"
 #include "collectors/core/sample.h"
 #include "daemon/exposition/text_exposition.h"
+#include "daemon/wire/aggregator_families.h"
 
 namespace fabricmon::aggregator {
 namespace {
@@ -199,13 +200,6 @@ void RemoteWriteFeed::Shutdown() {
 
 std::vector<prometheus::MetricFamily> RemoteWriteFeed::Collect() const {
   using prometheus::MetricType;
-  auto family = [](const char* name, const char* help, MetricType type) {
-    prometheus::MetricFamily f;
-    f.name = name;
-    f.help = help;
-    f.type = type;
-    return f;
-  };
   auto add = [](prometheus::MetricFamily& f, std::vector<prometheus::ClientMetric::Label> labels,
                 double value) {
     prometheus::ClientMetric metric;
@@ -217,32 +211,13 @@ std::vector<prometheus::MetricFamily> RemoteWriteFeed::Collect() const {
     }
     f.metric.push_back(std::move(metric));
   };
-  auto sent = family("fabricmon_remote_write_samples_sent_total",
-                     "Samples the remote_write endpoint accepted (2xx).", MetricType::Counter);
-  auto failed = family("fabricmon_remote_write_samples_failed_total",
-                       "Samples the remote_write endpoint refused with a non-retryable status "
-                       "(4xx other than 429): dropped, not retried.",
-                       MetricType::Counter);
-  auto dropped = family("fabricmon_remote_write_samples_dropped_total",
-                        "Samples never delivered to the remote_write endpoint, by reason "
-                        "(queue_full: its buffer was full; shutdown: still pending at the "
-                        "shutdown flush deadline).",
-                        MetricType::Counter);
-  auto pending =
-      family("fabricmon_remote_write_samples_pending",
-             "Samples queued or in flight for the remote_write endpoint.", MetricType::Gauge);
-  auto age = family("fabricmon_remote_write_oldest_pending_age_seconds",
-                    "Seconds the oldest pending sample of the remote_write endpoint has waited "
-                    "(0 when none is pending).",
-                    MetricType::Gauge);
-  auto requests = family("fabricmon_remote_write_requests_total",
-                         "Requests sent to the remote_write endpoint, by HTTP status code "
-                         "(error: no response).",
-                         MetricType::Counter);
-  auto retries = family("fabricmon_remote_write_retries_total",
-                        "Requests to the remote_write endpoint that will be retried (5xx, 429, "
-                        "no response).",
-                        MetricType::Counter);
+  auto sent = exposition::EmptyFamily(wire::kRemoteWriteSamplesSentTotalFamily);
+  auto failed = exposition::EmptyFamily(wire::kRemoteWriteSamplesFailedTotalFamily);
+  auto dropped = exposition::EmptyFamily(wire::kRemoteWriteSamplesDroppedTotalFamily);
+  auto pending = exposition::EmptyFamily(wire::kRemoteWriteSamplesPendingFamily);
+  auto age = exposition::EmptyFamily(wire::kRemoteWriteOldestPendingAgeSecondsFamily);
+  auto requests = exposition::EmptyFamily(wire::kRemoteWriteRequestsTotalFamily);
+  auto retries = exposition::EmptyFamily(wire::kRemoteWriteRetriesTotalFamily);
   for (const EndpointEntry& entry : endpoints_) {
     const remote_write::Endpoint& endpoint = *entry.endpoint;
     const remote_write::EndpointStats& stats = endpoint.stats();

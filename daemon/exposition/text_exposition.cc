@@ -56,13 +56,19 @@ void MergeFamilies(std::vector<prometheus::MetricFamily> source,
   }
 }
 
+prometheus::MetricFamily EmptyFamily(const collectors::FamilySpec& spec) {
+  prometheus::MetricFamily family;
+  family.name = spec.name;
+  family.help = spec.help;
+  family.type = spec.type == MetricType::kCounter ? prometheus::MetricType::Counter
+                                                  : prometheus::MetricType::Gauge;
+  return family;
+}
+
 std::vector<prometheus::MetricFamily> BuildFamilies(const std::vector<SampleRef>& samples,
                                                     const collectors::Labels& extra_labels) {
   std::map<std::string, prometheus::MetricFamily> by_name;
-  prometheus::MetricFamily saturated;
-  saturated.name = kSaturatedFamily;
-  saturated.help = kSaturatedFamilyHelp;
-  saturated.type = prometheus::MetricType::Gauge;
+  prometheus::MetricFamily saturated = EmptyFamily(wire::kSeriesSaturatedFamily);
 
   for (const SampleRef& sample : samples) {
     const collectors::SeriesDesc& desc = *sample.series;

@@ -7,16 +7,21 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "collectors/core/family_spec.h"
 #include "collectors/core/recording_sink.h"
+#include "daemon/wire/aggregator_families.h"
 #include "prometheus/metric_family.h"
 
 namespace fabricmon::exposition {
 
-// The family flagging saturated counters (see BuildFamilies).
-inline constexpr char kSaturatedFamily[] = "fabricmon_series_saturated";
-inline constexpr char kSaturatedFamilyHelp[] =
-    "1 for each saturating counter pinned at its maximum (its rate reads 0 but is unknown; "
-    "clear the counter to resume): metric names the counter.";
+// The family flagging saturated counters (see BuildFamilies); catalogued with the aggregator's.
+inline constexpr const char* kSaturatedFamily = wire::kSeriesSaturatedFamily.name;
+inline constexpr const char* kSaturatedFamilyHelp = wire::kSeriesSaturatedFamily.help;
+
+// A family of `spec` with no series yet: how the aggregator's exporters start each family they
+// write, so that its name, type and HELP come from the catalogue (daemon/wire/
+// aggregator_families.h) and nowhere else. Counters become COUNTER, gauges and info GAUGE.
+prometheus::MetricFamily EmptyFamily(const collectors::FamilySpec& spec);
 
 // Groups samples into families (sorted by name; series keep their input order). Counters become
 // COUNTER, gauges and _info series GAUGE. `extra_labels` are prepended to every series (the

@@ -162,7 +162,7 @@ TEST_F(OutageNetnsTest, StreamRecoversFromALinkDownAndLosesNothing) {
   ASSERT_TRUE(aggregator_->Start(kAggregatorAddress)) << aggregator_->Log();
   mutator_ = std::make_unique<CounterMutator>(sysfs_root_);
   mutator_->Start();
-  // Production's keepalive (agent_main.cc): 20 s, 10 s to answer. The partition is shorter.
+  // Production's keepalive (agent_daemon.cc): 20 s, 10 s to answer. The partition is shorter.
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 20);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 200);

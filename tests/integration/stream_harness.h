@@ -2,7 +2,7 @@
 
 // Real components wired together for the streaming tests: an aggregator built by the same
 // AggregatorServer as fabricmon-aggregator (store, telemetry and diagnostics services, detection
-// engine, /metrics on a real prometheus Exposer), an agent built as agent_main.cc builds it (Agent
+// engine, /metrics on a real prometheus Exposer), an agent built as AgentDaemon builds it (Agent
 // + a real collector + StreamClient), both speaking gRPC over an in-process channel or loopback
 // TCP. Nothing of ours is mocked; the only stand-in is how an in-process "aggregator restart" is
 // staged (see AggregatorHarness).

@@ -6,12 +6,17 @@
 
 #include <sys/stat.h>
 
+#include <iterator>
 #include <memory>
 #include <set>
 #include <string>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "daemon/common/clock.h"
 #include "daemon/exposition/text_exposition.h"
+#include "daemon/remote_write/encoder.h"
+#include "daemon/remote_write/label_set.h"
 #include "daemon/wire/aggregator_families.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -161,21 +166,50 @@ TEST(AggregatorServerTest, APortTakenIsUnavailable) {
 // The aggregator's half of the metric catalogue (daemon/wire/aggregator_families.h) is what its
 // exporters write: every family of the exporter, the findings exporter, jobs, the recording and
 // remote write, with the catalogue's HELP and type, and no catalogued family that none writes.
+// The exporters name their families only through the catalogue's constants; this fails when one
+// writes a family by hand that the catalogue lacks, or when a catalogued family is never written.
 TEST(AggregatorServerTest, WritesExactlyTheCataloguedAggregatorFamilies) {
   TempTree tree;
   v1::AggregatorConfig config = PlaintextConfig();
   config.mutable_recording()->set_directory(tree.root() + "/recording");
-  config.add_remote_write()->set_url("http://127.0.0.1:1/api/v1/write");
+  v1::RemoteWriteConfig* remote_write = config.add_remote_write();
+  // Nothing listens there: the one sample below makes one failed request (code "error"), so that
+  // the per-request family is written too.
+  remote_write->set_url("http://127.0.0.1:1/api/v1/write");
+  remote_write->mutable_queue()->set_max_samples_per_send(1);
+  remote_write->mutable_queue()->set_flush_deadline_ms(0);
   absl::StatusOr<AggregatorSettings> settings = ResolveAggregatorSettings(config);
   ASSERT_TRUE(settings.ok()) << settings.status();
   auto server = AggregatorServer::Create(*std::move(settings), RealClock::Get());
   ASSERT_TRUE(server.ok()) << server.status();
-  std::vector<prometheus::MetricFamily> families = (*server)->exporter()->HealthFamilies();
-  for (const std::shared_ptr<prometheus::Collectable>& collectable : (*server)->Collectables()) {
-    for (prometheus::MetricFamily& family : collectable->Collect()) {
-      families.push_back(std::move(family));
+  ASSERT_NE((*server)->remote_write_feed(), nullptr);
+  (*server)->remote_write_feed()->Append(
+      {{remote_write::MakeLabelSet("fabricmon_x", {}), 1, 1, RealClock::Get().MonotonicNanos()}});
+
+  auto collect = [&] {
+    std::vector<prometheus::MetricFamily> families = (*server)->exporter()->HealthFamilies();
+    for (const std::shared_ptr<prometheus::Collectable>& collectable : (*server)->Collectables()) {
+      for (prometheus::MetricFamily& family : collectable->Collect()) {
+        families.push_back(std::move(family));
+      }
     }
+    return families;
+  };
+  std::vector<prometheus::MetricFamily> families;
+  auto has_requests = [&] {
+    for (const prometheus::MetricFamily& family : families) {
+      if (family.name == wire::kRemoteWriteRequestsTotalFamily.name) {
+        return true;
+      }
+    }
+    return false;
+  };
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  for (families = collect(); !has_requests() && absl::Now() < deadline; families = collect()) {
+    absl::SleepFor(absl::Milliseconds(10));
   }
+  // The saturated-counter flag is written by the text exposition (for a node's saturated
+  // counter), which this server has none of.
   prometheus::MetricFamily saturated;
   saturated.name = exposition::kSaturatedFamily;
   saturated.help = exposition::kSaturatedFamilyHelp;
@@ -197,6 +231,7 @@ TEST(AggregatorServerTest, WritesExactlyTheCataloguedAggregatorFamilies) {
   for (const wire::CatalogueFamily& family : wire::AggregatorFamilies()) {
     EXPECT_EQ(written.count(family.name), 1u) << family.name << " is catalogued but not written";
   }
+  EXPECT_EQ(written.size(), std::size(wire::kAggregatorFamilies));
 }
 
 }  // namespace
