@@ -1236,7 +1236,9 @@ def run_campaign(build_dir, seed, nfaults, flavour, kinds=None, concurrency=3, k
             time.sleep(1.0)
             saved = campaign_replay.save(
                 harness, os.path.join(save_recording_dir, "campaign_%s" % flavour),
-                campaign_replay.ground_truth(faults, c, flavour, seed, INTERVAL_MS / 1000.0),
+                campaign_replay.ground_truth(
+                    faults, c, flavour, seed, INTERVAL_MS / 1000.0,
+                    sweeper=harness.sweeper_node().name if harness.mode == "ibsim" else None),
                 out=out)
             result["failures"] += ["saving the recording: %s" % line for line in saved]
         print_table(result, out=out)

@@ -40,8 +40,9 @@ def _key(v):
     return tuple(v) if v is not None else None
 
 
-def ground_truth(faults, cluster, flavour, seed, interval_s):
-    """The ground truth of a played campaign, as JSON-ready data."""
+def ground_truth(faults, cluster, flavour, seed, interval_s, sweeper=None):
+    """The ground truth of a played campaign, as JSON-ready data. sweeper: the node whose agent
+    sweeps the (ibsim) fabric, when switch ports are swept."""
     touched = set()
     out = []
     for f in faults:
@@ -61,6 +62,7 @@ def ground_truth(faults, cluster, flavour, seed, interval_s):
         })
     nodes = sorted(n.name for n in cluster.nodes)
     return {"format": TRUTH_FORMAT, "flavour": flavour, "seed": seed, "interval_s": interval_s,
+            "sweeper": [sweeper] if sweeper else [],
             "nodes": nodes, "healthy_nodes": [n for n in nodes if n not in touched],
             "faults": out}
 
@@ -175,23 +177,21 @@ def _nodes_of(fault, all_nodes):
 def select(truth, node_budget, healthy_kept):
     """A representative part of a campaign that fits a size: faults, smallest first, as long as
     the nodes they are on stay within `node_budget` (a GPU node's recording is ~50 KB xz per 90 s);
-    then `healthy_kept` healthy nodes (no fault on them), cheapest first by name order. A fault
-    left out whose nodes overlap the kept ones stays in the truth as tolerated (required: false):
-    its findings there are its own, not false, and are not required. Returns (truth, nodes)."""
+    then `healthy_kept` healthy nodes (no fault on them), in name order. A fault left out stays in
+    the truth as tolerated (required: false): findings attributed to it are neither false nor
+    required. Returns (truth, nodes)."""
     all_nodes = set(truth["nodes"])
-    chosen = set()
+    # In ibsim mode the switch ports' counters come from the fabric sweeper's agent.
+    chosen = set(truth.get("sweeper") or [])
     kept = []
     for f in sorted(truth["faults"], key=lambda f: (len(_nodes_of(f, all_nodes)), f["id"])):
         need = _nodes_of(f, all_nodes)
-        if len(chosen | need) <= node_budget:
+        if len(chosen | need) <= node_budget + len(truth.get("sweeper") or []):
             chosen |= need
             kept.append(f["id"])
-    faults = []
-    for f in truth["faults"]:
-        if f["id"] in kept:
-            faults.append(dict(f, required=True))
-        elif _nodes_of(f, all_nodes) & chosen:
-            faults.append(dict(f, required=False))
+    # The faults left out stay as tolerated: their findings can still show where their places
+    # meet the kept nodes (an incast's senders, a cable's switch end through the sweeper).
+    faults = [dict(f, required=f["id"] in kept) for f in truth["faults"]]
     healthy = truth["healthy_nodes"][:healthy_kept]
     nodes = sorted(chosen | set(healthy))
     return dict(truth, faults=faults, healthy_nodes=healthy, nodes=nodes), nodes
