@@ -30,6 +30,11 @@ after:
   TTD           onset - moment the rule could first fire, in sampling intervals (median, p95)
   churn         distinct finding ids per expected finding (target 1), and the increase of
                 fabricmon_findings_total per expected finding
+
+--save-recording DIR (IB and RoCE flavours): the aggregator records the campaign, and a part of
+it that stays small is kept with every fault's ground truth as a replay fixture
+(campaign_replay.py; tests/replay/campaign_<flavour>/, scored offline by its ctest).
+
 Exit status: 0 when every fault was found at the right place, nothing else fired and churn is
 exactly 1; 1 otherwise (the failures are listed); 77 when the IB flavour needs ibsim and it is
 not available.
