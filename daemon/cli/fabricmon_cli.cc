@@ -850,7 +850,11 @@ int ExportRecording() {
   }
   std::cerr << "fabricmon record export: " << summary->records << " records ("
             << summary->carried_records << " carried from before the window), " << summary->bytes
-            << " bytes";
+            << " bytes, " << summary->rebased_batches << " batches re-encoded to absolute values";
+  if (summary->streams_left_out > 0) {
+    std::cerr << "; left out " << summary->streams_left_out
+              << " streams whose records before the window do not decode (a replay ends them)";
+  }
   if (summary->damage.damaged_regions > 0) {
     std::cerr << "; skipped " << summary->damage.skipped_bytes << " damaged bytes in "
               << summary->damage.damaged_regions << " places";
