@@ -31,7 +31,7 @@ struct ExportSummary {
   uint64_t bytes = 0;
   uint64_t rebased_batches = 0;   // in-window batches re-encoded to carry absolute values
   uint64_t streams_left_out = 0;  // refused by the wire decoder before the window (as in replay)
-  recording::ReadDamage damage;  // what reading the directory skipped
+  recording::ReadDamage damage;   // what reading the directory skipped
 };
 
 // Writes the recording file to `out`. Unavailable when a write fails (a full disk, a closed
