@@ -60,10 +60,11 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
     AddValue(conflicts, labels, static_cast<double>(summary.counters.identity_conflicts));
     ++nodes_total;
     total_series += summary.series;
-    if (!is_up) {
+    if (is_up) {
+      ++nodes_up;
+    } else if (!options_.export_down_nodes) {
       continue;  // a down node's values are not current: export nothing rather than stale data
     }
-    ++nodes_up;
     up_nodes->push_back(node);
   }
 

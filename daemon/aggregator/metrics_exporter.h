@@ -22,6 +22,11 @@ struct ExporterOptions {
   // A connected node that sent nothing for this long is reported down and its series are no
   // longer exported.
   int64_t stale_after_nanos = int64_t{30} * 1000000000;
+  // Also export the series of nodes that are down, at their last stored values (their
+  // fabricmon_node_up still reads 0). Off in the aggregator, where a down node's values are not
+  // current; on in `fabricmon replay --listen_metrics`, whose recording ends with every stream's
+  // end while the last values are what a post-mortem browses.
+  bool export_down_nodes = false;
 };
 
 class MetricsExporter final : public prometheus::Collectable {

@@ -7,6 +7,7 @@
 //   fabricmon [--aggregator=HOST:PORT] topology         every cable the detectors know of
 //   fabricmon record export --dir=DIR --from=TIME --to=TIME [--nodes=a,b] > FILE
 //   fabricmon replay FILE|DIR [--config=AGGREGATOR_CONFIG] [--fast | --speed=N] [--json]
+//                    [--listen_metrics=HOST:PORT]
 //   fabricmon job start --name=ID (--nodes=a,b | --slurm_job=ID)   register a job
 //   fabricmon job end --name=ID                          forget it
 //   fabricmon jobs                                       registered jobs
@@ -17,15 +18,18 @@
 // 2 usage error (unknown flag or command, bad value). `gate` differs (for Slurm prologs): 0
 // healthy, 1 an active warning-or-worse finding touches the nodes, 2 usage error or no answer.
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -36,12 +40,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "collectors/fabric_model/ibnetdiscover_parser.h"
 #include "daemon/cli/fan_out.h"
 #include "daemon/cli/record_export.h"
 #include "daemon/cli/replay.h"
+#include "daemon/cli/replay_metrics.h"
 #include "daemon/cli/slurm.h"
 #include "daemon/common/command_line.h"
 #include "daemon/common/config_loader.h"
@@ -72,6 +78,9 @@ ABSL_FLAG(bool, fast, false, "replay: as fast as possible (the default).");
 ABSL_FLAG(
     double, speed, 0,
     "replay: recorded seconds per wall-clock second (1: as recorded); 0: as fast as possible.");
+ABSL_FLAG(std::string, listen_metrics, "",
+          "replay: HOST:PORT (port 0: a free one) to serve the replay's /metrics on, as the "
+          "aggregator would, while it runs and after it ended, until SIGINT or SIGTERM.");
 ABSL_FLAG(std::string, name, "", "Job name (job start, job end): 1..128 of [A-Za-z0-9._:@+-].");
 ABSL_FLAG(std::string, job, "", "A registered job's name (diagnose, gate).");
 ABSL_FLAG(std::string, slurm_job, "",
@@ -841,7 +850,11 @@ int ExportRecording() {
   }
   std::cerr << "fabricmon record export: " << summary->records << " records ("
             << summary->carried_records << " carried from before the window), " << summary->bytes
-            << " bytes";
+            << " bytes, " << summary->rebased_batches << " batches re-encoded to absolute values";
+  if (summary->streams_left_out > 0) {
+    std::cerr << "; left out " << summary->streams_left_out
+              << " streams whose records before the window do not decode (a replay ends them)";
+  }
   if (summary->damage.damaged_regions > 0) {
     std::cerr << "; skipped " << summary->damage.skipped_bytes << " damaged bytes in "
               << summary->damage.damaged_regions << " places";
@@ -903,11 +916,78 @@ std::string EvidenceText(const v1::Evidence& evidence) {
   return out;
 }
 
+// SIGINT and SIGTERM while a replay serves /metrics: blocked in every thread (the server's are
+// started after) and received by a thread of its own. During the replay they end the process at
+// once, as without --listen_metrics; after it they end the wait of WaitUntilStopped().
+class StopSignals {
+ public:
+  StopSignals() {
+    sigemptyset(&signals_);
+    sigaddset(&signals_, SIGINT);
+    sigaddset(&signals_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
+    // Detached: it may still wait in sigwait() when the process exits on an error.
+    std::thread([this] {
+      int signal = 0;
+      while (sigwait(&signals_, &signal) != 0) {
+      }
+      if (!replay_ended_.load()) {
+        std::cerr << "fabricmon replay: interrupted\n";
+        std::_Exit(128 + signal);
+      }
+      received_ = signal;
+      stopped_.Notify();
+    }).detach();
+  }
+  // Returns the signal that ended the wait.
+  int WaitUntilStopped() {
+    replay_ended_.store(true);
+    stopped_.WaitForNotification();
+    return received_;
+  }
+
+ private:
+  sigset_t signals_;
+  std::atomic<bool> replay_ended_{false};
+  int received_ = 0;  // written before stopped_ is notified
+  absl::Notification stopped_;
+};
+
 int Replay(const std::string& path) {
   replay::ReplayOptions options;
   if (absl::Status loaded = LoadReplayOptions(options); !loaded.ok()) {
     std::cerr << "fabricmon replay: " << loaded.message() << "\n";
     return kExitUsage;
+  }
+  const std::string listen = absl::GetFlag(FLAGS_listen_metrics);
+  if (!listen.empty()) {
+    if (absl::Status valid = replay::ValidateListenAddress(listen); !valid.ok()) {
+      std::cerr << "fabricmon replay: " << valid.message() << "\n";
+      return kExitUsage;
+    }
+  }
+  absl::StatusOr<std::unique_ptr<replay::ReplayRun>> run =
+      replay::ReplayRun::Create(std::move(options));
+  if (!run.ok()) {
+    std::cerr << "fabricmon replay: " << run.status().message() << "\n";
+    return absl::IsInvalidArgument(run.status()) ? kExitUsage : kExitFailure;
+  }
+  // Never destroyed: its thread may outlive this function.
+  StopSignals* stop_signals = nullptr;
+  std::unique_ptr<replay::ReplayMetricsServer> metrics;
+  if (!listen.empty()) {
+    stop_signals = new StopSignals();
+    absl::StatusOr<std::unique_ptr<replay::ReplayMetricsServer>> listening =
+        replay::ReplayMetricsServer::Listen(listen, **run);
+    if (!listening.ok()) {
+      // A malformed address, limits out of range, or one that cannot be bound: all the
+      // operator's to fix.
+      std::cerr << "fabricmon replay: " << listening.status().message() << "\n";
+      return kExitUsage;
+    }
+    metrics = *std::move(listening);
+    std::cerr << "fabricmon replay: serving /metrics on port " << metrics->port() << " (" << listen
+              << ")\n";
   }
   const bool json = absl::GetFlag(FLAGS_json);
   google::protobuf::Value events;
@@ -938,7 +1018,7 @@ int Replay(const std::string& path) {
       }
     }
   };
-  absl::StatusOr<replay::ReplaySummary> summary = replay::Replay(path, options, on_event);
+  absl::StatusOr<replay::ReplaySummary> summary = (*run)->Run(path, on_event);
   if (!summary.ok()) {
     std::cerr << "fabricmon replay: " << summary.status().message() << "\n";
     return absl::IsInvalidArgument(summary.status()) ? kExitUsage : kExitFailure;
@@ -979,6 +1059,14 @@ int Replay(const std::string& path) {
               << "that is not)\n";
     return kExitFailure;
   }
+  if (metrics != nullptr) {
+    std::fflush(stdout);
+    std::cerr << "fabricmon replay: replay ended; serving its /metrics on port " << metrics->port()
+              << " until SIGINT or SIGTERM\n";
+    const int signal = stop_signals->WaitUntilStopped();
+    std::cerr << "fabricmon replay: " << (signal == SIGINT ? "SIGINT" : "SIGTERM")
+              << ", stopping\n";
+  }
   return kExitOk;
 }
 
@@ -1004,8 +1092,9 @@ int main(int argc, char** argv) {
       {"topology", "every cable the detectors know, and from where"},
       {"record export --dir=DIR --from=TIME --to=TIME [--nodes=a,b]",
        "a window of the aggregator's recording as one file, on standard output"},
-      {"replay FILE|DIR [--config=FILE] [--fast | --speed=N]",
-       "rerun the detectors over a recording; print the findings timeline"},
+      {"replay FILE|DIR [--config=FILE] [--fast | --speed=N] [--listen_metrics=HOST:PORT]",
+       "rerun the detectors over a recording; print the findings timeline (and serve its "
+       "/metrics)"},
       {"job start --name=ID --nodes=a,b,c | --slurm_job=ID [--source=S]",
        "register a job (its nodes are compared as peers: straggler findings)"},
       {"job end --name=ID", "forget a registered job"},
@@ -1039,7 +1128,8 @@ int main(int argc, char** argv) {
                       {"config", "FILE"},
                       {"link_list", "FILE"},
                       {"topology_file", "FILE"},
-                      {"speed", "N"}};
+                      {"speed", "N"},
+                      {"listen_metrics", "HOST:PORT"}};
   info.flags_file = __FILE__;
   fabricmon::ParsedCommandLine parsed = fabricmon::ParseCommandLine(argc, argv, info);
   if (parsed.exit_status.has_value()) {

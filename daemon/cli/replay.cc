@@ -28,17 +28,21 @@ class ReplayClock final : public Clock {
  public:
   int64_t NowUnixNanos() const override { return unix_.load(std::memory_order_relaxed); }
   int64_t MonotonicNanos() const override {
-    return unix_.load(std::memory_order_relaxed) - origin_ + kNanosPerSecond;
+    return unix_.load(std::memory_order_relaxed) - origin_.load(std::memory_order_relaxed) +
+           kNanosPerSecond;
   }
+  // Called by the replay's thread only; read by a /metrics server's threads too.
   void Set(int64_t unix_nanos) {
-    if (origin_ == 0) origin_ = unix_nanos;
+    if (origin_.load(std::memory_order_relaxed) == 0) {
+      origin_.store(unix_nanos, std::memory_order_relaxed);
+    }
     unix_.store(std::max(unix_nanos, unix_.load(std::memory_order_relaxed)),
                 std::memory_order_relaxed);
   }
 
  private:
   std::atomic<int64_t> unix_{0};
-  int64_t origin_ = 0;
+  std::atomic<int64_t> origin_{0};
 };
 
 // The store limits the aggregator derives from the same configuration (aggregator_main.cc).
@@ -70,11 +74,12 @@ struct Stream {
   bool broken = false;  // a message was refused: the live stream ended there
 };
 
+}  // namespace
+
 class Replayer {
  public:
-  Replayer(const ReplayOptions& options, const std::function<void(const TimelineEvent&)>& on_event)
+  explicit Replayer(const ReplayOptions& options)
       : options_(options),
-        on_event_(on_event),
         store_(StoreOptionsFor(options.config)),
         tick_nanos_(int64_t{options.config.detectors().tick_ms() > 0
                                 ? options.config.detectors().tick_ms()
@@ -101,6 +106,14 @@ class Replayer {
     }
     return absl::OkStatus();
   }
+
+  void SetOnEvent(const std::function<void(const TimelineEvent&)>* on_event) {
+    on_event_ = on_event;
+  }
+  const store::SeriesStore& store() const { return store_; }
+  const detectors::DetectionEngine& engine() const { return engine_; }
+  const aggregator::IngestStats& stats() const { return stats_; }
+  const Clock& clock() const { return clock_; }
 
   void Apply(const recording::Record& record) {
     ++summary_.records;
@@ -233,24 +246,24 @@ class Replayer {
       if (now.count(id) == 0) {
         TimelineEvent event{at, EventKind::kCleared, std::move(finding)};
         event.finding.set_cleared_unix_nanos(at);
-        on_event_(event);
+        (*on_event_)(event);
       }
     }
     for (const auto& [id, finding] : now) {
       auto before = active_.find(id);
       if (before == active_.end()) {
-        on_event_(TimelineEvent{at, EventKind::kRaised, finding});
+        (*on_event_)(TimelineEvent{at, EventKind::kRaised, finding});
       } else if (finding.severity() > before->second.severity()) {
-        on_event_(TimelineEvent{at, EventKind::kEscalated, finding});
+        (*on_event_)(TimelineEvent{at, EventKind::kEscalated, finding});
       } else if (finding.severity() < before->second.severity()) {
-        on_event_(TimelineEvent{at, EventKind::kDeescalated, finding});
+        (*on_event_)(TimelineEvent{at, EventKind::kDeescalated, finding});
       }
     }
     active_ = std::move(now);
   }
 
   const ReplayOptions& options_;
-  const std::function<void(const TimelineEvent&)>& on_event_;
+  const std::function<void(const TimelineEvent&)>* on_event_ = nullptr;
   ReplayClock clock_;
   store::SeriesStore store_;
   const int64_t tick_nanos_;
@@ -263,8 +276,6 @@ class Replayer {
   absl::Time wall_start_;
   ReplaySummary summary_;
 };
-
-}  // namespace
 
 const char* EventKindName(EventKind kind) {
   switch (kind) {
@@ -280,24 +291,54 @@ const char* EventKindName(EventKind kind) {
   return "unknown";
 }
 
-absl::StatusOr<ReplaySummary> Replay(const std::string& path, const ReplayOptions& options,
-                                     const std::function<void(const TimelineEvent&)>& on_event) {
-  auto replayer = std::make_unique<Replayer>(options, on_event);
-  if (absl::Status ready = replayer->Setup(); !ready.ok()) {
+ReplayRun::ReplayRun(ReplayOptions options)
+    : options_(std::move(options)), replayer_(std::make_unique<Replayer>(options_)) {}
+
+ReplayRun::~ReplayRun() = default;
+
+absl::StatusOr<std::unique_ptr<ReplayRun>> ReplayRun::Create(ReplayOptions options) {
+  std::unique_ptr<ReplayRun> run(new ReplayRun(std::move(options)));
+  if (absl::Status ready = run->replayer_->Setup(); !ready.ok()) {
     return ready;
   }
+  return run;
+}
+
+const store::SeriesStore& ReplayRun::store() const { return replayer_->store(); }
+const detectors::DetectionEngine& ReplayRun::engine() const { return replayer_->engine(); }
+const aggregator::IngestStats& ReplayRun::ingest_stats() const { return replayer_->stats(); }
+const Clock& ReplayRun::clock() const { return replayer_->clock(); }
+
+absl::StatusOr<ReplaySummary> ReplayRun::Run(
+    const std::string& path, const std::function<void(const TimelineEvent&)>& on_event) {
+  if (ran_) {
+    return absl::FailedPreconditionError("a ReplayRun replays once");
+  }
+  ran_ = true;
+  replayer_->SetOnEvent(&on_event);
   absl::StatusOr<recording::ReadSummary> read =
-      recording::ReadRecording(path, [&replayer](const recording::Record& record) {
-        replayer->Apply(record);
+      recording::ReadRecording(path, [this](const recording::Record& record) {
+        replayer_->Apply(record);
         return true;
       });
   if (!read.ok()) {
+    replayer_->SetOnEvent(nullptr);
     return read.status();
   }
-  replayer->Finish();
-  ReplaySummary summary = replayer->summary();
+  replayer_->Finish();
+  replayer_->SetOnEvent(nullptr);
+  ReplaySummary summary = replayer_->summary();
   summary.damage = read->damage;
   return summary;
+}
+
+absl::StatusOr<ReplaySummary> Replay(const std::string& path, const ReplayOptions& options,
+                                     const std::function<void(const TimelineEvent&)>& on_event) {
+  absl::StatusOr<std::unique_ptr<ReplayRun>> run = ReplayRun::Create(options);
+  if (!run.ok()) {
+    return run.status();
+  }
+  return (*run)->Run(path, on_event);
 }
 
 }  // namespace fabricmon::replay

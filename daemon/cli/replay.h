@@ -14,11 +14,16 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "daemon/aggregator/ingest_stats.h"
+#include "daemon/common/clock.h"
+#include "daemon/detectors/engine.h"
 #include "daemon/recording/record_format.h"
+#include "daemon/store/series_store.h"
 #include "fabricmon/v1/config.pb.h"
 #include "fabricmon/v1/diagnostics.pb.h"
 #include "fabricmon/v1/inventory.pb.h"
@@ -54,6 +59,39 @@ struct ReplaySummary {
   int64_t first_unix_nanos = 0;
   int64_t last_unix_nanos = 0;
   recording::ReadDamage damage;
+};
+
+class Replayer;
+
+// One replay's state (the store, the engine, the ingest counters and the recorded-time clock),
+// kept after the replay so that a caller can go on serving it (replay_metrics.h serves /metrics
+// over it while the replay runs and after it ended). The state is thread-safe to read while
+// Run() runs, as the aggregator's is while it ingests.
+class ReplayRun {
+ public:
+  // InvalidArgument for a configuration the aggregator would refuse.
+  static absl::StatusOr<std::unique_ptr<ReplayRun>> Create(ReplayOptions options);
+  ~ReplayRun();
+  ReplayRun(const ReplayRun&) = delete;
+  ReplayRun& operator=(const ReplayRun&) = delete;
+
+  // Replays `path` (a recording file or directory), calling `on_event` in timeline order. Once
+  // per run. The reader's errors for a path that cannot be read.
+  absl::StatusOr<ReplaySummary> Run(const std::string& path,
+                                    const std::function<void(const TimelineEvent&)>& on_event);
+
+  const ReplayOptions& options() const { return options_; }
+  const store::SeriesStore& store() const;
+  const detectors::DetectionEngine& engine() const;
+  const aggregator::IngestStats& ingest_stats() const;
+  const Clock& clock() const;  // the recorded time the replay has reached
+
+ private:
+  explicit ReplayRun(ReplayOptions options);
+
+  const ReplayOptions options_;
+  std::unique_ptr<Replayer> replayer_;
+  bool ran_ = false;
 };
 
 // Replays `path` (a recording file or directory), calling `on_event` in timeline order.

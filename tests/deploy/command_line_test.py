@@ -58,7 +58,8 @@ OWN_FLAGS = {
                              "shard"],
     "fabricmon": ["aggregator", "nodes", "timeout_s", "json", "all", "tls_ca", "tls_cert",
                   "tls_key", "tls_server_name", "name", "job", "slurm_job", "scontrol", "source",
-                  "dir", "from", "to", "config", "link_list", "topology_file", "fast", "speed"],
+                  "dir", "from", "to", "config", "link_list", "topology_file", "fast", "speed",
+                  "listen_metrics"],
 }
 CLI_COMMANDS = ["nodes", "node NAME", "findings", "diagnose", "topology", "job start", "job end",
                 "jobs", "gate", "record export", "replay"]

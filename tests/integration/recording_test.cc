@@ -172,6 +172,10 @@ TEST_F(RecordingTest, ExportIsSelfContained) {
   std::fclose(out);
   ASSERT_THAT(exported.status(), IsOk());
   EXPECT_EQ(exported->carried_records, 3u);  // hello, declarations, layouts
+  // Batch 6 carries both series' absolute values (their deltas before it are left out); the
+  // later batches' deltas are right as recorded.
+  EXPECT_EQ(exported->rebased_batches, 1u);
+  EXPECT_EQ(exported->streams_left_out, 0u);
   std::vector<recording::Record> read;
   ASSERT_THAT(recording::ReadRecording(file,
                                        [&](const recording::Record& r) {
@@ -186,6 +190,13 @@ TEST_F(RecordingTest, ExportIsSelfContained) {
   for (size_t i = 3; i < 3 + 5; ++i) {
     EXPECT_EQ(Kind(read[i]), v1::AgentMessage::kBatch);
   }
+  // Deltas i, i for batch i: batch 6 now carries the values 1 + ... + 6 against the zero
+  // baseline of the export's stream, and batch 7 its recorded delta.
+  v1::AgentMessage batch;
+  ASSERT_TRUE(batch.ParseFromString(read[3].payload));
+  EXPECT_THAT(batch.batch().value_deltas(), ::testing::ElementsAre(21, 21));
+  ASSERT_TRUE(batch.ParseFromString(read[4].payload));
+  EXPECT_THAT(batch.batch().value_deltas(), ::testing::ElementsAre(7, 7));
   for (const recording::Record& r : read) {
     EXPECT_EQ(r.node, "node01");
   }

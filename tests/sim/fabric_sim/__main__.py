@@ -9,7 +9,7 @@
                                             the README's demo (deploy/run-demo.sh calls this)
   selftest [--scenario-list "a b c"]        checks of the generated files (no daemons)
   campaign --build-dir B [--seed N] [--faults N] [--flavour ib|roce|both|straggler] [--slice]
-           [--kinds k1,k2] [--concurrency K] [--json F] [--keep]
+           [--kinds k1,k2] [--concurrency K] [--json F] [--keep] [--save-recording DIR]
                                             random clusters, background traffic and N injected
                                             faults against the real daemons, scored per kind
                                             (campaign.py; --slice: each fault kind once)
@@ -98,6 +98,10 @@ def main(argv=None):
     k.add_argument("--concurrency", type=int, default=3)
     k.add_argument("--json", help="write the results (rows, failures, faults) as JSON")
     k.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    k.add_argument("--save-recording", metavar="DIR",
+                   help="record the campaign and keep it, with every fault's ground truth, as a "
+                        "replay fixture in DIR/campaign_<flavour>/ when its replay scores clean "
+                        "(tests/replay; not the straggler flavour)")
     args = parser.parse_args(argv)
     if args.command == "list":
         return cmd_list(args)

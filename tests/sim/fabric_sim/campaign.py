@@ -30,6 +30,11 @@ after:
   TTD           onset - moment the rule could first fire, in sampling intervals (median, p95)
   churn         distinct finding ids per expected finding (target 1), and the increase of
                 fabricmon_findings_total per expected finding
+
+--save-recording DIR (IB and RoCE flavours): the aggregator records the campaign, and a part of
+it that stays small is kept with every fault's ground truth as a replay fixture
+(campaign_replay.py; tests/replay/campaign_<flavour>/, scored offline by its ctest).
+
 Exit status: 0 when every fault was found at the right place, nothing else fired and churn is
 exactly 1; 1 otherwise (the failures are listed); 77 when the IB flavour needs ibsim and it is
 not available.
@@ -38,6 +43,7 @@ Python 3 standard library only.
 """
 
 import json
+import os
 import random
 import re
 import statistics
@@ -1152,7 +1158,11 @@ def print_table(result, out=print):
 # ---------------------------------------------------------------------------------------------
 
 def run_campaign(build_dir, seed, nfaults, flavour, kinds=None, concurrency=3, keep=False,
-                 out=print):
+                 out=print, save_recording_dir=None):
+    """save_recording_dir: the aggregator records the campaign, which is kept with its ground
+    truth as a replay fixture in <save_recording_dir>/campaign_<flavour>/ when its replay scores
+    clean (campaign_replay.save). Not for the straggler flavour: its jobs are registered over
+    the Diagnostics service, which the recording does not hold."""
     bins = runner.Binaries(build_dir)
     missing = bins.missing()
     if missing:
@@ -1172,7 +1182,8 @@ def run_campaign(build_dir, seed, nfaults, flavour, kinds=None, concurrency=3, k
     t0 = time.time()
     harness = runner.Harness(bins, fabric=c.fabric, cluster=c, want_ibsim=want_ibsim,
                              keep=keep, log=out, interval_ms=INTERVAL_MS, tick_ms=TICK_MS,
-                             detectors=DETECTORS, seed=seed)
+                             detectors=DETECTORS, seed=seed,
+                             record=save_recording_dir is not None)
     try:
         # ibsim availability decides the switch faults; probe before scheduling.
         ibsim_ok = want_ibsim and runner.ibsim_mod.available()[0]
@@ -1223,6 +1234,18 @@ def run_campaign(build_dir, seed, nfaults, flavour, kinds=None, concurrency=3, k
                                        "start_s": round(f.start, 2),
                                        "expected": [e.describe() for e in f.expected]}
                                       for f in faults]})
+        if save_recording_dir is not None:
+            from . import campaign_replay
+            # The agents end first, so that the recording ends with their streams' ends.
+            harness.stop_agents()
+            time.sleep(1.0)
+            saved = campaign_replay.save(
+                harness, os.path.join(save_recording_dir, "campaign_%s" % flavour),
+                campaign_replay.ground_truth(
+                    faults, c, flavour, seed, INTERVAL_MS / 1000.0,
+                    sweeper=harness.sweeper_node().name if harness.mode == "ibsim" else None),
+                out=out)
+            result["failures"] += ["saving the recording: %s" % line for line in saved]
         print_table(result, out=out)
         for line in run["log"]:
             out("   note: %s" % line)
@@ -1274,8 +1297,13 @@ def main(args):
         if args.slice:
             flavour_list = kinds or flavour_kinds(flavour)
             n = len(set(flavour_list))
+        if getattr(args, "save_recording", None) and flavour == "straggler":
+            print("fabric_sim campaign: --save-recording: not for the straggler flavour (its "
+                  "jobs are not in the recording)")
+            return 2
         rc, result = run_campaign(args.build_dir, args.seed, n, flavour, kinds=flavour_list,
-                                  concurrency=args.concurrency, keep=args.keep)
+                                  concurrency=args.concurrency, keep=args.keep,
+                                  save_recording_dir=getattr(args, "save_recording", None))
         sys.stdout.flush()
         if result:
             results.append(result)
