@@ -243,8 +243,19 @@ std::vector<prometheus::MetricFamily> RemoteWriteFeed::Collect() const {
                         "Requests to the remote_write endpoint that will be retried (5xx, 429, "
                         "no response).",
                         MetricType::Counter);
+  auto token_reloads =
+      family("fabricmon_remote_write_bearer_token_reloads_total",
+             "Re-reads of the remote_write endpoint's changed bearer_token_file, by result (ok: "
+             "a new token is in use; error: unreadable or no token, the last good one is kept).",
+             MetricType::Counter);
   for (const EndpointEntry& entry : endpoints_) {
     const remote_write::Endpoint& endpoint = *entry.endpoint;
+    if (entry.bearer_token != nullptr) {
+      add(token_reloads, {{"endpoint", endpoint.name()}, {"result", "ok"}},
+          static_cast<double>(entry.bearer_token->reloads()));
+      add(token_reloads, {{"endpoint", endpoint.name()}, {"result", "error"}},
+          static_cast<double>(entry.bearer_token->reload_failures()));
+    }
     const remote_write::EndpointStats& stats = endpoint.stats();
     const std::string& name = endpoint.name();
     add(sent, {{"endpoint", name}}, static_cast<double>(stats.samples_sent.load()));
@@ -261,7 +272,8 @@ std::vector<prometheus::MetricFamily> RemoteWriteFeed::Collect() const {
     add(retries, {{"endpoint", name}}, static_cast<double>(stats.retries.load()));
   }
   std::vector<prometheus::MetricFamily> out;
-  for (auto* f : {&age, &requests, &retries, &dropped, &failed, &pending, &sent}) {
+  for (auto* f :
+       {&age, &requests, &retries, &dropped, &failed, &pending, &sent, &token_reloads}) {
     if (!f->metric.empty()) {
       out.push_back(std::move(*f));
     }
