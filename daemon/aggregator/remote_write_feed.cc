@@ -272,8 +272,7 @@ std::vector<prometheus::MetricFamily> RemoteWriteFeed::Collect() const {
     add(retries, {{"endpoint", name}}, static_cast<double>(stats.retries.load()));
   }
   std::vector<prometheus::MetricFamily> out;
-  for (auto* f :
-       {&age, &requests, &retries, &dropped, &failed, &pending, &sent, &token_reloads}) {
+  for (auto* f : {&age, &requests, &retries, &dropped, &failed, &pending, &sent, &token_reloads}) {
     if (!f->metric.empty()) {
       out.push_back(std::move(*f));
     }

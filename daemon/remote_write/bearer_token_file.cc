@@ -39,9 +39,8 @@ absl::StatusOr<std::string> ReadToken(const std::string& path) {
     printable = printable && !((c < 0x20 && c != '\t') || c == 0x7f);
   }
   if (!printable) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bearer_token_file \"", path,
-                     "\" holds no token (empty, or control characters inside)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bearer_token_file \"", path, "\" holds no token (empty, or control characters inside)"));
   }
   return token;
 }
@@ -56,8 +55,7 @@ bool BearerTokenFile::Signature::operator==(const Signature& other) const {
 absl::StatusOr<std::shared_ptr<BearerTokenFile>> BearerTokenFile::Create(std::string path,
                                                                          const Clock& clock,
                                                                          int64_t recheck_nanos) {
-  std::shared_ptr<BearerTokenFile> file(
-      new BearerTokenFile(std::move(path), clock, recheck_nanos));
+  std::shared_ptr<BearerTokenFile> file(new BearerTokenFile(std::move(path), clock, recheck_nanos));
   // The signature first: a change between stat and read is seen (and read) at the next check.
   const Signature signature = Stat(file->path_);
   absl::StatusOr<std::string> token = ReadToken(file->path_);

@@ -23,8 +23,8 @@ struct HttpOptions {
   std::vector<std::pair<std::string, std::string>> headers;  // the endpoint's own
   // null: no Authorization header from us; else the file's current token on every request
   std::shared_ptr<BearerTokenFile> bearer_token;
-  std::string ca_file;       // empty: the system's CAs
-  std::string cert_file;     // client certificate (with key_file), for mutual TLS
+  std::string ca_file;    // empty: the system's CAs
+  std::string cert_file;  // client certificate (with key_file), for mutual TLS
   std::string key_file;
   std::string user_agent;
 };
@@ -39,7 +39,7 @@ class CurlSender final : public Sender {
 
  private:
   CurlSender() = default;
-  void* curl_ = nullptr;     // CURL*
+  void* curl_ = nullptr;  // CURL*
   // Rebuilds the header list when the bearer token changed; false when libcurl is out of memory.
   bool UpdateHeaders();
 
@@ -47,8 +47,8 @@ class CurlSender final : public Sender {
   std::shared_ptr<BearerTokenFile> bearer_token_;
   std::string token_in_headers_;  // the token headers_ carries
   void* headers_ = nullptr;       // curl_slist*
-  std::string response_;     // the start of the last response body (for errors)
-  char error_[256] = {};     // CURLOPT_ERRORBUFFER
+  std::string response_;          // the start of the last response body (for errors)
+  char error_[256] = {};          // CURLOPT_ERRORBUFFER
 };
 
 }  // namespace fabricmon::remote_write

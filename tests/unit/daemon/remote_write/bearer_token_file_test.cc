@@ -38,9 +38,9 @@ constexpr int64_t kRecheckMs = 1000;
 // over the old one (a new inode), never an in-place rewrite a reader could see half-done.
 void Rotate(const TempTree& tree, const std::string& name, const std::string& content) {
   tree.WriteFile(name + ".new", content);
-  ASSERT_EQ(std::rename((tree.root() + "/" + name + ".new").c_str(),
-                        (tree.root() + "/" + name).c_str()),
-            0);
+  ASSERT_EQ(
+      std::rename((tree.root() + "/" + name + ".new").c_str(), (tree.root() + "/" + name).c_str()),
+      0);
 }
 
 TEST(BearerTokenFileTest, RefusesAMissingOrEmptyFileAtStart) {
@@ -247,9 +247,9 @@ TEST(BearerTokenFileTest, TheSenderSendsTheRotatedTokenWithoutARestart) {
   clock.AdvanceMillis(kRecheckMs);
   EXPECT_EQ((*sender)->Send("body", timeout).http_status, 204);
 
-  EXPECT_THAT(receiver.authorizations(),
-              ElementsAre("Bearer before-rotation", "Bearer after-rotation",
-                          "Bearer after-rotation"));
+  EXPECT_THAT(
+      receiver.authorizations(),
+      ElementsAre("Bearer before-rotation", "Bearer after-rotation", "Bearer after-rotation"));
   EXPECT_EQ((*file)->reload_failures(), 1u);
 }
 
