@@ -27,8 +27,26 @@ found at run time, every child dying with this script).
   headers, the bearer token from bearer_token_file and the configured extra header; the token
   never appears in the aggregator's log.
 
+--case=tls: mutual TLS into a real Prometheus (`--web.config.file`: its certificate from a CA
+  made here with openssl, client_auth_type RequireAndVerifyClientCert). One endpoint with a
+  client certificate from that CA: every stored sample of the agent arrives. Another with a
+  client certificate from a second CA: refused at the handshake, so counted as code="error" and
+  retried, never sent nor failed; the aggregator keeps serving and stops in bounded time.
+  Skips (77) without prometheus or openssl.
+
+--case=failover: two aggregator shards, each remote-writing to a real VictoriaMetrics and a real
+  Prometheus; four agents on generated sysfs trees (tests/sim/gen_sysfs_tree.py) given both,
+  failover_after_ms and failback_after_ms 1 s. The shard primary for the most agents is
+  SIGKILLed: its agents must stream to the other within 2 x failover_after_ms; it restarts on
+  its port: they must return. Then, in both engines, each moved node's periodic series, over
+  both shards' series: one sample per timestamp (a sample stored by both shards would be counted
+  twice by a query across them) and no step longer than 1.5 of the series' own cycle across the
+  kill and the restart. Without the agent's replay the cycles of the failover time are missing
+  (checked by hand with replay_buffer_bytes: 1: a 1.5 s step). Skips (77) without the engines.
+
 Usage:
-  remote_write_test.py --case=engines|receiver --aggregator=BIN --agent=BIN --fixtures=DIR
+  remote_write_test.py --case=engines|receiver|tls|failover --aggregator=BIN --agent=BIN
+                       --fixtures=DIR
                        [--keep] [--verbose]
 """
 
