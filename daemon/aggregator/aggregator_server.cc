@@ -308,7 +308,8 @@ absl::Status AggregatorServer::Build() {
       }
       FABRICMON_LOG(Info) << "remote_write to " << (*endpoint)->name() << " ("
                           << endpoint_config.endpoint.queue.shards << " shards)";
-      endpoints.push_back({*std::move(endpoint), endpoint_config.flush_deadline_nanos});
+      endpoints.push_back({*std::move(endpoint), endpoint_config.flush_deadline_nanos,
+                           endpoint_config.http.bearer_token});
     }
     remote_write_feed_ = std::make_shared<RemoteWriteFeed>(std::move(endpoints), clock_);
     stream.batch_observer = remote_write_feed_;

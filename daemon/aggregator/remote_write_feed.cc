@@ -218,8 +218,15 @@ std::vector<prometheus::MetricFamily> RemoteWriteFeed::Collect() const {
   auto age = exposition::EmptyFamily(wire::kRemoteWriteOldestPendingAgeSecondsFamily);
   auto requests = exposition::EmptyFamily(wire::kRemoteWriteRequestsTotalFamily);
   auto retries = exposition::EmptyFamily(wire::kRemoteWriteRetriesTotalFamily);
+  auto token_reloads = exposition::EmptyFamily(wire::kRemoteWriteBearerTokenReloadsTotalFamily);
   for (const EndpointEntry& entry : endpoints_) {
     const remote_write::Endpoint& endpoint = *entry.endpoint;
+    if (entry.bearer_token != nullptr) {
+      add(token_reloads, {{"endpoint", endpoint.name()}, {"result", "ok"}},
+          static_cast<double>(entry.bearer_token->reloads()));
+      add(token_reloads, {{"endpoint", endpoint.name()}, {"result", "error"}},
+          static_cast<double>(entry.bearer_token->reload_failures()));
+    }
     const remote_write::EndpointStats& stats = endpoint.stats();
     const std::string& name = endpoint.name();
     add(sent, {{"endpoint", name}}, static_cast<double>(stats.samples_sent.load()));
@@ -236,7 +243,7 @@ std::vector<prometheus::MetricFamily> RemoteWriteFeed::Collect() const {
     add(retries, {{"endpoint", name}}, static_cast<double>(stats.retries.load()));
   }
   std::vector<prometheus::MetricFamily> out;
-  for (auto* f : {&age, &requests, &retries, &dropped, &failed, &pending, &sent}) {
+  for (auto* f : {&age, &requests, &retries, &dropped, &failed, &pending, &sent, &token_reloads}) {
     if (!f->metric.empty()) {
       out.push_back(std::move(*f));
     }

@@ -28,6 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "daemon/aggregator/batch_observer.h"
 #include "daemon/common/clock.h"
+#include "daemon/remote_write/bearer_token_file.h"
 #include "daemon/remote_write/endpoint.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
@@ -39,6 +40,8 @@ class RemoteWriteFeed final : public BatchObserver, public prometheus::Collectab
   struct EndpointEntry {
     std::unique_ptr<remote_write::Endpoint> endpoint;
     int64_t flush_deadline_nanos = 0;
+    // The endpoint's bearer_token_file (null: none), for its reload counters.
+    std::shared_ptr<const remote_write::BearerTokenFile> bearer_token;
   };
   // Keeps a reference to `clock`. The endpoints are started here.
   RemoteWriteFeed(std::vector<EndpointEntry> endpoints, const Clock& clock);

@@ -7,12 +7,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/common/operator_file.h"
+#include "daemon/remote_write/bearer_token_file.h"
 #include "daemon/remote_write/label_set.h"
 
 namespace fabricmon::remote_write {
 namespace {
-
-constexpr size_t kMaxTokenBytes = 64 << 10;
 
 // Headers the client sets itself, and headers that would break the request if set twice.
 bool IsReservedHeader(const std::string& name) {
@@ -122,18 +121,12 @@ absl::StatusOr<EndpointConfig> ParseOne(const v1::RemoteWriteConfig& config) {
   }
 
   if (!config.bearer_token_file().empty()) {
-    absl::StatusOr<std::string> token =
-        ReadOperatorFile(config.bearer_token_file(), kMaxTokenBytes, "bearer_token_file");
+    absl::StatusOr<std::shared_ptr<BearerTokenFile>> token =
+        BearerTokenFile::Create(config.bearer_token_file());
     if (!token.ok()) {
       return token.status();
     }
-    std::string trimmed(absl::StripAsciiWhitespace(*token));
-    if (trimmed.empty() || !IsHeaderValue(trimmed)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("bearer_token_file \"", config.bearer_token_file(),
-                       "\" holds no token (empty, or control characters inside)"));
-    }
-    out.http.bearer_token = std::move(trimmed);
+    out.http.bearer_token = *std::move(token);
   }
 
   const v1::RemoteWriteTlsConfig& tls = config.tls();

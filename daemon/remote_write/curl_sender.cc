@@ -36,29 +36,17 @@ absl::StatusOr<std::unique_ptr<CurlSender>> CurlSender::Create(const HttpOptions
     return absl::InternalError("curl_easy_init failed");
   }
   sender->curl_ = curl;
-  curl_slist* headers = nullptr;
-  auto add = [&headers](const std::string& line) {
-    curl_slist* grown = curl_slist_append(headers, line.c_str());
-    if (grown != nullptr) {
-      headers = grown;
-    }
-    return grown != nullptr;
-  };
-  bool ok = add("Content-Encoding: snappy") && add("Content-Type: application/x-protobuf") &&
-            add("X-Prometheus-Remote-Write-Version: 0.1.0") &&
-            add("Expect:");  // no 100-continue round trip before each body
+  sender->fixed_headers_ = {"Content-Encoding: snappy", "Content-Type: application/x-protobuf",
+                            "X-Prometheus-Remote-Write-Version: 0.1.0",
+                            "Expect:"};  // no 100-continue round trip before each body
   for (const auto& [name, value] : options.headers) {
-    ok = ok && add(absl::StrCat(name, ": ", value));
+    sender->fixed_headers_.push_back(absl::StrCat(name, ": ", value));
   }
-  if (!options.bearer_token.empty()) {
-    ok = ok && add(absl::StrCat("Authorization: Bearer ", options.bearer_token));
-  }
-  sender->headers_ = headers;
-  if (!ok) {
+  sender->bearer_token_ = options.bearer_token;
+  if (!sender->UpdateHeaders()) {
     return absl::InternalError("curl_slist_append failed");
   }
   bool set = curl_easy_setopt(curl, CURLOPT_URL, options.url.c_str()) == CURLE_OK;
-  set = set && curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers) == CURLE_OK;
   set = set && curl_easy_setopt(curl, CURLOPT_POST, 1L) == CURLE_OK;
   // Signals are the daemon's (sigwait in main); curl must not use SIGALRM for timeouts.
   set = set && curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L) == CURLE_OK;
@@ -85,6 +73,38 @@ absl::StatusOr<std::unique_ptr<CurlSender>> CurlSender::Create(const HttpOptions
   return sender;
 }
 
+bool CurlSender::UpdateHeaders() {
+  std::string token = bearer_token_ != nullptr ? bearer_token_->Current() : std::string();
+  if (headers_ != nullptr && token == token_in_headers_) {
+    return true;
+  }
+  curl_slist* headers = nullptr;
+  auto add = [&headers](const std::string& line) {
+    curl_slist* grown = curl_slist_append(headers, line.c_str());
+    if (grown != nullptr) {
+      headers = grown;
+    }
+    return grown != nullptr;
+  };
+  bool ok = true;
+  for (const std::string& line : fixed_headers_) {
+    ok = ok && add(line);
+  }
+  if (!token.empty()) {
+    ok = ok && add(absl::StrCat("Authorization: Bearer ", token));
+  }
+  if (!ok || curl_easy_setopt(static_cast<CURL*>(curl_), CURLOPT_HTTPHEADER, headers) != CURLE_OK) {
+    curl_slist_free_all(headers);
+    return false;  // the previous list stays set (and owned)
+  }
+  if (headers_ != nullptr) {
+    curl_slist_free_all(static_cast<curl_slist*>(headers_));
+  }
+  headers_ = headers;
+  token_in_headers_ = std::move(token);
+  return true;
+}
+
 CurlSender::~CurlSender() {
   if (curl_ != nullptr) {
     curl_easy_cleanup(static_cast<CURL*>(curl_));
@@ -96,6 +116,11 @@ CurlSender::~CurlSender() {
 
 SendResult CurlSender::Send(const std::string& body, int64_t timeout_nanos) {
   CURL* curl = static_cast<CURL*>(curl_);
+  if (!UpdateHeaders()) {
+    SendResult result;
+    result.error = "out of memory building the request headers";
+    return result;
+  }
   response_.clear();
   error_[0] = '\0';
   curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.data());

@@ -188,6 +188,11 @@ inline constexpr FamilySpec kRemoteWriteRequestsTotalFamily = AggregatorCounter(
     "fabricmon_remote_write_requests_total",
     "Requests sent to the remote_write endpoint, by HTTP status code (error: no response).",
     Unit::kNone);
+inline constexpr FamilySpec kRemoteWriteBearerTokenReloadsTotalFamily = AggregatorCounter(
+    "fabricmon_remote_write_bearer_token_reloads_total",
+    "Re-reads of the remote_write endpoint's changed bearer_token_file, by result (ok: a new token "
+    "is in use; error: unreadable or no token, the last good one is kept).",
+    Unit::kNone);
 inline constexpr FamilySpec kRemoteWriteRetriesTotalFamily = AggregatorCounter(
     "fabricmon_remote_write_retries_total",
     "Requests to the remote_write endpoint that will be retried (5xx, 429, no response).",
@@ -276,6 +281,7 @@ inline constexpr FamilySpec kAggregatorFamilies[] = {
     kRecordingErrorsTotalFamily,
     kRecordingOldestTimestampSecondsFamily,
     kRecordingSegmentsFamily,
+    kRemoteWriteBearerTokenReloadsTotalFamily,
     kRemoteWriteOldestPendingAgeSecondsFamily,
     kRemoteWriteRequestsTotalFamily,
     kRemoteWriteRetriesTotalFamily,

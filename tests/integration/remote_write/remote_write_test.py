@@ -27,8 +27,26 @@ found at run time, every child dying with this script).
   headers, the bearer token from bearer_token_file and the configured extra header; the token
   never appears in the aggregator's log.
 
+--case=tls: mutual TLS into a real Prometheus (`--web.config.file`: its certificate from a CA
+  made here with openssl, client_auth_type RequireAndVerifyClientCert). One endpoint with a
+  client certificate from that CA: every stored sample of the agent arrives. Another with a
+  client certificate from a second CA: refused at the handshake, so counted as code="error" and
+  retried, never sent nor failed; the aggregator keeps serving and stops in bounded time.
+  Skips (77) without prometheus or openssl.
+
+--case=failover: two aggregator shards, each remote-writing to a real VictoriaMetrics and a real
+  Prometheus; four agents on generated sysfs trees (tests/sim/gen_sysfs_tree.py) given both,
+  failover_after_ms and failback_after_ms 1 s. The shard primary for the most agents is
+  SIGKILLed: its agents must stream to the other within 2 x failover_after_ms; it restarts on
+  its port: they must return. Then, in both engines, each moved node's periodic series, over
+  both shards' series: one sample per timestamp (a sample stored by both shards would be counted
+  twice by a query across them) and no step longer than 1.5 of the series' own cycle across the
+  kill and the restart. Without the agent's replay the cycles of the failover time are missing
+  (checked by hand with replay_buffer_bytes: 1: a 1.5 s step). Skips (77) without the engines.
+
 Usage:
-  remote_write_test.py --case=engines|receiver --aggregator=BIN --agent=BIN --fixtures=DIR
+  remote_write_test.py --case=engines|receiver|tls|failover --aggregator=BIN --agent=BIN
+                       --fixtures=DIR
                        [--keep] [--verbose]
 """
 
@@ -43,6 +61,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -216,8 +235,9 @@ def same_value(engine, got, want):
     return got == want or abs(got - want) <= 1e-12 * max(abs(got), abs(want))
 
 
-def vm_export(port, selector):
-    """{(name, labels)} → [(timestamp ms, value)] from VictoriaMetrics' /api/v1/export."""
+def vm_export(port, selector, keep_shard=False):
+    """{(name, labels)} → [(timestamp ms, value)] from VictoriaMetrics' /api/v1/export (the
+    `shard` label checked and removed unless `keep_shard`)."""
     http_get("http://127.0.0.1:%d/internal/force_flush" % port)
     query = urllib.parse.urlencode({"match[]": selector})
     out = {}
@@ -227,30 +247,29 @@ def vm_export(port, selector):
         row = json.loads(line)
         labels = dict(row["metric"])
         name = labels.pop("__name__")
-        pop_shard(labels)
+        if not keep_shard:
+            pop_shard(labels)
         out[key_of(name, labels)] = sorted(zip(row["timestamps"], row["values"]))
     return out
 
 
-def prom_samples(base, selector):
+def prom_samples(base, selector, keep_shard=False):
     """{(name, labels)} → [(timestamp ms, value)]: the raw samples of the last 10 minutes."""
     result = fmt.PromApi(base).query("%s[10m]" % selector)
     out = {}
     for row in result:
         labels = dict(row["metric"])
         name = labels.pop("__name__")
-        pop_shard(labels)
+        if not keep_shard:
+            pop_shard(labels)
         out[key_of(name, labels)] = [(int(round(float(t) * 1000)), float(v))
                                      for t, v in row["values"]]
     return out
 
 
-def run_engines(args, workdir, procs):
-    vm_binary = shutil.which("victoria-metrics")
-    prometheus = shutil.which("prometheus")
-    if vm_binary is None or prometheus is None:
-        log("SKIP: victoria-metrics and prometheus (Debian packages) are needed")
-        return SKIP
+def start_engines(workdir, procs, vm_binary, prometheus):
+    """A VictoriaMetrics (deduplicating) and a Prometheus remote-write receiver on loopback.
+    Returns their ports."""
     vm_dir = os.path.join(workdir, "vm")
     _, vm_port = procs.start_server(
         "victoria-metrics",
@@ -269,6 +288,16 @@ def run_engines(args, workdir, procs):
         ["--web.enable-remote-write-receiver"],
         fmt.prometheus_ready)
     log("victoria-metrics on port %d, prometheus on port %d" % (vm_port, prom_port))
+    return vm_port, prom_port
+
+
+def run_engines(args, workdir, procs):
+    vm_binary = shutil.which("victoria-metrics")
+    prometheus = shutil.which("prometheus")
+    if vm_binary is None or prometheus is None:
+        log("SKIP: victoria-metrics and prometheus (Debian packages) are needed")
+        return SKIP
+    vm_port, prom_port = start_engines(workdir, procs, vm_binary, prometheus)
 
     queue = "queue { shards: 2 batch_send_deadline_ms: 100 min_backoff_ms: 20 max_backoff_ms: 500 }"
     config = "tls { insecure_plaintext: true }\n"
@@ -382,6 +411,351 @@ def run_engines(args, workdir, procs):
                       (len(again), replay_key, len(vm[replay_key])))
     log("a replayed batch adds nothing to VictoriaMetrics (%d samples before and after)" %
         len(again))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------
+# --case=failover
+
+FAILOVER_AFTER_MS = 1000
+FAILBACK_AFTER_MS = 1000
+CYCLE_MS = 500  # the agents' ib_sysfs interval
+SIM_NODES = ["sim-%d" % i for i in range(4)]
+
+
+class Aggregator:
+    """One aggregator shard on a gRPC port chosen once, so that it restarts where the agents
+    look for it; remote_write to both engines."""
+
+    def __init__(self, args, workdir, procs, name, config):
+        self.args, self.procs, self.name = args, procs, name
+        self.config = write(os.path.join(workdir, name + ".textproto"), config)
+        self.grpc_port = fmt.free_port()
+        self.proc = None
+        self.metrics_port = None
+        self.starts = 0
+
+    def start(self):
+        self.starts += 1
+        self.proc, self.metrics_port = self.procs.start_server(
+            "%s-%d" % (self.name, self.starts),
+            lambda port: [self.args.aggregator, "--config=" + self.config,
+                          "--grpc_listen=127.0.0.1:%d" % self.grpc_port,
+                          "--metrics_listen=127.0.0.1:%d" % port, "--shard=" + self.name,
+                          "--log_level=info"],
+            lambda port: "fabricmon_aggregator_streams" in http_get(
+                "http://127.0.0.1:%d/metrics" % port), attempts=5)
+
+    def kill(self):
+        self.proc.send_signal(signal.SIGKILL)
+        self.procs.forget(self.proc)
+
+    def nodes_up(self):
+        return {l.get("node") for n, l, v in scrape(self.metrics_port)
+                if n == "fabricmon_node_up" and v == 1}
+
+
+def agent_timelines(series_by_key):
+    """{(name, labels without shard)} → [(timestamp ms, shard)] over every shard's series of the
+    agents' own series (fabricmon_node_* are the aggregators', the saturation flags go beside
+    stored samples, and an agent reports fabricmon_agent_aggregator_info only for the aggregator
+    it streams to: each of those series pauses while the node is elsewhere)."""
+    out = {}
+    for (name, labels), samples in series_by_key.items():
+        if name.startswith("fabricmon_node_") or name in ("fabricmon_series_saturated",
+                                                          "fabricmon_agent_aggregator_info"):
+            continue
+        labels = dict(labels)
+        shard = labels.pop("shard", None)
+        out.setdefault(key_of(name, labels), []).extend((t, shard) for t, _ in samples)
+    return {key: sorted(points) for key, points in out.items()}
+
+
+def check_no_gap_no_duplicate(engine, timelines, moved, kill_ms, restart_ms):
+    """Each moved node's series: one sample per timestamp over all shards (a sample stored by
+    two shards would be counted twice by any query across them), and no step between samples
+    longer than 1.5 of the series' own cycle (its collector's interval: the median step before
+    the kill) from its first sample to its last: a cycle missing across a move shows as a step of
+    two cycles or more; without the replay, the failover time's worth of cycles would be missing.
+    The series must span the kill and the restart."""
+    checked = 0
+    for (name, labels), points in timelines.items():
+        node = dict(labels).get("node")
+        if node not in moved:
+            continue
+        stamps = [t for t, _ in points]
+        if len(set(stamps)) != len(stamps):
+            twice = sorted({(t, s) for t, s in points if stamps.count(t) > 1})[:6]
+            raise Failure("%s: %s%s holds a timestamp twice (timestamp, shard): %s" %
+                          (engine, name, dict(labels), twice))
+        before = [b - a for a, b in zip(stamps, stamps[1:]) if b < kill_ms]
+        if len(before) < 2:
+            continue  # not periodic (sent once, or on a change): no cadence to check against
+        if stamps[-1] < restart_ms + 2 * CYCLE_MS:
+            raise Failure("%s: %s%s ends before the restart (at %d, restart at %d)" %
+                          (engine, name, dict(labels), stamps[-1], restart_ms))
+        cycle = sorted(before)[len(before) // 2]
+        steps = [(b - a, a) for a, b in zip(stamps, stamps[1:])]
+        longest, at = max(steps)
+        if longest > 1.5 * cycle:
+            raise Failure("%s: %s%s misses samples: %d ms without one after %d (its cycle %d "
+                          "ms; kill at %d, restart at %d; (timestamp, shard) around it: %s)" % (
+                              engine, name, dict(labels), longest, at, cycle, kill_ms,
+                              restart_ms,
+                              [p for p in points if at - 2 * cycle <= p[0] <= at + longest]))
+        checked += 1
+    if checked < 10 * len(moved):
+        raise Failure("%s holds %d periodic series of the moved nodes %s, fewer than expected" %
+                      (engine, checked, sorted(moved)))
+    return checked
+
+
+def run_failover(args, workdir, procs):
+    vm_binary = shutil.which("victoria-metrics")
+    prometheus = shutil.which("prometheus")
+    if vm_binary is None or prometheus is None:
+        log("SKIP: victoria-metrics and prometheus (Debian packages) are needed")
+        return SKIP
+    sys.path.insert(0, os.path.join(HERE, "..", "..", "sim"))
+    import gen_sysfs_tree  # noqa: E402
+
+    vm_port, prom_port = start_engines(workdir, procs, vm_binary, prometheus)
+    queue = "queue { shards: 2 batch_send_deadline_ms: 100 min_backoff_ms: 20 max_backoff_ms: 500 }"
+    config = "tls { insecure_plaintext: true }\n"
+    for name, port in (("vm", vm_port), ("prometheus", prom_port)):
+        config += ('remote_write { url: "http://127.0.0.1:%d/api/v1/write" name: "%s" %s }\n' %
+                   (port, name, queue))
+    shards = [Aggregator(args, workdir, procs, "shard-%s" % n, config) for n in "ab"]
+    for shard in shards:
+        shard.start()
+    agent_config = write(os.path.join(workdir, "agent.textproto"), fmt.HERMETIC_AGENT_CONFIG.replace(
+        "ib_sysfs { interval_ms: 1000 }", "ib_sysfs { interval_ms: %d }" % CYCLE_MS) +
+        "failover_after_ms: %d\nfailback_after_ms: %d\n" % (FAILOVER_AFTER_MS, FAILBACK_AFTER_MS))
+    aggregators = ",".join("127.0.0.1:%d" % s.grpc_port for s in shards)
+    agents = []
+    for i, node in enumerate(SIM_NODES):
+        tree = os.path.join(workdir, "trees", node)
+        gen_sysfs_tree.generate(tree, profile="minimal", seed=i)
+        agents.append(procs.start("agent-" + node, [
+            args.agent, "--config=" + agent_config, "--aggregator=" + aggregators,
+            "--node_name=" + node, "--sysfs_root=" + tree, "--log_level=info"]))
+
+    def placement():
+        return {s.name: s.nodes_up() for s in shards}
+
+    wait_for("every agent to stream to a shard",
+             lambda: set().union(*placement().values()) >= set(SIM_NODES), timeout_s=30,
+             procs=procs)
+    where = placement()
+    log("placement: %s" % {k: sorted(v) for k, v in where.items()})
+    victim = max(shards, key=lambda s: len(where[s.name]))  # primary for some agents
+    survivor = next(s for s in shards if s is not victim)
+    moved = set(where[victim.name])
+    time.sleep(3)  # a few cycles of every collector stored and remote-written before the kill
+
+    kill_ms = int(time.time() * 1000)
+    killed_at = time.monotonic()
+    victim.kill()
+    wait_for("the victim's nodes on %s" % survivor.name,
+             lambda: moved <= survivor.nodes_up(), timeout_s=10, interval_s=0.05, procs=procs)
+    failover_s = time.monotonic() - killed_at
+    log("SIGKILL %s: %s on %s after %.2f s" % (victim.name, sorted(moved), survivor.name,
+                                               failover_s))
+    if failover_s > 2 * FAILOVER_AFTER_MS / 1000:
+        raise Failure("failover took %.2f s, more than 2 x failover_after_ms" % failover_s)
+    time.sleep(4 * CYCLE_MS / 1000)
+
+    restart_ms = int(time.time() * 1000)
+    restarted_at = time.monotonic()
+    victim.start()
+    wait_for("the nodes back on %s" % victim.name, lambda: moved <= victim.nodes_up(),
+             timeout_s=20, interval_s=0.05, procs=procs)
+    failback_s = time.monotonic() - restarted_at
+    log("%s restarted: %s back after %.2f s" % (victim.name, sorted(moved), failback_s))
+    if failback_s > 2 * FAILBACK_AFTER_MS / 1000 + 2:  # + the restart itself
+        raise Failure("failback took %.2f s" % failback_s)
+    time.sleep(4 * CYCLE_MS / 1000)
+
+    for agent in agents:
+        agent.send_signal(signal.SIGSTOP)  # nothing new; what was stored drains
+    time.sleep(CYCLE_MS / 1000)
+    for shard in shards:
+        wait_for("%s's remote_write queues to drain" % shard.name,
+                 lambda: all(metric(scrape(shard.metrics_port),
+                                    "fabricmon_remote_write_samples_pending", endpoint=e) == 0
+                             for e in ("vm", "prometheus")),
+                 timeout_s=30, interval_s=0.1, procs=procs)
+
+    selector = '{node=~"%s"}' % "|".join(sorted(moved))
+    time.sleep(1)  # what the engines accepted becomes searchable
+    for engine, read in (
+            ("victoria-metrics", lambda: vm_export(vm_port, selector, keep_shard=True)),
+            ("prometheus", lambda: prom_samples("http://127.0.0.1:%d" % prom_port, selector,
+                                                keep_shard=True))):
+        checked = check_no_gap_no_duplicate(engine, agent_timelines(read()), moved, kill_ms,
+                                            restart_ms)
+        log("%s: %d series of the moved nodes, no gap and no duplicate across the kill and "
+            "the restart" % (engine, checked))
+    for shard in shards:
+        final = scrape(shard.metrics_port)
+        for endpoint in ("vm", "prometheus"):
+            for name in ("fabricmon_remote_write_samples_failed_total",
+                         "fabricmon_remote_write_samples_dropped_total"):
+                if metric(final, name, endpoint=endpoint) != 0:
+                    raise Failure("%s: %s{endpoint=%s} is not 0" % (shard.name, name, endpoint))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------
+# --case=tls
+
+
+def openssl(workdir, *argv):
+    result = subprocess.run(["openssl"] + list(argv), cwd=workdir, capture_output=True,
+                            timeout=60)
+    if result.returncode != 0:
+        raise Failure("openssl %s: %s" % (" ".join(argv), result.stderr.decode(errors="replace")))
+
+
+def make_pki(workdir):
+    """Two CAs; a server certificate for 127.0.0.1 and a client certificate from the first, a
+    client certificate from the second (which the receiver must refuse)."""
+    pki = os.path.join(workdir, "pki")
+    os.makedirs(pki)
+    for ca in ("ca", "other-ca"):
+        openssl(pki, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                "-nodes", "-keyout", ca + ".key", "-out", ca + ".crt", "-days", "1",
+                "-subj", "/CN=fabricmon test " + ca)
+    write(os.path.join(pki, "server.ext"), "subjectAltName=IP:127.0.0.1\n")
+    write(os.path.join(pki, "client.ext"), "extendedKeyUsage=clientAuth\n")
+    for name, ca, ext in (("server", "ca", "server.ext"), ("client", "ca", "client.ext"),
+                          ("stranger", "other-ca", "client.ext")):
+        openssl(pki, "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                "-keyout", name + ".key", "-out", name + ".csr", "-subj", "/CN=" + name)
+        openssl(pki, "x509", "-req", "-in", name + ".csr", "-CA", ca + ".crt", "-CAkey",
+                ca + ".key", "-CAcreateserial", "-out", name + ".crt", "-days", "1",
+                "-extfile", ext)
+    return pki
+
+
+def run_tls(args, workdir, procs):
+    import ssl
+
+    prometheus = shutil.which("prometheus")
+    if prometheus is None or shutil.which("openssl") is None:
+        log("SKIP: prometheus and openssl (Debian packages) are needed")
+        return SKIP
+    pki = make_pki(workdir)
+    path = lambda name: os.path.join(pki, name)  # noqa: E731
+    prom_dir = os.path.join(workdir, "prometheus")
+    os.makedirs(prom_dir)
+    write(os.path.join(prom_dir, "prometheus.yml"), "global:\n  scrape_interval: 15s\n")
+    web = write(os.path.join(prom_dir, "web.yml"),
+                "tls_server_config:\n  cert_file: %s\n  key_file: %s\n"
+                "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: %s\n" %
+                (path("server.crt"), path("server.key"), path("ca.crt")))
+    # The test reads Prometheus as the aggregator writes to it: verifying it, with the client
+    # certificate.
+    context = ssl.create_default_context(cafile=path("ca.crt"))
+    context.load_cert_chain(path("client.crt"), path("client.key"))
+
+    def https_get(url):
+        with urllib.request.urlopen(url, timeout=5, context=context) as response:
+            return response.read().decode("utf-8")
+
+    def ready(port):
+        try:
+            return "Ready" in https_get("https://127.0.0.1:%d/-/ready" % port)
+        except (urllib.error.URLError, OSError):
+            return False
+
+    _, prom_port = procs.start_server(
+        "prometheus", lambda port: fmt.prometheus_argv(prometheus, prom_dir, port) +
+        ["--web.enable-remote-write-receiver", "--web.config.file=" + web], ready)
+    # Without a client certificate the receiver refuses (the test's own check of the setup).
+    bare = ssl.create_default_context(cafile=path("ca.crt"))
+    try:
+        urllib.request.urlopen("https://127.0.0.1:%d/-/ready" % prom_port, timeout=5,
+                               context=bare).read()
+        raise Failure("Prometheus answered a client without a certificate")
+    except (urllib.error.URLError, ssl.SSLError, ConnectionError):
+        pass
+
+    url = "https://127.0.0.1:%d/api/v1/write" % prom_port
+    queue = ("queue { shards: 1 batch_send_deadline_ms: 100 min_backoff_ms: 20 max_backoff_ms: 300 "
+             "flush_deadline_ms: 500 }")
+    config = "tls { insecure_plaintext: true }\n"
+    for name, client in (("mtls", "client"), ("stranger", "stranger")):
+        config += ('remote_write { url: "%s" name: "%s" '
+                   'tls { ca_file: "%s" cert_file: "%s" key_file: "%s" } %s }\n' %
+                   (url, name, path("ca.crt"), path(client + ".crt"), path(client + ".key"),
+                    queue))
+    daemons = Daemons(args, workdir, procs)
+    daemons.start_aggregator(config)
+    daemons.start_agents(["nodeA"])
+    daemons.wait_batches(6)
+
+    def delivered():
+        samples = scrape(daemons.metrics_port)
+        return (metric(samples, "fabricmon_remote_write_samples_sent_total", endpoint="mtls") > 0
+                and metric(samples, "fabricmon_remote_write_requests_total", endpoint="stranger",
+                           code="error") >= 3)
+    wait_for("samples over mutual TLS, refusals of the stranger", delivered, timeout_s=20,
+             interval_s=0.2, procs=procs)
+    daemons.pause_agents()
+    final = daemons.wait_drained(["mtls"])
+    stored = metric(final, "fabricmon_aggregator_samples_total")
+
+    def arrived():
+        query = urllib.parse.urlencode({"query": '{node="nodeA",__name__!~"fabricmon_node_.*|'
+                                                 'fabricmon_series_saturated"}[10m]'})
+        body = json.loads(https_get("https://127.0.0.1:%d/api/v1/query?%s" % (prom_port, query)))
+        return sum(len(row["values"]) for row in body["data"]["result"])
+    last = [0]
+
+    def complete():
+        last[0] = arrived()
+        return last[0] >= stored
+    try:
+        wait_for("Prometheus to hold %d samples" % stored, complete, timeout_s=15,
+                 interval_s=0.5, procs=procs)
+    except Failure:
+        pass
+    if last[0] != stored:
+        raise Failure("Prometheus holds %d of nodeA's samples over mutual TLS, the aggregator "
+                      "stored %d" % (last[0], stored))
+    log("mutual TLS: Prometheus holds all %d samples stored" % stored)
+
+    # The stranger's certificate is refused at the handshake: no response, so counted as
+    # `error` and retried (with backoff), never sent, never failed as a 4xx would be; the
+    # aggregator stays up, and stops in bounded time (its queue dropped at the flush deadline).
+    for name, want in (("fabricmon_remote_write_samples_sent_total", 0),
+                       ("fabricmon_remote_write_samples_failed_total", 0)):
+        if metric(final, name, endpoint="stranger") != want:
+            raise Failure("%s{endpoint=stranger} = %s" % (name, metric(final, name,
+                                                                      endpoint="stranger")))
+    codes = {l["code"] for n, l, v in final
+             if n == "fabricmon_remote_write_requests_total" and l.get("endpoint") == "stranger"}
+    if codes != {"error"}:
+        raise Failure("the stranger's requests got codes %s, not only 'error'" % sorted(codes))
+    if metric(final, "fabricmon_remote_write_retries_total", endpoint="stranger") < 2:
+        raise Failure("the stranger's refused requests were not retried")
+    if metric(final, "fabricmon_remote_write_samples_pending", endpoint="stranger") == 0:
+        raise Failure("nothing pending for the stranger")
+    log("a client certificate from another CA: %d requests refused (code error), retried, "
+        "nothing sent" % metric(final, "fabricmon_remote_write_requests_total",
+                                endpoint="stranger"))
+    aggregator = next(proc for name, proc, _ in procs.children if name == "aggregator")
+    stopping = time.monotonic()
+    aggregator.send_signal(signal.SIGTERM)
+    try:
+        aggregator.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        raise Failure("the aggregator did not stop within 15 s of SIGTERM (remote_write hang?)")
+    if aggregator.returncode != 0:
+        raise Failure("the aggregator exited %d" % aggregator.returncode)
+    log("the aggregator stopped in %.1f s" % (time.monotonic() - stopping))
+    procs.forget(aggregator)
     return 0
 
 
@@ -602,11 +976,15 @@ def run_receiver(args, workdir, procs):
     return 0
 
 
+CASES = {"engines": run_engines, "receiver": run_receiver, "failover": run_failover,
+         "tls": run_tls}
+
+
 def main():
     global VERBOSE
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--case", required=True, choices=["engines", "receiver"])
+    parser.add_argument("--case", required=True, choices=sorted(CASES))
     parser.add_argument("--aggregator", required=True)
     parser.add_argument("--agent", required=True)
     parser.add_argument("--fixtures", required=True)
@@ -625,8 +1003,7 @@ def main():
     with fmt.workdir("fabricmon-rw-", keep=args.keep, log=log) as workdir:
         procs = fmt.Processes(workdir, log=log, verbose=VERBOSE)
         try:
-            status = (run_engines if args.case == "engines" else run_receiver)(args, workdir,
-                                                                                procs)
+            status = CASES[args.case](args, workdir, procs)
             if status == 0:
                 log("PASS")
             return status

@@ -44,7 +44,8 @@ TEST(RemoteWriteConfigTest, ReadsTheTokenAndSortsExternalLabels) {
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   const EndpointConfig& c = (*parsed)[0];
   EXPECT_EQ(c.endpoint.name, "mimir");
-  EXPECT_EQ(c.http.bearer_token, "s3cr3t");
+  ASSERT_NE(c.http.bearer_token, nullptr);
+  EXPECT_EQ(c.http.bearer_token->Current(), "s3cr3t");
   EXPECT_THAT(c.http.headers, ::testing::ElementsAre(::testing::Pair("X-Scope-OrgID", "fabric")));
   EXPECT_THAT(c.endpoint.external_labels, ::testing::ElementsAre(::testing::Pair("cluster", "c1"),
                                                                  ::testing::Pair("shard", "a")));
