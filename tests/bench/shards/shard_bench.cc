@@ -233,6 +233,7 @@ struct ShardWindow {
   double rw_dropped = 0;  // over the whole run, at the window's end
   double rw_failed = 0;
   double rw_pending = 0;
+  double series = 0;      // fabricmon_aggregator_series at the window's end
 };
 
 int Run() {
@@ -394,14 +395,36 @@ int Run() {
   std::printf("connected: all %zu nodes in %.1f s\n", nodes.size(), SecondsSince(connect_start));
   std::fflush(stdout);
 
+  // Ticking starts once every client is started (StreamClient::Start and Notify are not meant to
+  // race). Until then a connected node is silent: its keepalive pings may end in the
+  // aggregator's GOAWAY "too_many_pings" and a reconnect, which the waves outlast.
   Generator bulk_generator(bulk, absl::Milliseconds(interval_ms), /*spread=*/true);
   Generator probe_generator(probe_agents, absl::Seconds(1));
   bulk_generator.Start();
   probe_generator.Start();
-  // One full interval declares every node's series; then the warm-up.
+
+  // One full interval after the last connect declares every node's series; then the warm-up.
   std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms) +
                               std::chrono::seconds(absl::GetFlag(FLAGS_warmup_s)));
 
+  // Every node has sent a cycle (declaring its series) before the window: on a starved machine
+  // one interval may not be enough.
+  {
+    const auto declare_start = Clock::now();
+    const bool all_sent = WaitUntil(
+        [&] {
+          for (const auto& node : nodes) {
+            if (node->stats().batches_sent == 0) {
+              return false;
+            }
+          }
+          return true;
+        },
+        absl::GetFlag(FLAGS_settle_timeout_s), 500);
+    std::printf("every node sent a cycle: %s after %.1f s more\n", all_sent ? "yes" : "NO",
+                SecondsSince(declare_start));
+    std::fflush(stdout);
+  }
   std::unique_ptr<VictoriaMetrics> vm;
   if (vm_port > 0) {
     vm = std::make_unique<VictoriaMetrics>(vm_port);
@@ -454,10 +477,16 @@ int Run() {
     cpu_t0[s] = Clock::now();
   }
   const double self0 = SelfCpuSeconds();
+  const uint64_t cycles0 = bulk_generator.cycles() + probe_generator.cycles();
+  const uint64_t overruns0 = bulk_generator.overruns();
   const auto window_start = Clock::now();
   std::this_thread::sleep_for(std::chrono::seconds(absl::GetFlag(FLAGS_duration_s)));
   const double self_cpu = SelfCpuSeconds() - self0;
   const double window = SecondsSince(window_start);
+  const double offered_in_window =
+      static_cast<double>(bulk_generator.cycles() + probe_generator.cycles() - cycles0) *
+      static_cast<double>(series.size()) / window;
+  const uint64_t overruns = bulk_generator.overruns() - overruns0;
   std::vector<ShardWindow> w(shard_count);
   std::vector<double> cpu1(shard_count);
   std::vector<Clock::time_point> cpu_t1(shard_count);
@@ -481,6 +510,7 @@ int Run() {
     w[s].rw_dropped = SumOfFamily(text1, "fabricmon_remote_write_samples_dropped_total");
     w[s].rw_failed = SumOfFamily(text1, "fabricmon_remote_write_samples_failed_total");
     w[s].rw_pending = SumOfFamily(text1, "fabricmon_remote_write_samples_pending");
+    w[s].series = SumOfFamily(text1, "fabricmon_aggregator_series");
   }
   if (vm != nullptr) {
     vm1 = ReadVm(*vm);
@@ -505,16 +535,18 @@ int Run() {
               "B/series", "rw sent/s", "rw drop", "rw pend");
   double total_samples_rate = 0, total_cpu_rate = 0, total_rw_rate = 0, total_dropped = 0;
   double total_rss_growth = 0;
+  size_t total_held = 0;
   for (int s = 0; s < shard_count; ++s) {
     const double rate = w[s].wall > 0 ? w[s].samples / w[s].wall : 0;
     const double cores = w[s].cpu_wall > 0 ? w[s].cpu / w[s].cpu_wall : 0;
-    const size_t shard_series = static_cast<size_t>(streaming[s]) * series.size();
+    const size_t shard_series = static_cast<size_t>(w[s].series);
     const double growth = static_cast<double>(rss_after[s]) - static_cast<double>(rss_before[s]);
     total_samples_rate += rate;
     total_cpu_rate += cores;
     total_rw_rate += w[s].wall > 0 ? w[s].rw_sent / w[s].wall : 0;
     total_dropped += w[s].rw_dropped;
     total_rss_growth += growth;
+    total_held += shard_series;
     std::printf("shard-%-1d %6d %6d %9zu %11.0f %6.3f %12.0f %7.0f %8.1f %9.0f %10.0f %9.0f %8.0f\n",
                 s, streaming[s], primaries[s], shard_series, rate, cores,
                 cores > 0 ? rate / cores : 0, rate > 0 ? cores * 1e9 / rate : 0,
@@ -522,16 +554,22 @@ int Run() {
                 w[s].wall > 0 ? w[s].rw_sent / w[s].wall : 0, w[s].rw_dropped, w[s].rw_pending);
   }
   std::printf("total   %6zu %6d %9zu %11.0f %6.3f %12.0f %7.0f %8s %9.0f %10.0f %9.0f\n",
-              nodes.size(), node_count, total_series, total_samples_rate, total_cpu_rate,
+              nodes.size(), node_count, total_held, total_samples_rate, total_cpu_rate,
               total_cpu_rate > 0 ? total_samples_rate / total_cpu_rate : 0,
               total_samples_rate > 0 ? total_cpu_rate * 1e9 / total_samples_rate : 0, "",
-              total_rss_growth / static_cast<double>(total_series), total_rw_rate,
+              total_held > 0 ? total_rss_growth / static_cast<double>(total_held) : 0,
+              total_rw_rate,
               total_dropped);
+  std::printf("offered %.0f samples/s in the window (generator behind its interval %llu times)%s\n",
+              offered_in_window, static_cast<unsigned long long>(overruns),
+              total_samples_rate < 0.9 * offered_in_window
+                  ? "  ** stored < offered: shards or streams starved **"
+                  : "");
   std::printf("generator CPU %.3f cores (this process: %d node stacks)\n", self_cpu / window,
               node_count);
   std::printf("(nodes: streaming to the shard at the window's end; ranked: nodes whose primary "
               "it is by the agents' rendezvous ranking; B/series: RSS growth since before the "
-              "first node / series held)\n");
+              "first node / series held, the shard's fabricmon_aggregator_series)\n");
 
   // The reduced rate distorts CPU per sample: the detectors evaluate every series each second
   // whatever the rate, so at one cycle per 30 s that fixed cost is spread over 30 times fewer
@@ -563,7 +601,7 @@ int Run() {
     const double cores = w[s].cpu_wall > 0 ? w[s].cpu / w[s].cpu_wall : 0;
     const double held = held_wall > 0 ? (held1[s] - held0[s]) / held_wall : 0;
     const double net_ns = rate > 0 ? std::max(0.0, cores - held) * 1e9 / rate : 0;
-    const size_t shard_series = static_cast<size_t>(streaming[s]) * series.size();
+    const size_t shard_series = static_cast<size_t>(w[s].series);
     const double cores_1hz = held + static_cast<double>(shard_series) * net_ns * 1e-9;
     total_1hz_cores += cores_1hz;
     held_series_total += shard_series;
@@ -678,6 +716,7 @@ int main(int argc, char** argv) {
       "ingest per core and memory per series, remote-write bytes per sample, batch-to-queryable "
       "delay, failover time.");
   absl::ParseCommandLine(argc, argv);
+  setvbuf(stdout, nullptr, _IOLBF, 0);  // each line as it comes: a long run is read while it runs
   fabricmon::SetMinLogLevel(fabricmon::LogLevel::kError);
   signal(SIGPIPE, SIG_IGN);
   return fabricmon::bench::Run();
