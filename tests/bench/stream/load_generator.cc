@@ -22,29 +22,15 @@
 // Example (about 40 s on a 2-core machine):
 //   fabricmon_load_generator --agents=32 --interval_ms=100 --duration_s=15
 
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <atomic>
-#include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -52,20 +38,10 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
-#include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "daemon/agent/cycle_builder.h"
-#include "daemon/agent/replay_buffer.h"
-#include "daemon/agent/series_table.h"
-#include "daemon/agent/stream_client.h"
-#include "daemon/common/clock.h"
 #include "daemon/common/logging.h"
-#include "grpcpp/grpcpp.h"
+#include "tests/bench/stream/loadgen_support.h"
 #include "tests/bench/stream/node_model.h"
 
 ABSL_FLAG(std::string, aggregator_binary, FABRICMON_AGGREGATOR_BINARY,
@@ -95,395 +71,12 @@ ABSL_FLAG(int, aggregator_cpu, -1, "If >= 0, pin the aggregator to this CPU (oth
 namespace fabricmon::bench {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double SecondsSince(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
-
-// GET http://127.0.0.1:port/path (HTTP/1.0, no compression). Empty on failure.
-std::string HttpGet(int port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval timeout{20, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  std::string response;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
-    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
-      char buffer[1 << 16];
-      for (;;) {
-        const ssize_t n = read(fd, buffer, sizeof(buffer));
-        if (n <= 0) {
-          break;
-        }
-        response.append(buffer, static_cast<size_t>(n));
-      }
-    }
-  }
-  close(fd);
-  const size_t body = response.find("\r\n\r\n");
-  if (response.compare(0, 9, "HTTP/1.1 ") != 0 && response.compare(0, 9, "HTTP/1.0 ") != 0) {
-    return "";
-  }
-  if (response.compare(9, 3, "200") != 0 || body == std::string::npos) {
-    return "";
-  }
-  return response.substr(body + 4);
-}
-
-// Unlabelled samples of a text exposition: name → value.
-std::map<std::string, double> ParseUnlabelled(const std::string& text) {
-  std::map<std::string, double> out;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    if (line.empty() || line[0] == '#' || line.find('{') != absl::string_view::npos) {
-      continue;
-    }
-    const size_t space = line.find(' ');
-    double value = 0;
-    if (space != absl::string_view::npos && absl::SimpleAtod(line.substr(space + 1), &value)) {
-      out[std::string(line.substr(0, space))] = value;
-    }
-  }
-  return out;
-}
-
-// The aggregator under test, as a child process that dies with us.
-class AggregatorProcess {
- public:
-  // `total_series`: what all simulated agents declare together. They share one peer (the
-  // loopback address), and a peer's new-series bucket is one node's (new_series_burst, default
-  // 50 000): unless --aggregator_config sets it, the burst is raised to hold them all, else the
-  // agents past the first ~100 would be refused and the run would measure refusals.
-  AggregatorProcess(std::string binary, std::string workdir, int cpu, size_t total_series)
-      : binary_(std::move(binary)), workdir_(std::move(workdir)), cpu_(cpu) {
-    config_path_ = workdir_ + "/aggregator.textproto";
-    const std::string extra = absl::GetFlag(FLAGS_aggregator_config);
-    std::ofstream config(config_path_);
-    config << "tls { insecure_plaintext: true }\n" << extra << "\n";
-    if (!absl::StrContains(extra, "new_series_burst")) {
-      config << "new_series_burst: " << std::max<size_t>(50000, 2 * total_series) << "\n";
-    }
-    port_file_ = workdir_ + "/grpc.port";
-  }
-  ~AggregatorProcess() { Stop(); }
-
-  // Starts it; `grpc_port` 0 picks one (read back from --port_file). False on failure.
-  bool Start(int grpc_port) {
-    unlink(port_file_.c_str());
-    if (metrics_port_ == 0) {
-      metrics_port_ = FreePort();
-    }
-    std::vector<std::string> args = {binary_,
-                                     "--config=" + config_path_,
-                                     absl::StrCat("--grpc_listen=127.0.0.1:", grpc_port),
-                                     "--port_file=" + port_file_,
-                                     absl::StrCat("--metrics_listen=127.0.0.1:", metrics_port_),
-                                     "--log_level=warning"};
-    std::vector<char*> argv;
-    for (std::string& arg : args) {
-      argv.push_back(arg.data());
-    }
-    argv.push_back(nullptr);
-    const std::string log_path = workdir_ + "/aggregator.log";
-    pid_ = fork();
-    if (pid_ == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      if (log_fd >= 0) {
-        dup2(log_fd, 1);
-        dup2(log_fd, 2);
-      }
-      if (cpu_ >= 0) {
-        cpu_set_t set;
-        CPU_ZERO(&set);
-        CPU_SET(cpu_, &set);
-        sched_setaffinity(0, sizeof(set), &set);
-      }
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    started_ = Clock::now();
-    // Bounded wait for the port file (written once the gRPC server listens) and /metrics.
-    const auto deadline = Clock::now() + std::chrono::seconds(20);
-    while (Clock::now() < deadline) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        std::cerr << "aggregator exited during start-up; see " << log_path << "\n";
-        pid_ = -1;
-        return false;
-      }
-      std::ifstream in(port_file_);
-      int port = 0;
-      if (in >> port && port > 0) {
-        grpc_port_ = port;
-        listening_ = Clock::now();
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    if (grpc_port_ == 0) {
-      return false;
-    }
-    while (Clock::now() < deadline) {
-      if (!HttpGet(metrics_port_, "/metrics").empty()) {
-        return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
-  }
-
-  // SIGTERM, then SIGKILL after 10 s. Returns the time it took to exit.
-  double Stop() {
-    if (pid_ <= 0) {
-      return 0;
-    }
-    const auto start = Clock::now();
-    kill(pid_, SIGTERM);
-    for (int i = 0; i < 1000; ++i) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return SecondsSince(start);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-    return SecondsSince(start);
-  }
-
-  // User + system CPU seconds of the whole process (all threads, exited ones included).
-  double CpuSeconds() const {
-    std::ifstream in(absl::StrCat("/proc/", pid_, "/stat"));
-    std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const size_t paren = stat.rfind(')');
-    if (paren == std::string::npos) {
-      return 0;
-    }
-    std::vector<std::string> fields = absl::StrSplit(stat.substr(paren + 2), ' ');
-    // After "pid (comm) ": state is field 3, so utime (14) and stime (15) are at 11 and 12.
-    uint64_t utime = 0, stime = 0;
-    if (fields.size() < 13 || !absl::SimpleAtoi(fields[11], &utime) ||
-        !absl::SimpleAtoi(fields[12], &stime)) {
-      return 0;
-    }
-    return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-  }
-
-  // Resident set size in bytes (VmRSS), and its peak (VmHWM).
-  uint64_t StatusBytes(const char* key) const {
-    std::ifstream in(absl::StrCat("/proc/", pid_, "/status"));
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.rfind(key, 0) == 0) {
-        uint64_t kb = 0;
-        std::istringstream(line.substr(strlen(key))) >> kb;
-        return kb * 1024;
-      }
-    }
-    return 0;
-  }
-
-  std::map<std::string, double> Scrape() const {
-    return ParseUnlabelled(HttpGet(metrics_port_, "/metrics"));
-  }
-
-  int grpc_port() const { return grpc_port_; }
-  Clock::time_point listening_since() const { return listening_; }
-
- private:
-  const std::string binary_;
-  const std::string workdir_;
-  const int cpu_;
-  std::string config_path_;
-  std::string port_file_;
-  pid_t pid_ = -1;
-  int grpc_port_ = 0;
-  int metrics_port_ = 0;
-  Clock::time_point started_;
-  Clock::time_point listening_;
-};
-
-// One simulated node: the agent's streaming stack with a value model instead of collectors.
-class SimAgent {
- public:
-  SimAgent(int index, const std::vector<NodeSeries>& series, Profile profile,
-           const std::string& target)
-      : name_(absl::StrFormat("loadgen-%04d", index)),
-        series_(series),
-        model_(series, profile, static_cast<uint64_t>(index) + 1),
-        buffer_(static_cast<size_t>(absl::GetFlag(FLAGS_replay_buffer_bytes))),
-        builder_(table_) {
-    grpc::ChannelArguments args;
-    // As fabricmon-agent configures its channel.
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
-    args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-    // One connection per simulated node, as N separate agent processes would have.
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    if (!absl::GetFlag(FLAGS_grpc_default_channel_backoff)) {
-      // As fabricmon-agent (agent_main.cc) bounds the channel's own connection backoff.
-      args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, absl::GetFlag(FLAGS_initial_backoff_ms));
-      args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, absl::GetFlag(FLAGS_max_backoff_ms));
-    }
-    agent::StreamClientOptions options;
-    options.channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
-    options.node_name = name_;
-    options.boot_id = absl::StrCat("boot-", name_);
-    options.agent_version = "loadgen";
-    options.agent_instance_id = 0x10000000ull + static_cast<uint64_t>(index);
-    options.initial_backoff = absl::Milliseconds(absl::GetFlag(FLAGS_initial_backoff_ms));
-    options.max_backoff = absl::Milliseconds(absl::GetFlag(FLAGS_max_backoff_ms));
-    options.jitter_seed = static_cast<uint64_t>(index) * 7919 + 1;
-    const uint64_t instance = options.agent_instance_id;
-    const std::string boot = options.boot_id;
-    const std::string name = name_;
-    client_ =
-        std::make_unique<agent::StreamClient>(options, buffer_, table_, [name, boot, instance] {
-          v1::Hello hello;
-          hello.set_node_name(name);
-          hello.set_boot_id(boot);
-          hello.set_agent_version("loadgen");
-          hello.set_protocol_revision(v1::PROTOCOL_REVISION_1);
-          hello.set_agent_instance_id(instance);
-          hello.set_min_interval_ms(1000);
-          v1::CollectorStatus* collector = hello.add_collectors();
-          collector->set_name("ib_sysfs");
-          collector->set_state("OK");
-          collector->set_interval_ms(1000);
-          return hello;
-        });
-  }
-
-  void Start() { client_->Start(); }
-  void Stop() { client_->Stop(absl::ZeroDuration()); }
-
-  // One collection cycle: the model advances one nominal second; the cycle goes to the buffer
-  // and the stream, exactly as Agent::RunCollector does.
-  void Tick() {
-    const std::vector<uint64_t>& values = model_.Next();
-    for (size_t i = 0; i < series_.size(); ++i) {
-      builder_.Add(series_[i].desc, values[i]);
-    }
-    buffer_.Push(builder_.Finish(RealClock::Get().NowUnixNanos(), 100));
-    client_->Notify();
-  }
-
-  agent::StreamClientStats stats() const { return client_->stats(); }
-  const agent::ReplayBuffer& buffer() const { return buffer_; }
-
- private:
-  const std::string name_;
-  const std::vector<NodeSeries>& series_;
-  ValueModel model_;
-  agent::SeriesTable table_;
-  agent::ReplayBuffer buffer_;
-  agent::CycleBuilder builder_;
-  std::unique_ptr<agent::StreamClient> client_;
-};
-
-// Ticks every agent at a fixed rate on one thread.
-class Generator {
- public:
-  Generator(std::vector<std::unique_ptr<SimAgent>>& agents, absl::Duration interval)
-      : agents_(agents), interval_(interval) {}
-  ~Generator() { Stop(); }
-
-  void Start() {
-    thread_ = std::thread([this] {
-      absl::Time next = absl::Now();
-      while (!stop_.load()) {
-        for (auto& agent : agents_) {
-          agent->Tick();
-        }
-        cycles_ += agents_.size();
-        next += interval_;
-        const absl::Time now = absl::Now();
-        if (next < now) {
-          ++overruns_;  // the generator itself cannot keep the rate: skip ahead
-          next = now;
-        }
-        absl::SleepFor(next - now);
-      }
-    });
-  }
-  void Stop() {
-    stop_ = true;
-    if (thread_.joinable()) {
-      thread_.join();
-    }
-  }
-  uint64_t cycles() const { return cycles_.load(); }
-  uint64_t overruns() const { return overruns_.load(); }
-
- private:
-  std::vector<std::unique_ptr<SimAgent>>& agents_;
-  const absl::Duration interval_;
-  std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> cycles_{0};
-  std::atomic<uint64_t> overruns_{0};
-  std::thread thread_;
-};
-
-double SelfCpuSeconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
-         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
-}
-
 size_t ConnectedCount(const std::vector<std::unique_ptr<SimAgent>>& agents) {
   size_t n = 0;
   for (const auto& agent : agents) {
     n += agent->stats().connected ? 1 : 0;
   }
   return n;
-}
-
-// Waits (bounded) until `done` holds; false on timeout.
-template <typename Predicate>
-bool WaitUntil(Predicate done, double timeout_s, int poll_ms = 5) {
-  const auto start = Clock::now();
-  while (SecondsSince(start) < timeout_s) {
-    if (done()) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(poll_ms));
-  }
-  return done();
-}
-
-double Percentile(std::vector<double> values, double p) {
-  if (values.empty()) {
-    return 0;
-  }
-  std::sort(values.begin(), values.end());
-  const size_t index =
-      std::min(values.size() - 1, static_cast<size_t>(p * (values.size() - 1) + 0.5));
-  return values[index];
 }
 
 int Run() {
@@ -528,7 +121,7 @@ int Run() {
     sched_setaffinity(0, sizeof(set), &set);
   }
   AggregatorProcess aggregator(absl::GetFlag(FLAGS_aggregator_binary), workdir, aggregator_cpu,
-                               total_series);
+                               absl::GetFlag(FLAGS_aggregator_config), total_series);
   if (!aggregator.Start(0)) {
     std::cerr << "aggregator did not start (binary " << absl::GetFlag(FLAGS_aggregator_binary)
               << ")\n";
@@ -547,9 +140,17 @@ int Run() {
       agent_count, series.size(), absl::GetFlag(FLAGS_profile).c_str(), interval_ms,
       static_cast<double>(total_series) * 1000.0 / interval_ms);
 
+  SimAgentOptions sim;
+  sim.target = target;
+  sim.replay_buffer_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_replay_buffer_bytes));
+  sim.initial_backoff = absl::Milliseconds(absl::GetFlag(FLAGS_initial_backoff_ms));
+  sim.max_backoff = absl::Milliseconds(absl::GetFlag(FLAGS_max_backoff_ms));
+  sim.grpc_default_channel_backoff = absl::GetFlag(FLAGS_grpc_default_channel_backoff);
   std::vector<std::unique_ptr<SimAgent>> agents;
+  std::vector<SimAgent*> ticked;
   for (int i = 0; i < agent_count; ++i) {
-    agents.push_back(std::make_unique<SimAgent>(i, series, profile, target));
+    agents.push_back(std::make_unique<SimAgent>(i, series, profile, sim));
+    ticked.push_back(agents.back().get());
   }
   for (auto& agent : agents) {
     agent->Start();
@@ -559,7 +160,7 @@ int Run() {
               << " agents connected within 30 s\n";
     return 1;
   }
-  Generator generator(agents, absl::Milliseconds(interval_ms));
+  Generator generator(ticked, absl::Milliseconds(interval_ms));
   generator.Start();
   std::this_thread::sleep_for(std::chrono::seconds(absl::GetFlag(FLAGS_warmup_s)));
 
