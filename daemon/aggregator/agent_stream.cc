@@ -59,8 +59,6 @@ absl::string_view RejectReasonName(RejectReason reason) {
       return "role_forbidden";
     case RejectReason::kNodeLimit:
       return "node_limit";
-    case RejectReason::kSeriesTotalLimit:
-      return "series_total_limit";
     case RejectReason::kIdentityConflict:
       return "identity_conflict";
     case RejectReason::kValueOutOfRange:
@@ -267,17 +265,16 @@ std::optional<AgentStream::Error> AgentStream::HandleBatch(const v1::SampleBatch
     return *std::move(refused);
   }
   const IngestSession::BatchResult& result = std::get<IngestSession::BatchResult>(handled);
-  if (result.retired_values) {
-    // Values for series the node retired came back: ask the agent to declare them again (or,
-    // for an agent before PROTOCOL_REVISION_2, end the stream so the next one declares all).
-    if (!session_.answers_redeclare()) {
-      end_after_batch_ = true;
-    } else if (!result.redeclare.empty()) {
-      v1::AggregatorMessage message;
-      message.mutable_redeclare()->mutable_series_ids()->Assign(result.redeclare.begin(),
-                                                                result.redeclare.end());
-      Send(std::move(message));
-    }
+  // Values for series the node retired came back, or a cap has room again for series it kept
+  // out: ask the agent to declare them again (or, for an agent before PROTOCOL_REVISION_2 that
+  // sent values of retired series, end the stream so the next one declares all).
+  if (result.retired_values && !session_.answers_redeclare()) {
+    end_after_batch_ = true;
+  } else if (!result.redeclare.empty()) {
+    v1::AggregatorMessage message;
+    message.mutable_redeclare()->mutable_series_ids()->Assign(result.redeclare.begin(),
+                                                              result.redeclare.end());
+    Send(std::move(message));
   }
   SendAck(batch.sequence());
   return std::nullopt;

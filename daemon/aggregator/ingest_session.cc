@@ -3,9 +3,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/common/logging.h"
 #include "daemon/wire/series_codec.h"
 
 namespace fabricmon::aggregator {
+
+IngestSession::~IngestSession() {
+  stats_.series_unstored -= static_cast<int64_t>(unstored_.size());
+}
 
 std::optional<IngestError> IngestSession::CheckNodeName(absl::string_view name) {
   if (name.empty() || name.size() > 253) {
@@ -85,6 +90,8 @@ IngestError AdmissionError(const absl::Status& status) {
 
 std::optional<IngestError> IngestSession::Declare(const v1::SeriesDeclarations& declarations) {
   const int64_t now = clock_.MonotonicNanos();  // for the node's new-series bucket
+  size_t newly_unstored = 0;
+  std::string cap_reached;
   for (const v1::SeriesDeclaration& declaration : declarations.series()) {
     absl::StatusOr<collectors::SeriesDesc> desc = wire::FromDeclaration(declaration);
     if (!desc.ok()) {
@@ -102,13 +109,22 @@ std::optional<IngestError> IngestSession::Declare(const v1::SeriesDeclarations& 
                          absl::StatusCode::kInvalidArgument, std::string(declared.message())};
     }
     absl::StatusOr<store::SlotRef> slot = node_->DeclareSlot(*desc, now, peer_budget_.get());
-    if (!slot.ok()) {
-      const RejectReason reason =
-          absl::IsUnavailable(slot.status())         ? RejectReason::kSeriesRateLimit
-          : store::IsSeriesTotalLimit(slot.status()) ? RejectReason::kSeriesTotalLimit
-                                                     : RejectReason::kSeriesLimit;
-      return IngestError{reason, v1::Reject::REASON_LIMIT, absl::StatusCode::kResourceExhausted,
+    if (!slot.ok() && absl::IsResourceExhausted(slot.status())) {
+      // A cap is reached: this series is not stored, the node's others are. Ending the stream
+      // instead would blind the whole node (and, at the store-wide cap, for another node's
+      // flood).
+      if (unstored_.insert(declaration.id()).second) {
+        ++newly_unstored;
+        cap_reached = std::string(slot.status().message());
+      }
+      slot = store::SlotRef{store::SlotRef::kUnstored, 0};
+    } else if (!slot.ok()) {
+      // Label churn (the node's or its peer's new-series rate): the agent misbehaves.
+      return IngestError{RejectReason::kSeriesRateLimit, v1::Reject::REASON_LIMIT,
+                         absl::StatusCode::kResourceExhausted,
                          std::string(slot.status().message())};
+    } else if (unstored_.erase(declaration.id()) > 0) {
+      --stats_.series_unstored;
     }
     if (declaration.id() >= stream_to_node_.size()) {
       stream_to_node_.resize(declaration.id() + 1);
@@ -119,6 +135,13 @@ std::optional<IngestError> IngestSession::Declare(const v1::SeriesDeclarations& 
     }
     mapped = *slot;
     redeclare_pending_.erase(declaration.id());
+  }
+  if (newly_unstored > 0) {
+    stats_.series_unstored += static_cast<int64_t>(newly_unstored);
+    FABRICMON_LOG_EVERY_MINUTE(Warning)
+        << "node " << node_->name() << ": " << newly_unstored
+        << " new series not stored, its other series go on (" << cap_reached
+        << "); see fabricmon_aggregator_series_unstored";
   }
   return std::nullopt;
 }
@@ -187,6 +210,7 @@ std::variant<IngestSession::BatchResult, IngestError> IngestSession::Batch(
   }
   store_.MaybeForget(now, clock_.MonotonicNanos());
   stats_.series_retired += appended.retired_now;
+  stats_.unstored_samples += appended.unstored_samples;
   BatchResult result;
   if (!appended.retired_positions.empty()) {
     stats_.retired_samples += appended.retired_positions.size();
@@ -200,6 +224,9 @@ std::variant<IngestSession::BatchResult, IngestError> IngestSession::Batch(
       }
       stats_.redeclare_requests += result.redeclare.size();
     }
+  }
+  if (!unstored_.empty() && answers_redeclare_) {
+    AskForUnstored(result.redeclare);
   }
   if (appended.stored) {
     if (observer_ != nullptr) {
@@ -225,6 +252,20 @@ void IngestSession::Detach(uint64_t stream_token) {
   if (node_ != nullptr) {
     store_.Detach(*node_, stream_token, clock_.NowUnixNanos());
   }
+}
+
+void IngestSession::AskForUnstored(std::vector<uint32_t>& redeclare) {
+  // As many as the caps have room for now, so that a flood of redeclarations does not spend the
+  // node's and its peer's new-series tokens on series the caps would refuse again.
+  uint64_t room = node_->SeriesRoom();
+  uint64_t asked = 0;
+  for (auto it = unstored_.begin(); it != unstored_.end() && asked < room; ++it) {
+    if (redeclare_pending_.insert(*it).second) {
+      redeclare.push_back(*it);
+      ++asked;
+    }
+  }
+  stats_.redeclare_requests += asked;
 }
 
 template <typename Ids>

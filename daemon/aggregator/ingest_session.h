@@ -7,11 +7,14 @@
 //
 // What stays with the transport: reading and parsing bytes, the peer's identity and role checks,
 // filtering switch topology out of a non-sweeper's inventory, sending acks, redeclaration
-// requests and rejects. A refused message ends the stream (the caller's part: a live stream sends
-// a Reject naming IngestError's reason, a replay marks the recorded stream broken). Messages the
-// wire decoder refuses leave the session as it was; a batch the store refuses (a value beyond
-// its width, a forgotten node) has moved the stream's delta state, so the session is not fed
-// again after a refusal.
+// requests and rejects. A series beyond a series cap (the node's, or the store-wide
+// max_series_total) is not a refused message: it is left unstored, its values dropped and
+// counted, and the stream with the node's other series goes on; when the caps have room again
+// the agent is asked to declare it again (revision 2 agents). A refused message ends the stream
+// (the caller's part: a live stream sends a Reject naming IngestError's reason, a replay marks the
+// recorded stream broken). Messages the wire decoder refuses leave the session as it was; a batch
+// the store refuses (a value beyond its width, a forgotten node) has moved the stream's delta
+// state, so the session is not fed again after a refusal.
 //
 // Not thread-safe: one reader per stream, as gRPC's reactor and the replay loop are.
 
@@ -52,6 +55,9 @@ class IngestSession {
   IngestSession(store::SeriesStore& store, IngestStats& stats, Clock& clock,
                 BatchObserver::Stream* observer = nullptr)
       : store_(store), stats_(stats), clock_(clock), observer_(observer) {}
+  ~IngestSession();
+  IngestSession(const IngestSession&) = delete;
+  IngestSession& operator=(const IngestSession&) = delete;
 
   // A node name an agent may use: 1..253 letters, digits, '-', '_', '.', ':' (it becomes a label
   // value everywhere). MALFORMED otherwise.
@@ -76,8 +82,9 @@ class IngestSession {
   std::optional<IngestError> AddLayouts(const v1::Layouts& layouts);
 
   // A batch the store took or held already (a duplicate: `stored` false). `redeclare` lists the
-  // stream ids whose values came for series the node retired and that were not asked for again
-  // yet: the caller asks the agent to declare them again (or ends an older agent's stream).
+  // stream ids whose values came for series the node retired, or that a cap left unstored while
+  // the caps now have room, and that were not asked for again yet: the caller asks the agent to
+  // declare them again (or, for retired ones, ends an older agent's stream).
   struct BatchResult {
     bool stored = false;
     uint64_t samples = 0;
@@ -98,6 +105,8 @@ class IngestSession {
     std::vector<store::SlotRef> slots;
     uint64_t version = 0;
   };
+  // Appends unstored ids not asked for yet, as many as the caps have room for now.
+  void AskForUnstored(std::vector<uint32_t>& redeclare);
   template <typename Ids>
   void Resolve(const Ids& series_ids, LayoutSlots& resolved) const;
 
@@ -113,6 +122,7 @@ class IngestSession {
   absl::flat_hash_map<uint32_t, LayoutSlots> layout_slots_;
   uint64_t mapping_version_ = 0;
   absl::flat_hash_set<uint32_t> redeclare_pending_;  // ids asked for again, not yet declared
+  absl::flat_hash_set<uint32_t> unstored_;           // ids a series cap kept out of the store
   bool answers_redeclare_ = false;
 };
 

@@ -23,7 +23,6 @@ enum class RejectReason : uint8_t {
   kIdentityMismatch,  // hello's node name is not the client certificate's (mutual TLS)
   kRoleForbidden,     // an operator certificate tried to stream (authorization.h)
   kNodeLimit,         // a new node beyond max_nodes
-  kSeriesTotalLimit,  // a new series beyond max_series_total
   kIdentityConflict,  // another boot id holds the node's identity (a clone)
   kValueOutOfRange,   // a counter value beyond its declared width
   kTooLarge,          // a message above max_message_bytes
@@ -53,6 +52,10 @@ struct IngestStats {
   std::atomic<uint64_t> series_retired{0};        // by the nodes' retention sweeps
   std::atomic<uint64_t> retired_samples{0};       // values for retired series, dropped
   std::atomic<uint64_t> redeclare_requests{0};    // series ids asked for again
+  // Series of connected streams that a cap (max_series_total, max_series_per_node) kept out of
+  // the store, and their values dropped since: the stream and its other series go on.
+  std::atomic<int64_t> series_unstored{0};
+  std::atomic<uint64_t> unstored_samples{0};
   std::array<std::atomic<uint64_t>, static_cast<size_t>(RejectReason::kCount)> rejected{};
   // Inventories whose fabric_nodes/fabric_links were dropped: the node is not a fabric sweeper.
   std::atomic<uint64_t> inventory_fabric_refused{0};

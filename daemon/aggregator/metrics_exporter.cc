@@ -75,6 +75,8 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
   AddValue(series_total, {}, static_cast<double>(total_series));
   auto streams = exposition::EmptyFamily(wire::kAggregatorStreamsFamily);
   AddValue(streams, {}, static_cast<double>(stats_.streams_active.load()));
+  auto unstored = exposition::EmptyFamily(wire::kAggregatorSeriesUnstoredFamily);
+  AddValue(unstored, {}, static_cast<double>(std::max<int64_t>(0, stats_.series_unstored.load())));
   auto counter = [&](const collectors::FamilySpec& spec, uint64_t value) {
     auto family = exposition::EmptyFamily(spec);
     AddValue(family, {}, static_cast<double>(value));
@@ -114,6 +116,7 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
       std::move(nodes),
       std::move(series_total),
       std::move(streams),
+      std::move(unstored),
       std::move(rejected),
       std::move(duration),
       std::move(inventory_refused),
@@ -128,6 +131,8 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
       counter(wire::kAggregatorSeriesRetiredTotalFamily, stats_.series_retired.load()),
       counter(wire::kAggregatorRetiredSeriesSamplesDroppedTotalFamily,
               stats_.retired_samples.load()),
+      counter(wire::kAggregatorUnstoredSeriesSamplesDroppedTotalFamily,
+              stats_.unstored_samples.load()),
       counter(wire::kAggregatorRedeclareRequestsTotalFamily, stats_.redeclare_requests.load()),
       counter(wire::kAggregatorTimestampsBackwardsTotalFamily, stats_.timestamps_backwards.load()),
       counter(wire::kAggregatorClockStepsTotalFamily, stats_.clock_steps.load()),

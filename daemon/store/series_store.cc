@@ -342,6 +342,10 @@ NodeState::AppendResult NodeState::AppendBatchLocked(uint64_t sequence, uint64_t
     if (!present[i]) {
       continue;
     }
+    if (slots[i].index == SlotRef::kUnstored) {
+      ++result.unstored_samples;
+      continue;
+    }
     if (!Holds(slots[i])) {
       // Retired since the writer declared it (and maybe reused by another series).
       result.retired_positions.push_back(static_cast<uint32_t>(i));
@@ -444,6 +448,20 @@ uint64_t NodeState::RetireStaleLocked(int64_t now_unix_nanos) {
   }
   counters_.retired_series += stale.size();
   return stale.size();
+}
+
+uint64_t NodeState::SeriesRoom() const {
+  uint64_t room;
+  {
+    absl::MutexLock lock(&mu_);
+    const size_t held = series_.size() - free_slots_.size();
+    room = held < max_series_ ? max_series_ - held : 0;
+  }
+  if (budget_ != nullptr && budget_->max() != 0) {
+    const uint64_t held = budget_->held();
+    room = std::min<uint64_t>(room, held < budget_->max() ? budget_->max() - held : 0);
+  }
+  return room;
 }
 
 void NodeState::MarkAbsentLocked(uint64_t sequence, absl::Span<const SlotRef> slots) {

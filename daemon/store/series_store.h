@@ -74,6 +74,10 @@ Rate CounterRate(const collectors::SeriesDesc& desc, const StoredSample& previou
 
 // A writer's handle on a series slot: valid while the slot's generation is unchanged.
 struct SlotRef {
+  // A stream's series the store refused to hold (a series cap was reached): its values are
+  // dropped and counted (AppendResult::unstored_samples), and the rest of the batch is stored.
+  static constexpr uint32_t kUnstored = 0xffffffffu;
+
   uint32_t index = 0;
   uint32_t generation = 0;
 };
@@ -267,7 +271,8 @@ class NodeState {
     // Positions in the batch whose slot was retired since the writer declared it: the values
     // were dropped (NodeCounters::retired_samples); the writer should declare them again.
     std::vector<uint32_t> retired_positions;
-    uint64_t retired_now = 0;  // series the sweep of this call retired
+    uint64_t retired_now = 0;       // series the sweep of this call retired
+    uint64_t unstored_samples = 0;  // values of SlotRef::kUnstored slots, dropped
   };
   AppendResult AppendBatchToSlots(uint64_t sequence, uint64_t dropped_before,
                                   int64_t timestamp_unix_nanos, absl::Span<const SlotRef> slots,
@@ -279,6 +284,10 @@ class NodeState {
                            absl::Span<const uint32_t> indices, absl::Span<const uint64_t> values,
                            const std::vector<bool>& present, int64_t now_unix_nanos)
       ABSL_LOCKS_EXCLUDED(mu_);
+
+  // How many more series the node may hold now: the lesser of its own cap's room and the
+  // store-wide budget's.
+  uint64_t SeriesRoom() const ABSL_LOCKS_EXCLUDED(mu_);
 
   void SetInventory(v1::Inventory inventory) ABSL_LOCKS_EXCLUDED(mu_);
   // Changes each time the inventory is replaced (a hello, an inventory update), to a value no

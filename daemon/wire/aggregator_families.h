@@ -55,7 +55,9 @@ inline constexpr FamilySpec kAggregatorReceivedBytesTotalFamily =
                       "Protobuf bytes of agent messages received.", Unit::kBytes);
 inline constexpr FamilySpec kAggregatorRedeclareRequestsTotalFamily = AggregatorCounter(
     "fabricmon_aggregator_redeclare_requests_total",
-    "Series declarations asked of agents again after their series were retired.", Unit::kNone);
+    "Series declarations asked of agents again: their series were retired, or a series cap has "
+    "room again for series it kept out.",
+    Unit::kNone);
 inline constexpr FamilySpec kAggregatorRejectedCallsTotalFamily =
     AggregatorCounter("fabricmon_aggregator_rejected_calls_total",
                       "Diagnostics (CLI) calls refused, by reason (not_an_operator: the client "
@@ -84,6 +86,12 @@ inline constexpr FamilySpec kAggregatorSeriesFamily =
 inline constexpr FamilySpec kAggregatorSeriesRetiredTotalFamily = AggregatorCounter(
     "fabricmon_aggregator_series_retired_total",
     "Series retired after series_retention_s without a sample (memory freed).", Unit::kNone);
+inline constexpr FamilySpec kAggregatorSeriesUnstoredFamily =
+    GaugeFamily("fabricmon_aggregator_series_unstored",
+                "Series connected agents declared that a series cap (max_series_total, "
+                "max_series_per_node) keeps out of the store; their values are dropped, the "
+                "nodes' other series stored.",
+                Unit::kNone);
 inline constexpr FamilySpec kAggregatorStreamsFamily =
     GaugeFamily("fabricmon_aggregator_streams", "Agent streams currently open.", Unit::kNone);
 inline constexpr FamilySpec kAggregatorStreamsOpenedTotalFamily = AggregatorCounter(
@@ -93,6 +101,9 @@ inline constexpr FamilySpec kAggregatorTimestampsBackwardsTotalFamily =
                       "Batches older than their series' latest sample (a node's clock stepped "
                       "back), stored re-based after it.",
                       Unit::kNone);
+inline constexpr FamilySpec kAggregatorUnstoredSeriesSamplesDroppedTotalFamily = AggregatorCounter(
+    "fabricmon_aggregator_unstored_series_samples_dropped_total",
+    "Values of series a series cap keeps out of the store (dropped).", Unit::kNone);
 inline constexpr FamilySpec kDetectorTickSecondsFamily =
     GaugeFamily("fabricmon_detector_tick_seconds",
                 "Time the last detector evaluation took (all detectors).", Unit::kSeconds);
@@ -255,9 +266,11 @@ inline constexpr FamilySpec kAggregatorFamilies[] = {
     kAggregatorScrapeDurationSecondsFamily,
     kAggregatorSeriesFamily,
     kAggregatorSeriesRetiredTotalFamily,
+    kAggregatorSeriesUnstoredFamily,
     kAggregatorStreamsFamily,
     kAggregatorStreamsOpenedTotalFamily,
     kAggregatorTimestampsBackwardsTotalFamily,
+    kAggregatorUnstoredSeriesSamplesDroppedTotalFamily,
     kDetectorTickSecondsFamily,
     kFindingActiveFamily,
     kFindingDepthHopsFamily,

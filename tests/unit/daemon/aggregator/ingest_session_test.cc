@@ -4,6 +4,7 @@
 
 #include "daemon/aggregator/ingest_session.h"
 
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -148,6 +149,76 @@ TEST_F(IngestSessionTest, NodesDeclaringTheSameSeriesShareOneDescription) {
   EXPECT_EQ(of_a, of_b);  // the same objects, not equal copies
   EXPECT_NE(of_a[0], of_a[1]);
   EXPECT_EQ(of_a[1]->labels[0].second, "mlx5_1");
+}
+
+// A series beyond a cap leaves the node's other series and its stream alone: it is kept out, its
+// values dropped and counted, and the agent is asked to declare it again once there is room.
+TEST_F(IngestSessionTest, ASeriesBeyondACapIsLeftOutAndAskedForAgainWhenThereIsRoom) {
+  store::StoreOptions options;
+  options.max_series_total = 3;
+  options.node_retention_nanos = int64_t{60} * 1'000'000'000;
+  store::SeriesStore store(options);
+  auto first = std::make_unique<IngestSession>(store, stats_, clock_);
+  ASSERT_TRUE(
+      std::holds_alternative<IngestSession::Attached>(first->Attach(HelloFor("gpu-a"), 1, [] {})));
+  DeclareTwo(*first);
+  ASSERT_TRUE(std::holds_alternative<IngestSession::BatchResult>(first->Batch(BatchOf(1, 1, 1))));
+
+  IngestSession second(store, stats_, clock_);
+  ASSERT_TRUE(
+      std::holds_alternative<IngestSession::Attached>(second.Attach(HelloFor("gpu-b"), 2, [] {})));
+  DeclareTwo(second);  // no refusal: mlx5_1 passes the cap of 3
+  EXPECT_EQ(stats_.series_unstored.load(), 1);
+  auto capped = second.Batch(BatchOf(1, 10, 20));
+  ASSERT_TRUE(std::holds_alternative<IngestSession::BatchResult>(capped));
+  EXPECT_TRUE(std::get<IngestSession::BatchResult>(capped).stored);
+  EXPECT_EQ(std::get<IngestSession::BatchResult>(capped).samples, 1u);
+  EXPECT_TRUE(std::get<IngestSession::BatchResult>(capped).redeclare.empty());  // no room yet
+  EXPECT_EQ(stats_.unstored_samples.load(), 1u);
+  EXPECT_EQ(LatestValues(*second.node()), (std::vector<uint64_t>{10}));
+
+  // gpu-a leaves and is forgotten: its series free, and the next batch asks for mlx5_1 again,
+  // once.
+  first->Detach(1);
+  first.reset();
+  clock_.AdvanceMillis(61'000);
+  EXPECT_EQ(store.ForgetSilent(clock_.NowUnixNanos(), clock_.MonotonicNanos()), 1u);
+  auto room = second.Batch(BatchOf(2, 1, 1));
+  ASSERT_TRUE(std::holds_alternative<IngestSession::BatchResult>(room));
+  EXPECT_EQ(std::get<IngestSession::BatchResult>(room).redeclare, (std::vector<uint32_t>{2}));
+  auto asked = second.Batch(BatchOf(3, 1, 1));
+  ASSERT_TRUE(std::holds_alternative<IngestSession::BatchResult>(asked));
+  EXPECT_TRUE(std::get<IngestSession::BatchResult>(asked).redeclare.empty());
+  EXPECT_EQ(stats_.unstored_samples.load(), 3u);
+
+  v1::SeriesDeclarations again;
+  *again.add_series() = wire::ToDeclaration(XmitData("mlx5_1"), 2);
+  ASSERT_FALSE(second.Declare(again).has_value());
+  EXPECT_EQ(stats_.series_unstored.load(), 0);
+  auto stored = second.Batch(BatchOf(4, 1, 1));
+  ASSERT_TRUE(std::holds_alternative<IngestSession::BatchResult>(stored));
+  EXPECT_EQ(std::get<IngestSession::BatchResult>(stored).samples, 2u);
+  EXPECT_EQ(second.node()->GetSummary(false).series, 2u);
+}
+
+// The gauge counts connected streams only: a stream that ends takes its unstored series along.
+TEST_F(IngestSessionTest, UnstoredSeriesLeaveTheGaugeWithTheirStream) {
+  store::StoreOptions options;
+  options.max_series_per_node = 1;
+  store::SeriesStore store(options);
+  {
+    IngestSession session(store, stats_, clock_);
+    ASSERT_TRUE(std::holds_alternative<IngestSession::Attached>(
+        session.Attach(HelloFor("gpu-c"), 1, [] {})));
+    DeclareTwo(session);
+    EXPECT_EQ(stats_.series_unstored.load(), 1);
+    auto batch = session.Batch(BatchOf(1, 3, 4));
+    ASSERT_TRUE(std::holds_alternative<IngestSession::BatchResult>(batch));
+    // The node's own cap has no room: nothing is asked for again.
+    EXPECT_TRUE(std::get<IngestSession::BatchResult>(batch).redeclare.empty());
+    EXPECT_EQ(LatestValues(*session.node()), (std::vector<uint64_t>{3}));
+  }
+  EXPECT_EQ(stats_.series_unstored.load(), 0);
 }
 
 }  // namespace
