@@ -104,12 +104,11 @@ void RequestEncoder::Encode(absl::Span<const PendingSample> samples, std::string
   for (size_t k = 0; k < samples.size(); ++k) {
     const PendingSample& sample = samples[k];
     const size_t sample_size = wire::FieldSize(SampleMessageSize(sample));
-    auto [it, inserted] =
-        series_index_.try_emplace(sample.series.get(), series_.size());
+    auto [it, inserted] = series_index_.try_emplace(sample.series.get(), series_.size());
     if (inserted) {
       const size_t begin = labels_.size();
       AppendMergedLabels(*sample.series);
-      series_.push_back({sample.series.get(), begin, labels_.size(), k, k, sample_size});
+      series_.push_back({begin, labels_.size(), k, k, sample_size});
     } else {
       Series& series = series_[it->second];
       next_[series.last_sample] = k;

@@ -53,7 +53,6 @@ class RequestEncoder {
  private:
   // One TimeSeries of the request being built.
   struct Series {
-    const LabelSet* set;
     size_t labels_begin;  // its merged labels in labels_
     size_t labels_end;
     size_t first_sample;  // index into the samples; next_ links the rest
@@ -63,13 +62,13 @@ class RequestEncoder {
   void AppendMergedLabels(const LabelSet& set);
 
   LabelPairs external_labels_;
-  std::string external_encoded_;              // as LabelSet::encoded
+  std::string external_encoded_;  // as LabelSet::encoded
   std::vector<uint32_t> external_encoded_ends_;
 
   absl::flat_hash_map<const LabelSet*, size_t> series_index_;
   std::vector<Series> series_;
-  std::vector<size_t> next_;    // by sample: the next sample of the same series
-  std::string labels_;          // each series' merged labels, encoded
+  std::vector<size_t> next_;  // by sample: the next sample of the same series
+  std::string labels_;        // each series' merged labels, encoded
   std::string raw_;
 };
 
