@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string_view>
 
 #include "daemon/remote_write/protobuf_wire.h"
 #include "snappy.h"
@@ -56,41 +57,51 @@ double StaleNaN() {
 
 bool IsStaleNaN(double value) { return DoubleBits(value) == kStaleNaNBits; }
 
-RequestEncoder::RequestEncoder(const LabelPairs& external_labels)
-    : external_labels_(external_labels) {
-  for (const auto& [name, value] : external_labels_) {
-    AppendEncodedLabel(name, value, external_encoded_);
-    external_encoded_ends_.push_back(static_cast<uint32_t>(external_encoded_.size()));
+RequestEncoder::RequestEncoder(const LabelPairs& external_labels) {
+  for (const auto& [name, value] : external_labels) {
+    ExternalLabel& label = external_labels_.emplace_back();
+    label.name = name;
+    AppendEncodedLabel(name, value, label.encoded);
   }
 }
 
-// Both lists sorted by name; on a tie the series' own label wins. Copies encoded bytes only.
+// Both lists sorted by name; on a tie the series' own label wins. Copies encoded bytes only: the
+// series' names are read back from its encoded labels (each a tag, a length, then the Label
+// message, whose name field comes first), so a series costs one contiguous read.
 void RequestEncoder::AppendMergedLabels(const LabelSet& set) {
-  if (external_labels_.empty()) {
-    labels_.append(set.encoded);
-    return;
-  }
-  const LabelPairs& own = set.labels;
-  const LabelPairs& external = external_labels_;
-  auto append_own = [&](size_t i) {
-    const uint32_t begin = i == 0 ? 0 : set.encoded_ends[i - 1];
-    labels_.append(set.encoded, begin, set.encoded_ends[i] - begin);
-  };
-  auto append_external = [&](size_t j) {
-    const uint32_t begin = j == 0 ? 0 : external_encoded_ends_[j - 1];
-    labels_.append(external_encoded_, begin, external_encoded_ends_[j] - begin);
-  };
-  size_t i = 0;
+  const std::string_view own = set.encoded;
   size_t j = 0;
-  while (i < own.size() || j < external.size()) {
-    if (j == external.size() || (i < own.size() && own[i].first <= external[j].first)) {
-      if (j < external.size() && own[i].first == external[j].first) {
-        ++j;  // never override the series' label
-      }
-      append_own(i++);
-    } else {
-      append_external(j++);
+  size_t run_begin = 0;  // own labels not yet copied start here
+  size_t pos = 0;
+  while (pos < own.size() && j < external_labels_.size()) {
+    size_t cursor = pos + 1;  // past the TimeSeries.labels tag
+    uint64_t length = 0;
+    if (!wire::ReadVarint(own, &cursor, &length) || length > own.size() - cursor) {
+      break;  // cannot happen (MakeLabelSet wrote these bytes); copy the rest as it is
     }
+    const size_t end = cursor + length;
+    std::string_view name;
+    if (cursor < end && own[cursor] == wire::kLabelName) {
+      size_t at = cursor + 1;
+      uint64_t name_length = 0;
+      if (wire::ReadVarint(own, &at, &name_length) && name_length <= end - at) {
+        name = own.substr(at, name_length);
+      }
+    }
+    // External labels sorting before this one go first; one of the same name is left out.
+    while (j < external_labels_.size() && external_labels_[j].name <= name) {
+      if (external_labels_[j].name < name) {
+        labels_.append(own, run_begin, pos - run_begin);
+        run_begin = pos;
+        labels_.append(external_labels_[j].encoded);
+      }
+      ++j;
+    }
+    pos = end;
+  }
+  labels_.append(own, run_begin, own.size() - run_begin);
+  for (; j < external_labels_.size(); ++j) {
+    labels_.append(external_labels_[j].encoded);
   }
 }
 

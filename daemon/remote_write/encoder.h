@@ -61,9 +61,11 @@ class RequestEncoder {
   };
   void AppendMergedLabels(const LabelSet& set);
 
-  LabelPairs external_labels_;
-  std::string external_encoded_;  // as LabelSet::encoded
-  std::vector<uint32_t> external_encoded_ends_;
+  struct ExternalLabel {
+    std::string name;
+    std::string encoded;  // as in LabelSet::encoded
+  };
+  std::vector<ExternalLabel> external_labels_;  // sorted by name
 
   absl::flat_hash_map<const LabelSet*, size_t> series_index_;
   std::vector<Series> series_;

@@ -41,10 +41,8 @@ std::shared_ptr<const LabelSet> MakeLabelSet(absl::string_view name, LabelPairs 
                                 [](const auto& a, const auto& b) { return a.first == b.first; }),
                     set->labels.end());
   set->hash = absl::HashOf(set->labels);
-  set->encoded_ends.reserve(set->labels.size());
   for (const auto& [label_name, value] : set->labels) {
     AppendEncodedLabel(label_name, value, set->encoded);
-    set->encoded_ends.push_back(static_cast<uint32_t>(set->encoded.size()));
   }
   return set;
 }

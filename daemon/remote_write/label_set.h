@@ -25,9 +25,9 @@ struct LabelSet {
   LabelPairs labels;  // sorted by name, names unique, no empty value
   uint64_t hash = 0;  // of names and values: same labels, same hash, same shard
   // `labels` as the prompb.TimeSeries fields that carry them (field 1, one Label message each),
-  // concatenated: label i is encoded[encoded_ends[i-1] .. encoded_ends[i]) (from 0 for i = 0).
+  // concatenated in the same order. The encoder reads the names back from these bytes (one
+  // contiguous run per series) rather than from `labels`.
   std::string encoded;
-  std::vector<uint32_t> encoded_ends;
 };
 
 // Appends `name`=`value` to `out` as a prompb.TimeSeries.labels field (tag, length, Label),

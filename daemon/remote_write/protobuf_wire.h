@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace fabricmon::remote_write::wire {
 
@@ -39,6 +40,22 @@ inline char* WriteVarint(uint64_t value, char* out) {
   }
   *out++ = static_cast<char>(value);
   return out;
+}
+
+// Reads a varint of `bytes` at `*pos` and moves `*pos` past it; false (and `*pos` unchanged) when
+// it runs past the end or past ten bytes.
+inline bool ReadVarint(std::string_view bytes, size_t* pos, uint64_t* value) {
+  uint64_t result = 0;
+  for (size_t i = *pos, shift = 0; i < bytes.size() && shift < 70; ++i, shift += 7) {
+    const uint8_t byte = static_cast<uint8_t>(bytes[i]);
+    result |= static_cast<uint64_t>(byte & 0x7f) << shift;
+    if (byte < 0x80) {
+      *pos = i + 1;
+      *value = result;
+      return true;
+    }
+  }
+  return false;
 }
 
 inline void AppendVarint(uint64_t value, std::string& out) {
