@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -30,14 +32,49 @@ struct PendingSample {
 double StaleNaN();
 bool IsStaleNaN(double value);
 
-// Builds the request for `samples`: one TimeSeries per distinct series (first-seen order), its
-// samples in the order given. `external_labels` (sorted by name, as ValidateEndpoint leaves
-// them) are added to every series that lacks a label of that name: a series' own label is never
-// overridden.
-v1::prompb::WriteRequest BuildWriteRequest(absl::Span<const PendingSample> samples,
-                                           const LabelPairs& external_labels);
+// Builds request bodies for `samples`: one TimeSeries per distinct series (first-seen order),
+// its samples in the order given. The external labels (sorted by name, as ValidateEndpoint
+// leaves them) are added to every series that lacks a label of that name: a series' own label
+// is never overridden. The protobuf bytes are written by hand from each series' pre-encoded
+// labels (LabelSet::encoded) straight into one reused buffer, exactly what protobuf would
+// serialize for the same WriteRequest; then snappy compresses them once.
+//
+// Keeps its buffers between requests, so a shard's steady state allocates nothing. Not
+// thread-safe: one per shard.
+class RequestEncoder {
+ public:
+  explicit RequestEncoder(const LabelPairs& external_labels);
 
-// BuildWriteRequest, serialized and snappy-compressed: the HTTP body.
+  // The HTTP body for `samples` (serialized, snappy block-compressed) into `body`.
+  void Encode(absl::Span<const PendingSample> samples, std::string& body);
+  // The uncompressed WriteRequest of the last Encode() (tests).
+  absl::string_view raw() const { return raw_; }
+
+ private:
+  // One TimeSeries of the request being built.
+  struct Series {
+    size_t labels_begin;  // its merged labels in labels_
+    size_t labels_end;
+    size_t first_sample;  // index into the samples; next_ links the rest
+    size_t last_sample;
+    size_t samples_size;  // bytes of its encoded Sample fields
+  };
+  void AppendMergedLabels(const LabelSet& set);
+
+  struct ExternalLabel {
+    std::string name;
+    std::string encoded;  // as in LabelSet::encoded
+  };
+  std::vector<ExternalLabel> external_labels_;  // sorted by name
+
+  absl::flat_hash_map<const LabelSet*, size_t> series_index_;
+  std::vector<Series> series_;
+  std::vector<size_t> next_;  // by sample: the next sample of the same series
+  std::string labels_;        // each series' merged labels, encoded
+  std::string raw_;
+};
+
+// One request's body (a RequestEncoder used once): tests and tools.
 std::string EncodeWriteRequest(absl::Span<const PendingSample> samples,
                                const LabelPairs& external_labels);
 

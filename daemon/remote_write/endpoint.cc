@@ -89,15 +89,32 @@ void Endpoint::Append(absl::Span<const PendingSample> samples) {
     shards_[0]->Push(samples);
     return;
   }
-  // One lock per shard per call, not per sample.
-  std::vector<std::vector<PendingSample>> by_shard(n);
-  for (const PendingSample& sample : samples) {
-    by_shard[sample.series->hash % n].push_back(sample);
+  // One lock per shard per call, not per sample, and each sample copied once: the samples'
+  // indices sorted by shard (a counting sort), in a buffer each calling thread keeps, so a
+  // batch allocates nothing.
+  thread_local std::vector<size_t> shard_of;
+  thread_local std::vector<size_t> by_shard;
+  thread_local std::vector<size_t> cursor;  // by shard: where its next index goes
+  shard_of.resize(samples.size());
+  by_shard.resize(samples.size());
+  cursor.assign(n + 1, 0);
+  for (size_t i = 0; i < samples.size(); ++i) {
+    shard_of[i] = samples[i].series->hash % n;
+    ++cursor[shard_of[i] + 1];
   }
-  for (size_t i = 0; i < n; ++i) {
-    if (!by_shard[i].empty()) {
-      shards_[i]->Push(by_shard[i]);
+  for (size_t s = 0; s < n; ++s) {
+    cursor[s + 1] += cursor[s];
+  }
+  for (size_t i = 0; i < samples.size(); ++i) {
+    by_shard[cursor[shard_of[i]]++] = i;
+  }
+  // Each cursor now stands where its shard's indices end, which is where the next one's begin.
+  size_t begin = 0;
+  for (size_t s = 0; s < n; ++s) {
+    if (cursor[s] > begin) {
+      shards_[s]->Push(samples, absl::MakeConstSpan(by_shard).subspan(begin, cursor[s] - begin));
     }
+    begin = cursor[s];
   }
 }
 

@@ -3,8 +3,27 @@
 #include <algorithm>
 
 #include "absl/hash/hash.h"
+#include "daemon/remote_write/protobuf_wire.h"
 
 namespace fabricmon::remote_write {
+
+void AppendEncodedLabel(absl::string_view name, absl::string_view value, std::string& out) {
+  // Label { string name = 1; string value = 2; } inside TimeSeries.labels = 1.
+  const size_t message = (name.empty() ? 0 : wire::FieldSize(name.size())) +
+                         (value.empty() ? 0 : wire::FieldSize(value.size()));
+  out.push_back(wire::kTimeSeriesLabels);
+  wire::AppendVarint(message, out);
+  if (!name.empty()) {
+    out.push_back(wire::kLabelName);
+    wire::AppendVarint(name.size(), out);
+    out.append(name.data(), name.size());
+  }
+  if (!value.empty()) {
+    out.push_back(wire::kLabelValue);
+    wire::AppendVarint(value.size(), out);
+    out.append(value.data(), value.size());
+  }
+}
 
 std::shared_ptr<const LabelSet> MakeLabelSet(absl::string_view name, LabelPairs labels) {
   auto set = std::make_shared<LabelSet>();
@@ -22,6 +41,9 @@ std::shared_ptr<const LabelSet> MakeLabelSet(absl::string_view name, LabelPairs 
                                 [](const auto& a, const auto& b) { return a.first == b.first; }),
                     set->labels.end());
   set->hash = absl::HashOf(set->labels);
+  for (const auto& [label_name, value] : set->labels) {
+    AppendEncodedLabel(label_name, value, set->encoded);
+  }
   return set;
 }
 

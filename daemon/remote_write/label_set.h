@@ -5,7 +5,9 @@
 // every label name in lower case ('_' sorts before 'a'), which all of fabricmon's are; an
 // operator's external label starting with an upper-case letter sorts before it, as it would in
 // Prometheus. Built once per series and shared by
-// every sample queued for it (and by every endpoint), so a queued sample costs no label copies.
+// every sample queued for it (and by every endpoint), so a queued sample costs no label copies,
+// and its labels are encoded to protobuf here, once, so a request copies bytes rather than
+// building messages for every sample it carries.
 
 #include <cstdint>
 #include <memory>
@@ -22,7 +24,15 @@ using LabelPairs = std::vector<std::pair<std::string, std::string>>;
 struct LabelSet {
   LabelPairs labels;  // sorted by name, names unique, no empty value
   uint64_t hash = 0;  // of names and values: same labels, same hash, same shard
+  // `labels` as the prompb.TimeSeries fields that carry them (field 1, one Label message each),
+  // concatenated in the same order. The encoder reads the names back from these bytes (one
+  // contiguous run per series) rather than from `labels`.
+  std::string encoded;
 };
+
+// Appends `name`=`value` to `out` as a prompb.TimeSeries.labels field (tag, length, Label),
+// byte for byte what protobuf writes for it (an empty string field is left out, as proto3 does).
+void AppendEncodedLabel(absl::string_view name, absl::string_view value, std::string& out);
 
 // `name` becomes `__name__`; `labels` may come in any order. A label with an empty value is left
 // out (Prometheus' rule: an empty label is no label). A name given twice keeps its first value

@@ -33,15 +33,29 @@ Shard::Shard(const QueueOptions& options, uint64_t capacity, const LabelPairs& e
       stats_(stats),
       clock_(clock),
       endpoint_name_(std::move(endpoint_name)),
-      backoff_(options.min_backoff_nanos, options.max_backoff_nanos, seed) {}
+      backoff_(options.min_backoff_nanos, options.max_backoff_nanos, seed),
+      encoder_(external_labels) {}
 
 size_t Shard::Push(absl::Span<const PendingSample> samples) {
   absl::MutexLock lock(&mu_);
+  return PushLocked(samples.size(), [&](size_t i) -> const PendingSample& { return samples[i]; });
+}
+
+size_t Shard::Push(absl::Span<const PendingSample> samples, absl::Span<const size_t> indices) {
+  absl::MutexLock lock(&mu_);
+  return PushLocked(indices.size(),
+                    [&](size_t i) -> const PendingSample& { return samples[indices[i]]; });
+}
+
+template <typename SampleAt>
+size_t Shard::PushLocked(size_t count, SampleAt sample_at) {
   const size_t room = queue_.size() < capacity_ ? capacity_ - queue_.size() : 0;
-  const size_t taken = std::min(room, samples.size());
+  const size_t taken = std::min(room, count);
   const bool was_below_batch = queue_.size() < options_.max_samples_per_send;
   const bool was_empty = queue_.empty();
-  queue_.insert(queue_.end(), samples.begin(), samples.begin() + taken);
+  for (size_t i = 0; i < taken; ++i) {
+    queue_.push_back(sample_at(i));
+  }
   // The thread sleeps until the oldest sample's deadline, or for ever when nothing is queued:
   // wake it for a first sample and for a full batch.
   if (taken > 0 &&
@@ -49,7 +63,7 @@ size_t Shard::Push(absl::Span<const PendingSample> samples) {
     woken_ = true;
     work_.Signal();
   }
-  const size_t dropped = samples.size() - taken;
+  const size_t dropped = count - taken;
   if (dropped > 0) {
     stats_.samples_dropped_queue_full += dropped;
   }
@@ -74,7 +88,7 @@ int64_t Shard::Step(bool flush, int64_t send_deadline) {
     queue_.erase(queue_.begin(), queue_.begin() + n);
     in_flight_ = n;
     in_flight_oldest_ = batch_.front().enqueued_monotonic_nanos;
-    body_ = EncodeWriteRequest(batch_, external_labels_);
+    encoder_.Encode(batch_, body_);
     attempt_ = 0;
     retry_at_ = now;
   }

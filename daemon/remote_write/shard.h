@@ -67,6 +67,10 @@ class Shard {
   // Queues what fits and counts the rest as dropped (queue_full); never blocks on the network.
   // Returns how many were dropped. Wakes a Wait() when there is work.
   size_t Push(absl::Span<const PendingSample> samples) ABSL_LOCKS_EXCLUDED(mu_);
+  // The same for samples[i], for each i of `indices` in that order (Endpoint routes a batch
+  // to its shards this way, copying each sample once).
+  size_t Push(absl::Span<const PendingSample> samples, absl::Span<const size_t> indices)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Does what is due at the clock's monotonic now: starts a batch when max_samples_per_send are
   // queued, or the oldest has waited batch_send_deadline (any queued sample when `flush`), and
@@ -96,10 +100,14 @@ class Shard {
   const Clock& clock_;
   const std::string endpoint_name_;
   Backoff backoff_;  // Step() only
+  // Queues `count` samples, the i-th from sample_at(i), under mu_.
+  template <typename SampleAt>
+  size_t PushLocked(size_t count, SampleAt sample_at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The batch being sent: Step() only, except the counts others read under mu_.
   std::vector<PendingSample> batch_;
-  std::string body_;  // batch_ encoded (kept across its retries)
+  RequestEncoder encoder_;  // Step() only
+  std::string body_;        // batch_ encoded (kept across its retries)
   uint32_t attempt_ = 0;
   int64_t retry_at_ = 0;
 
