@@ -379,6 +379,13 @@ absl::Status AggregatorServer::Start(std::optional<PortFile> port_file) {
   grpc::ServerBuilder builder;
   builder.AddListeningPort(settings_.grpc_listen, credentials, &grpc_port_);
   builder.SetMaxReceiveMessageSize(GrpcReceiveLimit(settings_.stream.max_message_bytes));
+  // Agents ping every 20 s to notice a dead aggregator behind a silent network. A quiet stream (a
+  // long collection interval) has no server data between those pings, and gRPC's default policy
+  // (a data-less ping every 5 min at most, 2 strikes) answers the third with GOAWAY
+  // too_many_pings: the stream would be cut every minute. Allow one every 10 s, even between
+  // calls (agents keep their connection while they back off).
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.RegisterService(telemetry_.get());
   // diagnostics_listen: the Diagnostics service (the CLI) on a server of its own, with the same
   // credentials, and not on grpc_listen; unset, both services share grpc_listen.

@@ -322,6 +322,30 @@ class StreamTest : public ::testing::TestWithParam<Transport> {
   std::unique_ptr<AggregatorHarness> aggregator_;
   std::unique_ptr<CounterMutator> mutator_;
   std::unique_ptr<AgentHarness> agent_;
+
+  // A raw stream declares `declared` counters (ids 1..declared), sends one batch of ids 1 and
+  // `declared` (values 5 and 9) and must have it acknowledged, not rejected.
+  void ExpectCappedStreamGoesOn(int declared) {
+    RawStream raw(aggregator_->channel());
+    ASSERT_TRUE(raw.Write(HelloMessage(kRawNode, "boot-r", 7)));
+    ASSERT_TRUE(raw.Write(CounterDeclarations(1, declared)));
+    ASSERT_TRUE(raw.Write(LayoutMessage(1, {1, static_cast<uint32_t>(declared)})));
+    ASSERT_TRUE(raw.Write(BatchMessage(1, RealClock::Get().NowUnixNanos(), 1, {5, 9})));
+    for (;;) {
+      std::optional<v1::AggregatorMessage> message = raw.Read();
+      ASSERT_TRUE(message.has_value()) << "the stream ended before the batch was acknowledged";
+      ASSERT_FALSE(message->has_reject()) << message->reject().message();
+      if (message->has_ack() && message->ack().sequence() >= 1) {
+        break;
+      }
+    }
+    const std::vector<TextSample> samples = Parse(aggregator_->Scrape());
+    EXPECT_EQ(SampleValue(samples, "fabricmon_aggregator_series_unstored", {}), 1.0);
+    EXPECT_EQ(SampleValue(samples, "fabricmon_aggregator_unstored_series_samples_dropped_total", {}),
+              1.0);
+    const RawStream::End end = raw.Finish();
+    EXPECT_TRUE(end.status.ok()) << end.status.error_message();
+  }
 };
 
 TempTree* StreamTest::tree_ = nullptr;
@@ -515,14 +539,13 @@ TEST_P(StreamTest, RejectsDeclarationWithReservedNodeLabel) {
   ExpectAgentUnaffected();
 }
 
-TEST_P(StreamTest, RejectsSeriesBeyondNodeCap) {
+// A series beyond the node's cap is kept out; the node's other series and its stream go on.
+TEST_P(StreamTest, ASeriesBeyondTheNodeCapIsLeftOutNotTheStream) {
   StartAggregator();
   StartAgent();
   ASSERT_LT(aggregator_->Node(kNode)->series, kMaxSeriesPerNode);
-  ExpectRejected({HelloMessage(kRawNode, "boot-r", 7),
-                  CounterDeclarations(1, static_cast<int>(kMaxSeriesPerNode) + 1)},
-                 v1::Reject::REASON_LIMIT, grpc::StatusCode::RESOURCE_EXHAUSTED,
-                 absl::StrCat("exceeds its cap of ", kMaxSeriesPerNode, " series"), "series_limit");
+  ExpectCappedStreamGoesOn(static_cast<int>(kMaxSeriesPerNode) + 1);
+  EXPECT_EQ(aggregator_->Node(kRawNode)->series, kMaxSeriesPerNode);
   ExpectAgentUnaffected();
 }
 
@@ -1000,7 +1023,9 @@ TEST_P(StreamTest, RefusesANewNodeBeyondMaxNodes) {
   ExpectAgentUnaffected();
 }
 
-TEST_P(StreamTest, RefusesANewSeriesBeyondMaxSeriesTotal) {
+// At the store-wide cap a new series is kept out, not the node: one node's flood must not blind
+// another node whose series merely came later.
+TEST_P(StreamTest, ASeriesBeyondMaxSeriesTotalIsLeftOutNotTheStream) {
   AggregatorOptions options = DefaultOptions();
   options.store.max_series_per_node = 100000;
   options.store.max_series_total = 3000;
@@ -1010,9 +1035,7 @@ TEST_P(StreamTest, RefusesANewSeriesBeyondMaxSeriesTotal) {
   const uint64_t held = aggregator_->state().store().series_held();
   ASSERT_LT(held, 3000u);
   const int room = static_cast<int>(3000 - held);
-  ExpectRejected({HelloMessage(kRawNode, "boot-r", 7), CounterDeclarations(1, room + 1)},
-                 v1::Reject::REASON_LIMIT, grpc::StatusCode::RESOURCE_EXHAUSTED,
-                 "cap of 3000 series over all nodes (max_series_total)", "series_total_limit");
+  ExpectCappedStreamGoesOn(room + 1);
   EXPECT_EQ(aggregator_->Node(kRawNode)->series, static_cast<size_t>(room));
   EXPECT_EQ(aggregator_->state().store().series_held(), 3000u);
   witness.ExpectUntouched();
