@@ -341,8 +341,9 @@ class StreamTest : public ::testing::TestWithParam<Transport> {
     }
     const std::vector<TextSample> samples = Parse(aggregator_->Scrape());
     EXPECT_EQ(SampleValue(samples, "fabricmon_aggregator_series_unstored", {}), 1.0);
-    EXPECT_EQ(SampleValue(samples, "fabricmon_aggregator_unstored_series_samples_dropped_total", {}),
-              1.0);
+    EXPECT_EQ(
+        SampleValue(samples, "fabricmon_aggregator_unstored_series_samples_dropped_total", {}),
+        1.0);
     const RawStream::End end = raw.Finish();
     EXPECT_TRUE(end.status.ok()) << end.status.error_message();
   }
