@@ -196,9 +196,8 @@ class DelayProbe {
     while (!stop_.load()) {
       const absl::Time round = absl::Now();
       for (size_t i = 0; i < selectors_.size(); ++i) {
-        const std::string body =
-            vm_.Get(absl::StrCat("/api/v1/export?match[]=", UrlEncode(selectors_[i]),
-                                 "&start=", since_ms_ / 1000 - 1));
+        const std::string body = vm_.Get(absl::StrCat(
+            "/api/v1/export?match[]=", UrlEncode(selectors_[i]), "&start=", since_ms_ / 1000 - 1));
         const int64_t answered_ms = absl::ToUnixMillis(absl::Now());
         for (int64_t ts : ExportTimestamps(body)) {
           if (ts >= since_ms_ && seen[i].insert(ts).second) {
@@ -233,7 +232,7 @@ struct ShardWindow {
   double rw_dropped = 0;  // over the whole run, at the window's end
   double rw_failed = 0;
   double rw_pending = 0;
-  double series = 0;      // fabricmon_aggregator_series at the window's end
+  double series = 0;  // fabricmon_aggregator_series at the window's end
 };
 
 int Run() {
@@ -326,19 +325,18 @@ int Run() {
     }
   }
 
-  std::printf("machine: %ld online CPUs, load average %s\n", sysconf(_SC_NPROCESSORS_ONLN),
-              [] {
-                FILE* f = fopen("/proc/loadavg", "r");
-                static char text[64] = "?";
-                if (f != nullptr) {
-                  if (fgets(text, sizeof(text), f) == nullptr) {
-                    text[0] = '\0';
-                  }
-                  fclose(f);
-                }
-                text[strcspn(text, "\n")] = '\0';
-                return text;
-              }());
+  std::printf("machine: %ld online CPUs, load average %s\n", sysconf(_SC_NPROCESSORS_ONLN), [] {
+    FILE* f = fopen("/proc/loadavg", "r");
+    static char text[64] = "?";
+    if (f != nullptr) {
+      if (fgets(text, sizeof(text), f) == nullptr) {
+        text[0] = '\0';
+      }
+      fclose(f);
+    }
+    text[strcspn(text, "\n")] = '\0';
+    return text;
+  }());
   std::printf(
       "load: %d nodes x %zu series (%s profile) over %d shards, one cycle per node every %d ms "
       "(%zu probe nodes every 1000 ms) = %.0f samples/s offered; remote_write %s; "
@@ -385,9 +383,10 @@ int Run() {
               std::max(0.0, absl::GetFlag(FLAGS_connect_timeout_s) - SecondsSince(connect_start)),
               50);
   }
-  if (!WaitUntil([&] { return connected_count() == nodes.size(); },
-                 std::max(0.0, absl::GetFlag(FLAGS_connect_timeout_s) - SecondsSince(connect_start)),
-                 50)) {
+  if (!WaitUntil(
+          [&] { return connected_count() == nodes.size(); },
+          std::max(0.0, absl::GetFlag(FLAGS_connect_timeout_s) - SecondsSince(connect_start)),
+          50)) {
     std::cerr << "only " << connected_count() << " of " << nodes.size()
               << " nodes connected within " << absl::GetFlag(FLAGS_connect_timeout_s) << " s\n";
     return 1;
@@ -431,8 +430,8 @@ int Run() {
     // The receiver creates every series on first sight (millions here): wait, bounded, until
     // each shard's queue holds no more than a few seconds of its rate, so that the window
     // measures the steady state.
-    const double per_shard_per_s = static_cast<double>(total_series) * 1000.0 / interval_ms /
-                                   shard_count;
+    const double per_shard_per_s =
+        static_cast<double>(total_series) * 1000.0 / interval_ms / shard_count;
     const auto settle_start = Clock::now();
     const bool settled = WaitUntil(
         [&] {
@@ -527,9 +526,10 @@ int Run() {
       ++streaming[s];
     }
   }
-  std::printf("\n== per shard (%.1f s window; stored samples/s over the scrapes' interval, CPU of "
-              "the shard process between them)\n",
-              window);
+  std::printf(
+      "\n== per shard (%.1f s window; stored samples/s over the scrapes' interval, CPU of "
+      "the shard process between them)\n",
+      window);
   std::printf("%-7s %6s %6s %9s %11s %6s %12s %7s %8s %9s %10s %9s %8s\n", "shard", "nodes",
               "ranked", "series", "stored/s", "cores", "per-core/s", "ns/smpl", "RSS MiB",
               "B/series", "rw sent/s", "rw drop", "rw pend");
@@ -547,19 +547,19 @@ int Run() {
     total_dropped += w[s].rw_dropped;
     total_rss_growth += growth;
     total_held += shard_series;
-    std::printf("shard-%-1d %6d %6d %9zu %11.0f %6.3f %12.0f %7.0f %8.1f %9.0f %10.0f %9.0f %8.0f\n",
-                s, streaming[s], primaries[s], shard_series, rate, cores,
-                cores > 0 ? rate / cores : 0, rate > 0 ? cores * 1e9 / rate : 0,
-                rss_after[s] / 1048576.0, shard_series > 0 ? growth / shard_series : 0,
-                w[s].wall > 0 ? w[s].rw_sent / w[s].wall : 0, w[s].rw_dropped, w[s].rw_pending);
+    std::printf(
+        "shard-%-1d %6d %6d %9zu %11.0f %6.3f %12.0f %7.0f %8.1f %9.0f %10.0f %9.0f %8.0f\n", s,
+        streaming[s], primaries[s], shard_series, rate, cores, cores > 0 ? rate / cores : 0,
+        rate > 0 ? cores * 1e9 / rate : 0, rss_after[s] / 1048576.0,
+        shard_series > 0 ? growth / shard_series : 0, w[s].wall > 0 ? w[s].rw_sent / w[s].wall : 0,
+        w[s].rw_dropped, w[s].rw_pending);
   }
   std::printf("total   %6zu %6d %9zu %11.0f %6.3f %12.0f %7.0f %8s %9.0f %10.0f %9.0f\n",
               nodes.size(), node_count, total_held, total_samples_rate, total_cpu_rate,
               total_cpu_rate > 0 ? total_samples_rate / total_cpu_rate : 0,
               total_samples_rate > 0 ? total_cpu_rate * 1e9 / total_samples_rate : 0, "",
               total_held > 0 ? total_rss_growth / static_cast<double>(total_held) : 0,
-              total_rw_rate,
-              total_dropped);
+              total_rw_rate, total_dropped);
   std::printf("offered %.0f samples/s in the window (generator behind its interval %llu times)%s\n",
               offered_in_window, static_cast<unsigned long long>(overruns),
               total_samples_rate < 0.9 * offered_in_window
@@ -567,9 +567,10 @@ int Run() {
                   : "");
   std::printf("generator CPU %.3f cores (this process: %d node stacks)\n", self_cpu / window,
               node_count);
-  std::printf("(nodes: streaming to the shard at the window's end; ranked: nodes whose primary "
-              "it is by the agents' rendezvous ranking; B/series: RSS growth since before the "
-              "first node / series held, the shard's fabricmon_aggregator_series)\n");
+  std::printf(
+      "(nodes: streaming to the shard at the window's end; ranked: nodes whose primary "
+      "it is by the agents' rendezvous ranking; B/series: RSS growth since before the "
+      "first node / series held, the shard's fabricmon_aggregator_series)\n");
 
   // The reduced rate distorts CPU per sample: the detectors evaluate every series each second
   // whatever the rate, so at one cycle per 30 s that fixed cost is spread over 30 times fewer
@@ -588,10 +589,11 @@ int Run() {
     held1[s] = shards[s]->CpuSeconds();
   }
   const double held_wall = SecondsSince(held_start);
-  std::printf("\n== at 1 Hz, derived: held = cores with every node connected and silent "
-              "(%.1f s; the detectors' tick over every series); net = the window's cores minus "
-              "held, per stored sample; at 1 Hz = held + series x net\n",
-              held_wall);
+  std::printf(
+      "\n== at 1 Hz, derived: held = cores with every node connected and silent "
+      "(%.1f s; the detectors' tick over every series); net = the window's cores minus "
+      "held, per stored sample; at 1 Hz = held + series x net\n",
+      held_wall);
   std::printf("%-9s %9s %11s %12s %14s\n", "shard", "held", "net ns/smpl", "cores@1Hz",
               "per-core/s@1Hz");
   double total_1hz_cores = 0;
@@ -619,15 +621,17 @@ int Run() {
     const double bytes = (vm1.read_bytes - vm0.read_bytes) -
                          static_cast<double>(vm1.our_request_bytes - vm0.our_request_bytes);
     std::printf("\n== remote_write into VictoriaMetrics\n");
-    std::printf("remote_write bytes per sample: %.2f (HTTP bytes VictoriaMetrics read, our "
-                "queries excluded, %.1f MB over %.0f rows it inserted; %.0f KB/s)\n",
-                rows > 0 ? bytes / rows : 0, bytes / 1e6, rows, bytes / window / 1e3);
+    std::printf(
+        "remote_write bytes per sample: %.2f (HTTP bytes VictoriaMetrics read, our "
+        "queries excluded, %.1f MB over %.0f rows it inserted; %.0f KB/s)\n",
+        rows > 0 ? bytes / rows : 0, bytes / 1e6, rows, bytes / window / 1e3);
     if (probe != nullptr) {
       const std::vector<double> delays = probe->delays_s();
-      std::printf("batch to queryable: p50 %.3f s, p99 %.3f s, max %.3f s (%zu samples of %zu "
-                  "probe nodes, polled every %d ms; target p99 <= 2 s)\n",
-                  Percentile(delays, 0.5), Percentile(delays, 0.99), Percentile(delays, 1.0),
-                  delays.size(), probes.size(), absl::GetFlag(FLAGS_poll_ms));
+      std::printf(
+          "batch to queryable: p50 %.3f s, p99 %.3f s, max %.3f s (%zu samples of %zu "
+          "probe nodes, polled every %d ms; target p99 <= 2 s)\n",
+          Percentile(delays, 0.5), Percentile(delays, 0.99), Percentile(delays, 1.0), delays.size(),
+          probes.size(), absl::GetFlag(FLAGS_poll_ms));
       if (delays.empty()) {
         std::printf("  ** no probe sample became queryable **\n");
         status = 1;
@@ -683,11 +687,12 @@ int Run() {
     }
     std::printf("\n== failover (SIGKILL shard-%d, %zu nodes streaming to it)\n", victim,
                 moving.size());
-    std::printf("failover: %zu of %zu nodes moved, p50 %.2f s, p99 %.2f s, max %.2f s after the "
-                "kill (failover_after_ms %d; target <= 2x = %.1f s); to %s%s\n",
-                got.size(), moving.size(), Percentile(got, 0.5), Percentile(got, 0.99),
-                Percentile(got, 1.0), absl::GetFlag(FLAGS_failover_after_ms),
-                2 * failover_after_s, spread.c_str(), all ? "" : "  ** NOT ALL **");
+    std::printf(
+        "failover: %zu of %zu nodes moved, p50 %.2f s, p99 %.2f s, max %.2f s after the "
+        "kill (failover_after_ms %d; target <= 2x = %.1f s); to %s%s\n",
+        got.size(), moving.size(), Percentile(got, 0.5), Percentile(got, 0.99),
+        Percentile(got, 1.0), absl::GetFlag(FLAGS_failover_after_ms), 2 * failover_after_s,
+        spread.c_str(), all ? "" : "  ** NOT ALL **");
     if (!all) {
       status = 1;
     }

@@ -293,7 +293,8 @@ SimAgent::SimAgent(int index, const std::vector<NodeSeries>& series, Profile pro
   }
   agent::StreamClientOptions options;
   if (sim.aggregators.empty()) {
-    options.channel = grpc::CreateCustomChannel(sim.target, grpc::InsecureChannelCredentials(), args);
+    options.channel =
+        grpc::CreateCustomChannel(sim.target, grpc::InsecureChannelCredentials(), args);
   } else {
     // The agent's own directory: the rendezvous ranking of this node's name, one channel each.
     auto directory = agent::AggregatorDirectory::Create(
@@ -366,7 +367,7 @@ void Generator::Run() {
     for (size_t i = 0; i < agents_.size() && !stop_.load(); ++i) {
       if (spread_ && i % kGroup == 0 && i > 0) {
         const absl::Time slot = round_start + interval_ * (static_cast<double>(i) /
-                                                            static_cast<double>(agents_.size()));
+                                                           static_cast<double>(agents_.size()));
         const absl::Time now = absl::Now();
         if (slot > now) {
           absl::SleepFor(slot - now);
