@@ -178,6 +178,9 @@ TEST(AggregatorServerTest, WritesExactlyTheCataloguedAggregatorFamilies) {
   remote_write->set_url("http://127.0.0.1:1/api/v1/write");
   remote_write->mutable_queue()->set_max_samples_per_send(1);
   remote_write->mutable_queue()->set_flush_deadline_ms(0);
+  // A bearer token file, so that its reload counter is written too.
+  tree.WriteFile("token", "secret\n");
+  remote_write->set_bearer_token_file(tree.root() + "/token");
   absl::StatusOr<AggregatorSettings> settings = ResolveAggregatorSettings(config);
   ASSERT_TRUE(settings.ok()) << settings.status();
   auto server = AggregatorServer::Create(*std::move(settings), RealClock::Get());

@@ -181,21 +181,25 @@ TEST_F(IngestSessionTest, ASeriesBeyondACapIsLeftOutAndAskedForAgainWhenThereIsR
   // once.
   first->Detach(1);
   first.reset();
-  clock_.AdvanceMillis(61'000);
+  clock_.AdvanceMillis(31'000);
+  auto still_capped = second.Batch(BatchOf(2, 1, 1));
+  ASSERT_TRUE(std::holds_alternative<IngestSession::BatchResult>(still_capped));
+  EXPECT_TRUE(std::get<IngestSession::BatchResult>(still_capped).redeclare.empty());
+  clock_.AdvanceMillis(31'000);  // gpu-a silent past node_retention, gpu-b not
   EXPECT_EQ(store.ForgetSilent(clock_.NowUnixNanos(), clock_.MonotonicNanos()), 1u);
-  auto room = second.Batch(BatchOf(2, 1, 1));
+  auto room = second.Batch(BatchOf(3, 1, 1));
   ASSERT_TRUE(std::holds_alternative<IngestSession::BatchResult>(room));
   EXPECT_EQ(std::get<IngestSession::BatchResult>(room).redeclare, (std::vector<uint32_t>{2}));
-  auto asked = second.Batch(BatchOf(3, 1, 1));
+  auto asked = second.Batch(BatchOf(4, 1, 1));
   ASSERT_TRUE(std::holds_alternative<IngestSession::BatchResult>(asked));
   EXPECT_TRUE(std::get<IngestSession::BatchResult>(asked).redeclare.empty());
-  EXPECT_EQ(stats_.unstored_samples.load(), 3u);
+  EXPECT_EQ(stats_.unstored_samples.load(), 4u);
 
   v1::SeriesDeclarations again;
   *again.add_series() = wire::ToDeclaration(XmitData("mlx5_1"), 2);
   ASSERT_FALSE(second.Declare(again).has_value());
   EXPECT_EQ(stats_.series_unstored.load(), 0);
-  auto stored = second.Batch(BatchOf(4, 1, 1));
+  auto stored = second.Batch(BatchOf(5, 1, 1));
   ASSERT_TRUE(std::holds_alternative<IngestSession::BatchResult>(stored));
   EXPECT_EQ(std::get<IngestSession::BatchResult>(stored).samples, 2u);
   EXPECT_EQ(second.node()->GetSummary(false).series, 2u);
