@@ -90,6 +90,7 @@ RUNBOOK_PANELS = {
     ("fabricmon-self", "HCAs no agent claims"): ["FabricmonAgentMissing"],
     ("fabricmon-self", "Nodes down"): ["FabricmonAgentDown"],
     ("fabricmon-self", "Rejected messages by reason"): ["FabricmonAggregatorRejecting"],
+    ("fabricmon-self", "Series kept out by a series cap"): ["FabricmonSeriesUnstored"],
     ("fabricmon-self", "Dropped from replay buffers"): ["FabricmonAgentDroppingData"],
     ("fabricmon-self", "Data loss per node (aggregator view)"): ["FabricmonAgentDroppingData"],
     ("fabricmon-self", "Nodes"): ["FabricmonAgentDown", "FabricmonAgentStale",
@@ -1147,10 +1148,20 @@ def self_dashboard():
                      [target("sum by (instance) (rate(fabricmon_aggregator_received_bytes_total"
                              "{%s}[%s]))" % (JI, RI), "{{instance}}")], unit="Bps"), 12, 8)
     d.add(timeseries("Rejected messages by reason", "Each reject ends that agent's stream. "
-                     "duplicate_node: two hosts share a node_name; series_limit: raise "
-                     "max_series_per_node; others: version skew.",
+                     "duplicate_node: two hosts share a node_name; series_limit: more metric "
+                     "families or layouts than the aggregator holds; others: version skew.",
                      [target("sum by (reason) (rate(fabricmon_aggregator_rejected_messages_total"
                              "{%s}[%s]))" % (JI, RI), "{{reason}}")], unit="cps"), 12, 8)
+    d.add(timeseries("Series kept out by a series cap", "Series agents declared that "
+                     "max_series_total (or a node's max_series_per_node) keeps out of the store, "
+                     "and their values dropped per second; the nodes' other series are stored. "
+                     "Raise the cap, add a shard or exclude devices.",
+                     targets(("sum by (instance) (fabricmon_aggregator_series_unstored{%s})" % JI,
+                              "{{instance}} series kept out"),
+                             ("sum by (instance) (rate(fabricmon_aggregator_unstored_series_"
+                              "samples_dropped_total{%s}[%s]))" % (JI, RI),
+                              "{{instance}} values dropped")),
+                     unit="short"), 12, 8)
     d.add(timeseries("Duplicates, agent drops, timestamps backwards", "Replayed batches already "
                      "stored, batches agents dropped from full buffers, samples older than their "
                      "series' latest.",

@@ -35,6 +35,7 @@ CONTRACT = {
     "fabricmon_node_up",
     "fabricmon_node_last_seen_age_seconds",
     "fabricmon_aggregator_rejected_messages_total",
+    "fabricmon_aggregator_series_unstored",
     "fabricmon_node_agent_dropped_batches_total",
     "fabricmon_node_sequence_gaps_total",
     "fabricmon_collector_success",
