@@ -37,9 +37,10 @@ bool IsStaleNaN(double value);
 // leaves them) are added to every series that lacks a label of that name, and the
 // aggregator labels (the `shard` name) to the aggregator's own series only (LabelSet::origin
 // kAggregator), never to an agent's: a series' own label is never overridden. The choice is
-// made once per series per request, from two merged lists built here. The protobuf bytes are written by hand from each series' pre-encoded
-// labels (LabelSet::encoded) straight into one reused buffer, exactly what protobuf would
-// serialize for the same WriteRequest; then snappy compresses them once.
+// made once per series per request, from two merged lists built here. The protobuf bytes are
+// written by hand from each series' pre-encoded labels (LabelSet::encoded) straight into one reused
+// buffer, exactly what protobuf would serialize for the same WriteRequest; then snappy compresses
+// them once.
 //
 // Keeps its buffers between requests, so a shard's steady state allocates nothing. Not
 // thread-safe: one per shard.

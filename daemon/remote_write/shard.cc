@@ -24,8 +24,8 @@ std::map<std::string, uint64_t> EndpointStats::Requests() const {
 }
 
 Shard::Shard(const QueueOptions& options, uint64_t capacity, const LabelPairs& external_labels,
-             const LabelPairs& aggregator_labels, Sender& sender, EndpointStats& stats, const Clock& clock, uint64_t seed,
-             std::string endpoint_name)
+             const LabelPairs& aggregator_labels, Sender& sender, EndpointStats& stats,
+             const Clock& clock, uint64_t seed, std::string endpoint_name)
     : options_(options),
       capacity_(capacity),
       sender_(sender),

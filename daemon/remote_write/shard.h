@@ -62,8 +62,8 @@ class Shard {
   // in the queue (the batch being sent is apart from them). `external_labels` (every series) and
   // `aggregator_labels` (the aggregator's own series only) sorted by name: RequestEncoder.
   Shard(const QueueOptions& options, uint64_t capacity, const LabelPairs& external_labels,
-        const LabelPairs& aggregator_labels, Sender& sender, EndpointStats& stats, const Clock& clock, uint64_t seed,
-        std::string endpoint_name);
+        const LabelPairs& aggregator_labels, Sender& sender, EndpointStats& stats,
+        const Clock& clock, uint64_t seed, std::string endpoint_name);
 
   // Queues what fits and counts the rest as dropped (queue_full); never blocks on the network.
   // Returns how many were dropped. Wakes a Wait() when there is work.

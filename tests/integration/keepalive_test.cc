@@ -61,9 +61,8 @@ TEST(KeepaliveTest, AQuietStreamOutlivesKeepalivePingsEveryTenSeconds) {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  const std::shared_ptr<grpc::Channel> channel =
-      grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", (*server)->grpc_port()),
-                                grpc::InsecureChannelCredentials(), args);
+  const std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+      absl::StrCat("127.0.0.1:", (*server)->grpc_port()), grpc::InsecureChannelCredentials(), args);
 
   RawStream raw(channel, absl::Seconds(90));  // outlives the quiet time
   ASSERT_TRUE(raw.Write(HelloMessage("quiet-node", "boot-q", 0x51)));

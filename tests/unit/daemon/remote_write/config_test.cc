@@ -100,8 +100,9 @@ TEST(RemoteWriteConfigTest, TheShardNameIsAnAggregatorLabelOfEveryEndpoint) {
   ASSERT_EQ(parsed->size(), 2u);
   // Sorted by name, as the encoder's merge needs; the shard name apart from them, for the
   // aggregator's own series only.
-  EXPECT_THAT((*parsed)[0].endpoint.external_labels,
-              ::testing::ElementsAre(::testing::Pair("cluster", "c1"), ::testing::Pair("zone", "z")));
+  EXPECT_THAT(
+      (*parsed)[0].endpoint.external_labels,
+      ::testing::ElementsAre(::testing::Pair("cluster", "c1"), ::testing::Pair("zone", "z")));
   EXPECT_THAT((*parsed)[0].endpoint.aggregator_labels,
               ::testing::ElementsAre(::testing::Pair("shard", "aggregator-2:7470")));
   EXPECT_THAT((*parsed)[1].endpoint.external_labels, ::testing::IsEmpty());

@@ -173,8 +173,8 @@ TEST_F(RemoteWriteFeedTest, TheShardLabelIsOnTheAggregatorsSeriesOnly) {
   auto feed = MakeFeed({{"cluster", "c1"}}, {{"shard", "s1"}});
   auto stream = feed->OpenStream();
   const int64_t t0 = clock_.NowUnixNanos();
-  ASSERT_TRUE(node.AppendBatchToSlots(1, 0, t0, {*a}, std::vector<uint64_t>{65535}, {true}, t0)
-                  .stored);
+  ASSERT_TRUE(
+      node.AppendBatchToSlots(1, 0, t0, {*a}, std::vector<uint64_t>{65535}, {true}, t0).stored);
   stream->OnStored(node, {*a}, {true});
   prometheus::MetricFamily active;
   active.name = "fabricmon_finding_active";
@@ -189,12 +189,12 @@ TEST_F(RemoteWriteFeedTest, TheShardLabelIsOnTheAggregatorsSeriesOnly) {
   for (const auto& [key, samples] : received) {
     keys.push_back(key);
   }
-  EXPECT_THAT(keys,
-              ::testing::UnorderedElementsAre(
-                  "__name__=fabricmon_finding_active,cluster=c1,kind=link_flapping,node=n,shard=s1,",
-                  "__name__=fabricmon_ib_port_symbol_errors_total,cluster=c1,device=mlx5_0,node=n,",
-                  "__name__=fabricmon_series_saturated,cluster=c1,device=mlx5_0,"
-                  "metric=fabricmon_ib_port_symbol_errors_total,node=n,"));
+  EXPECT_THAT(
+      keys, ::testing::UnorderedElementsAre(
+                "__name__=fabricmon_finding_active,cluster=c1,kind=link_flapping,node=n,shard=s1,",
+                "__name__=fabricmon_ib_port_symbol_errors_total,cluster=c1,device=mlx5_0,node=n,",
+                "__name__=fabricmon_series_saturated,cluster=c1,device=mlx5_0,"
+                "metric=fabricmon_ib_port_symbol_errors_total,node=n,"));
 }
 
 TEST_F(RemoteWriteFeedTest, ARetiredSlotSendsNothing) {
