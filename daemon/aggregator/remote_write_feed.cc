@@ -53,7 +53,8 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
           pairs.reserve(series.desc->labels.size() + 1);
           pairs.emplace_back("node", node.name());
           pairs.insert(pairs.end(), series.desc->labels.begin(), series.desc->labels.end());
-          cached.set = remote_write::MakeLabelSet(series.desc->name, std::move(pairs));
+          cached.set = remote_write::MakeLabelSet(series.desc->name, std::move(pairs),
+                                                  remote_write::SeriesOrigin::kAgent);
           cached.generation = slot.generation;
           cached.saturated_set.reset();
           cached.flagged = false;
@@ -68,8 +69,8 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
           if (cached.saturated_set == nullptr) {
             LabelPairs pairs = {{"node", node.name()}, {"metric", series.desc->name}};
             pairs.insert(pairs.end(), series.desc->labels.begin(), series.desc->labels.end());
-            cached.saturated_set =
-                remote_write::MakeLabelSet(exposition::kSaturatedFamily, std::move(pairs));
+            cached.saturated_set = remote_write::MakeLabelSet(
+                exposition::kSaturatedFamily, std::move(pairs), remote_write::SeriesOrigin::kAgent);
           }
           samples_.push_back({cached.saturated_set, timestamp_ms,
                               saturated ? 1.0 : remote_write::StaleNaN(), now});
@@ -151,8 +152,8 @@ void RemoteWriteFeed::ForwardFamilies(const std::vector<prometheus::MetricFamily
       for (const auto& label : metric.label) {
         pairs.emplace_back(label.name, label.value);
       }
-      std::shared_ptr<const LabelSet> set =
-          remote_write::MakeLabelSet(family.name, std::move(pairs));
+      std::shared_ptr<const LabelSet> set = remote_write::MakeLabelSet(
+          family.name, std::move(pairs), remote_write::SeriesOrigin::kAggregator);
       std::string key;
       for (const auto& [name, value] : set->labels) {
         absl::StrAppend(&key, name, "\x1f", value, "\x1e");

@@ -12,6 +12,9 @@
 //    at once). So remote storage alone serves the dashboards and alert rules.
 //  - beside a saturating counter pinned at its maximum, the fabricmon_series_saturated flag
 //    /metrics shows (1, then a staleness marker once the counter moves again).
+// The agents' series (the first and last kinds) are SeriesOrigin::kAgent: they get the
+// endpoints' external labels but not the `shard` label, so a node's series stays one series
+// whatever shard stored it; the aggregator's own families are kAggregator and carry `shard`.
 //
 // Thread-safety: everything is thread-safe; each endpoint has its own shards and threads
 // (remote_write/endpoint.h), so nothing here waits for a receiver.

@@ -218,7 +218,7 @@ absl::StatusOr<std::vector<EndpointConfig>> ParseRemoteWriteConfigs(
         parsed = absl::InvalidArgumentError(
             "external_labels: \"shard\" is the aggregator's shard name (set `shard` instead)");
       } else {
-        external.insert(at, {std::string(kShardLabel), std::string(shard)});  // stays sorted
+        parsed->endpoint.aggregator_labels = {{std::string(kShardLabel), std::string(shard)}};
       }
     }
     if (!parsed.ok()) {

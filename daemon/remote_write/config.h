@@ -22,13 +22,14 @@ struct EndpointConfig {
   int64_t flush_deadline_nanos = 0;
 };
 
-// The external label naming the aggregator that sent a sample (several aggregators shard a fleet).
+// The label naming the aggregator that sent its own series (several aggregators shard a fleet).
 inline constexpr absl::string_view kShardLabel = "shard";
 
 // InvalidArgument naming the endpoint (remote_write[i]) and the field; the file's own error
 // (NotFound, PermissionDenied, ...) for an unreadable token or TLS file. The token never appears
-// in a message. A non-empty `shard` (the aggregator's shard name) is added to every endpoint's
-// external labels as `shard`, which external_labels may then not set itself.
+// in a message. A non-empty `shard` (the aggregator's shard name) becomes every endpoint's
+// aggregator label `shard` (on the aggregator's own series, not on agents': EndpointOptions),
+// which external_labels may then not set itself.
 absl::StatusOr<std::vector<EndpointConfig>> ParseRemoteWriteConfigs(
     const google::protobuf::RepeatedPtrField<v1::RemoteWriteConfig>& configs,
     absl::string_view shard = "");

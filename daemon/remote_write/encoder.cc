@@ -1,5 +1,6 @@
 #include "daemon/remote_write/encoder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string_view>
@@ -57,23 +58,36 @@ double StaleNaN() {
 
 bool IsStaleNaN(double value) { return DoubleBits(value) == kStaleNaNBits; }
 
-RequestEncoder::RequestEncoder(const LabelPairs& external_labels) {
-  for (const auto& [name, value] : external_labels) {
-    ExternalLabel& label = external_labels_.emplace_back();
-    label.name = name;
-    AppendEncodedLabel(name, value, label.encoded);
-  }
+RequestEncoder::RequestEncoder(const LabelPairs& external_labels,
+                               const LabelPairs& aggregator_labels) {
+  auto encode = [](const LabelPairs& labels) {
+    std::vector<ExternalLabel> out;
+    for (const auto& [name, value] : labels) {
+      ExternalLabel& label = out.emplace_back();
+      label.name = name;
+      AppendEncodedLabel(name, value, label.encoded);
+    }
+    return out;
+  };
+  agent_external_ = encode(external_labels);
+  LabelPairs all = external_labels;
+  all.insert(all.end(), aggregator_labels.begin(), aggregator_labels.end());
+  std::stable_sort(all.begin(), all.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  aggregator_external_ = encode(all);
 }
 
 // Both lists sorted by name; on a tie the series' own label wins. Copies encoded bytes only: the
 // series' names are read back from its encoded labels (each a tag, a length, then the Label
 // message, whose name field comes first), so a series costs one contiguous read.
 void RequestEncoder::AppendMergedLabels(const LabelSet& set) {
+  const std::vector<ExternalLabel>& external =
+      set.origin == SeriesOrigin::kAgent ? agent_external_ : aggregator_external_;
   const std::string_view own = set.encoded;
   size_t j = 0;
   size_t run_begin = 0;  // own labels not yet copied start here
   size_t pos = 0;
-  while (pos < own.size() && j < external_labels_.size()) {
+  while (pos < own.size() && j < external.size()) {
     size_t cursor = pos + 1;  // past the TimeSeries.labels tag
     uint64_t length = 0;
     if (!wire::ReadVarint(own, &cursor, &length) || length > own.size() - cursor) {
@@ -89,19 +103,19 @@ void RequestEncoder::AppendMergedLabels(const LabelSet& set) {
       }
     }
     // External labels sorting before this one go first; one of the same name is left out.
-    while (j < external_labels_.size() && external_labels_[j].name <= name) {
-      if (external_labels_[j].name < name) {
+    while (j < external.size() && external[j].name <= name) {
+      if (external[j].name < name) {
         labels_.append(own, run_begin, pos - run_begin);
         run_begin = pos;
-        labels_.append(external_labels_[j].encoded);
+        labels_.append(external[j].encoded);
       }
       ++j;
     }
     pos = end;
   }
   labels_.append(own, run_begin, own.size() - run_begin);
-  for (; j < external_labels_.size(); ++j) {
-    labels_.append(external_labels_[j].encoded);
+  for (; j < external.size(); ++j) {
+    labels_.append(external[j].encoded);
   }
 }
 
@@ -148,8 +162,9 @@ void RequestEncoder::Encode(absl::Span<const PendingSample> samples, std::string
 }
 
 std::string EncodeWriteRequest(absl::Span<const PendingSample> samples,
-                               const LabelPairs& external_labels) {
-  RequestEncoder encoder(external_labels);
+                               const LabelPairs& external_labels,
+                               const LabelPairs& aggregator_labels) {
+  RequestEncoder encoder(external_labels, aggregator_labels);
   std::string body;
   encoder.Encode(samples, body);
   return body;

@@ -34,16 +34,21 @@ bool IsStaleNaN(double value);
 
 // Builds request bodies for `samples`: one TimeSeries per distinct series (first-seen order),
 // its samples in the order given. The external labels (sorted by name, as ValidateEndpoint
-// leaves them) are added to every series that lacks a label of that name: a series' own label
-// is never overridden. The protobuf bytes are written by hand from each series' pre-encoded
-// labels (LabelSet::encoded) straight into one reused buffer, exactly what protobuf would
-// serialize for the same WriteRequest; then snappy compresses them once.
+// leaves them) are added to every series that lacks a label of that name, and the
+// aggregator labels (the `shard` name) to the aggregator's own series only (LabelSet::origin
+// kAggregator), never to an agent's: a series' own label is never overridden. The choice is
+// made once per series per request, from two merged lists built here. The protobuf bytes are
+// written by hand from each series' pre-encoded labels (LabelSet::encoded) straight into one reused
+// buffer, exactly what protobuf would serialize for the same WriteRequest; then snappy compresses
+// them once.
 //
 // Keeps its buffers between requests, so a shard's steady state allocates nothing. Not
 // thread-safe: one per shard.
 class RequestEncoder {
  public:
-  explicit RequestEncoder(const LabelPairs& external_labels);
+  // Both sorted by name, with no name in common.
+  explicit RequestEncoder(const LabelPairs& external_labels,
+                          const LabelPairs& aggregator_labels = {});
 
   // The HTTP body for `samples` (serialized, snappy block-compressed) into `body`.
   void Encode(absl::Span<const PendingSample> samples, std::string& body);
@@ -65,7 +70,10 @@ class RequestEncoder {
     std::string name;
     std::string encoded;  // as in LabelSet::encoded
   };
-  std::vector<ExternalLabel> external_labels_;  // sorted by name
+  // Sorted by name: what an agent's series gets (the external labels), and what the aggregator's
+  // own series get (those and the aggregator labels).
+  std::vector<ExternalLabel> agent_external_;
+  std::vector<ExternalLabel> aggregator_external_;
 
   absl::flat_hash_map<const LabelSet*, size_t> series_index_;
   std::vector<Series> series_;
@@ -76,7 +84,8 @@ class RequestEncoder {
 
 // One request's body (a RequestEncoder used once): tests and tools.
 std::string EncodeWriteRequest(absl::Span<const PendingSample> samples,
-                               const LabelPairs& external_labels);
+                               const LabelPairs& external_labels,
+                               const LabelPairs& aggregator_labels = {});
 
 // The inverse (tests, the benchmark's receiver): DataLoss when `body` is not snappy's block
 // format or not a WriteRequest.

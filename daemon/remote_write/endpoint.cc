@@ -28,8 +28,9 @@ absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::Create(EndpointOptions optio
     }
     endpoint->senders_.push_back(*std::move(sender));
     endpoint->shards_.push_back(std::make_unique<Shard>(
-        queue, per_shard, endpoint->options_.external_labels, *endpoint->senders_.back(),
-        endpoint->stats_, clock, /*seed=*/0x9e3779b97f4a7c15ULL * (i + 1) ^ clock.MonotonicNanos(),
+        queue, per_shard, endpoint->options_.external_labels, endpoint->options_.aggregator_labels,
+        *endpoint->senders_.back(), endpoint->stats_, clock,
+        /*seed=*/0x9e3779b97f4a7c15ULL * (i + 1) ^ clock.MonotonicNanos(),
         endpoint->options_.name));
   }
   return endpoint;

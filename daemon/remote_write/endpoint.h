@@ -25,8 +25,11 @@ namespace fabricmon::remote_write {
 
 struct EndpointOptions {
   std::string name;            // the `endpoint` label of its metrics (never holds credentials)
-  LabelPairs external_labels;  // sorted by name
+  LabelPairs external_labels;  // sorted by name; on every series
   QueueOptions queue;
+  // Sorted by name, none in external_labels: on the aggregator's own series only (the `shard`
+  // name), never on an agent's (LabelSet::origin).
+  LabelPairs aggregator_labels;
 };
 
 class Endpoint {

@@ -25,8 +25,10 @@ void AppendEncodedLabel(absl::string_view name, absl::string_view value, std::st
   }
 }
 
-std::shared_ptr<const LabelSet> MakeLabelSet(absl::string_view name, LabelPairs labels) {
+std::shared_ptr<const LabelSet> MakeLabelSet(absl::string_view name, LabelPairs labels,
+                                             SeriesOrigin origin) {
   auto set = std::make_shared<LabelSet>();
+  set->origin = origin;
   set->labels.reserve(labels.size() + 1);
   set->labels.emplace_back("__name__", std::string(name));
   for (auto& label : labels) {

@@ -21,9 +21,17 @@ namespace fabricmon::remote_write {
 
 using LabelPairs = std::vector<std::pair<std::string, std::string>>;
 
+// Who a series belongs to, which decides the external labels it gets (RequestEncoder). A node's
+// series (its agent's counters and gauges, their saturation flags) must be one series whatever
+// aggregator shard wrote it, so that a batch replayed to another shard after a failover is an
+// exact duplicate the receiver deduplicates; the aggregator's own series (findings,
+// fabricmon_aggregator_*, ...) are per shard and carry its `shard` label.
+enum class SeriesOrigin : uint8_t { kAggregator, kAgent };
+
 struct LabelSet {
   LabelPairs labels;  // sorted by name, names unique, no empty value
   uint64_t hash = 0;  // of names and values: same labels, same hash, same shard
+  SeriesOrigin origin = SeriesOrigin::kAggregator;
   // `labels` as the prompb.TimeSeries fields that carry them (field 1, one Label message each),
   // concatenated in the same order. The encoder reads the names back from these bytes (one
   // contiguous run per series) rather than from `labels`.
@@ -37,7 +45,8 @@ void AppendEncodedLabel(absl::string_view name, absl::string_view value, std::st
 // `name` becomes `__name__`; `labels` may come in any order. A label with an empty value is left
 // out (Prometheus' rule: an empty label is no label). A name given twice keeps its first value
 // (the caller's labels are unique already; this only makes the result well-formed).
-std::shared_ptr<const LabelSet> MakeLabelSet(absl::string_view name, LabelPairs labels);
+std::shared_ptr<const LabelSet> MakeLabelSet(absl::string_view name, LabelPairs labels,
+                                             SeriesOrigin origin = SeriesOrigin::kAggregator);
 
 // Whether `name` is a valid Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*).
 bool IsValidLabelName(absl::string_view name);

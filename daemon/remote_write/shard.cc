@@ -24,17 +24,16 @@ std::map<std::string, uint64_t> EndpointStats::Requests() const {
 }
 
 Shard::Shard(const QueueOptions& options, uint64_t capacity, const LabelPairs& external_labels,
-             Sender& sender, EndpointStats& stats, const Clock& clock, uint64_t seed,
-             std::string endpoint_name)
+             const LabelPairs& aggregator_labels, Sender& sender, EndpointStats& stats,
+             const Clock& clock, uint64_t seed, std::string endpoint_name)
     : options_(options),
       capacity_(capacity),
-      external_labels_(external_labels),
       sender_(sender),
       stats_(stats),
       clock_(clock),
       endpoint_name_(std::move(endpoint_name)),
       backoff_(options.min_backoff_nanos, options.max_backoff_nanos, seed),
-      encoder_(external_labels) {}
+      encoder_(external_labels, aggregator_labels) {}
 
 size_t Shard::Push(absl::Span<const PendingSample> samples) {
   absl::MutexLock lock(&mu_);

@@ -59,10 +59,11 @@ class Shard {
   static constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 
   // Keeps references to everything; all must outlive the shard. `capacity` samples at most wait
-  // in the queue (the batch being sent is apart from them). `external_labels` sorted by name.
+  // in the queue (the batch being sent is apart from them). `external_labels` (every series) and
+  // `aggregator_labels` (the aggregator's own series only) sorted by name: RequestEncoder.
   Shard(const QueueOptions& options, uint64_t capacity, const LabelPairs& external_labels,
-        Sender& sender, EndpointStats& stats, const Clock& clock, uint64_t seed,
-        std::string endpoint_name);
+        const LabelPairs& aggregator_labels, Sender& sender, EndpointStats& stats,
+        const Clock& clock, uint64_t seed, std::string endpoint_name);
 
   // Queues what fits and counts the rest as dropped (queue_full); never blocks on the network.
   // Returns how many were dropped. Wakes a Wait() when there is work.
@@ -94,7 +95,6 @@ class Shard {
  private:
   const QueueOptions& options_;
   const uint64_t capacity_;
-  const LabelPairs& external_labels_;
   Sender& sender_;
   EndpointStats& stats_;
   const Clock& clock_;

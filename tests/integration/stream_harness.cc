@@ -10,6 +10,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "collectors/ib_sysfs/ib_sysfs_collector.h"
 #include "daemon/agent/collector_runner.h"
 #include "daemon/agent/cycle_builder.h"
@@ -461,10 +462,10 @@ size_t IbSysfsCycleBytes(const std::string& sysfs_root) {
 
 // --- Raw streams
 
-RawStream::RawStream(const std::shared_ptr<grpc::Channel>& channel)
+RawStream::RawStream(const std::shared_ptr<grpc::Channel>& channel, absl::Duration deadline)
     : stub_(v1::Telemetry::NewStub(channel)) {
   // A server that never answers must fail the test, not hang it.
-  context_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  context_.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
   stream_ = stub_->Stream(&context_);
 }
 

@@ -224,7 +224,10 @@ size_t IbSysfsCycleBytes(const std::string& sysfs_root);
 // never would.
 class RawStream {
  public:
-  explicit RawStream(const std::shared_ptr<grpc::Channel>& channel);
+  // The whole stream must end within `deadline` (a server that never answers fails the test
+  // rather than hanging it).
+  explicit RawStream(const std::shared_ptr<grpc::Channel>& channel,
+                     absl::Duration deadline = absl::Seconds(10));
 
   bool Write(const v1::AgentMessage& message) { return stream_->Write(message); }
   std::optional<v1::AggregatorMessage> Read();

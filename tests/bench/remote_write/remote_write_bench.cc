@@ -128,14 +128,16 @@ int main(int argc, char** argv) {
   const int64_t shards = Flag(argc, argv, "shards", 4);
   const int64_t per_send = Flag(argc, argv, "per_send", 2000);
 
-  // Label sets shaped like an ib_sysfs series: name, node, device, port.
+  // Label sets shaped like an ib_sysfs series: name, node, device, port; an agent's series, so
+  // it gets the external labels and not the shard label, as in the aggregator.
   std::vector<std::shared_ptr<const rw::LabelSet>> series;
   series.reserve(series_count);
   for (int64_t i = 0; i < series_count; ++i) {
     series.push_back(rw::MakeLabelSet(absl::StrCat("fabricmon_ib_port_counter_", i % 40, "_total"),
                                       {{"node", absl::StrCat("gpu-node-", i / 3000)},
                                        {"device", absl::StrCat("mlx5_", (i / 40) % 18)},
-                                       {"port", "1"}}));
+                                       {"port", "1"}},
+                                      rw::SeriesOrigin::kAgent));
   }
   const int64_t base_ms = 1700000000000;
   auto round_samples = [&](int64_t round) {
@@ -152,7 +154,9 @@ int main(int argc, char** argv) {
   // 1. Encoding alone, batch by batch as a shard does (one encoder, its buffers reused).
   {
     const std::vector<PendingSample> samples = round_samples(0);
-    rw::RequestEncoder encoder({});
+    // The labels an aggregator adds: an operator's external label, and its shard name (which
+    // an agent's series does not get).
+    rw::RequestEncoder encoder({{"cluster", "bench"}}, {{"shard", "bench-0"}});
     std::string body;
     // One round unmeasured: the heap grows to its working size (page faults) first.
     for (size_t start = 0; start < samples.size(); start += per_send) {
@@ -189,7 +193,7 @@ int main(int argc, char** argv) {
   queue.capacity_samples = static_cast<uint64_t>(series_count) * rounds * shards + 1;
   queue.batch_send_deadline_nanos = 5'000'000;
   auto endpoint = rw::Endpoint::Create(
-      {"bench", {{"cluster", "bench"}}, queue},
+      {"bench", {{"cluster", "bench"}}, queue, {{"shard", "bench-0"}}},
       [&http]() -> absl::StatusOr<std::unique_ptr<rw::Sender>> {
         auto sender = rw::CurlSender::Create(http);
         if (!sender.ok()) {

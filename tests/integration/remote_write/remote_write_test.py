@@ -9,11 +9,12 @@ found at run time, every child dying with this script).
   queues are empty, checks through VictoriaMetrics' /api/v1/export and Prometheus'
   /api/v1/query (a range selector returns raw samples):
     * both engines hold exactly the agent series the aggregator's /metrics shows (same names,
-      same labels as a scrape stores them, plus the external label), each ending with the value
-      /metrics shows;
+      same labels as a scrape stores them, plus the external label, and no `shard` label),
+      each ending with the value /metrics shows;
     * both hold the same samples at the same timestamps, and as many as the aggregator stored
       (fabricmon_aggregator_samples_total): nothing lost, nothing twice;
-    * the aggregator's own families arrived (findings, fabricmon_node_up); the remote_write
+    * the aggregator's own families arrived (findings, fabricmon_node_up), with the `shard`
+      label; the remote_write
       metrics say nothing failed or dropped, and `promtool check metrics` is silent on /metrics;
     * a batch replayed to VictoriaMetrics (the same request again, as an agent's replay after an
       aggregator restart produces) adds no sample (-dedup.minScrapeInterval).
@@ -24,8 +25,9 @@ found at run time, every child dying with this script).
   counted, never sent again), and goes away for 3 s (retried until it is back, then delivered).
   At the end every sample the aggregator stored reached the receiver once or was refused by a
   400, and the aggregator's counters say exactly that. Every request carries the remote-write
-  headers, the bearer token from bearer_token_file and the configured extra header; the token
-  never appears in the aggregator's log.
+  headers, the bearer token from bearer_token_file and the configured extra header; the
+  aggregator's own series carry the `shard` label and the agent's do not; the token never
+  appears in the aggregator's log.
 
 --case=tls: mutual TLS into a real Prometheus (`--web.config.file`: its certificate from a CA
   made here with openssl, client_auth_type RequireAndVerifyClientCert). One endpoint with a
@@ -38,10 +40,10 @@ found at run time, every child dying with this script).
   Prometheus; four agents on generated sysfs trees (tests/sim/gen_sysfs_tree.py) given both,
   failover_after_ms and failback_after_ms 1 s. The shard primary for the most agents is
   SIGKILLed: its agents must stream to the other within 2 x failover_after_ms; it restarts on
-  its port: they must return. Then, in both engines, each moved node's periodic series, over
-  both shards' series: one sample per timestamp (a sample stored by both shards would be counted
-  twice by a query across them) and no step longer than 1.5 of the series' own cycle across the
-  kill and the restart. Without the agent's replay the cycles of the failover time are missing
+  its port: they must return. Then, in both engines, each moved node's periodic series: one
+  series whatever shard wrote it (no `shard` label on an agent's series, so a sample stored by
+  both shards is one exact duplicate the engine keeps once), one sample per timestamp, and no
+  step longer than 1.5 of the series' own cycle across the kill and the restart. Without the agent's replay the cycles of the failover time are missing
   (checked by hand with replay_buffer_bytes: 1: a 1.5 s step). Skips (77) without the engines.
 
 Usage:
@@ -89,16 +91,29 @@ def write(path, content):
     return path
 
 
-# The aggregator's shard name: every remote series carries it as the `shard` external label.
+# The aggregator's shard name: its own series carry it as the `shard` label, the agents' series
+# do not (a node's series is one series whatever shard wrote it).
 SHARD = "rw-test-shard"
 
+# The aggregator's own families (sent each detector tick); every other series is an agent's (a
+# node's counters and gauges, their saturation flags).
+AGGREGATOR_FAMILIES = ("fabricmon_aggregator_", "fabricmon_remote_write_", "fabricmon_node_",
+                       "fabricmon_finding", "fabricmon_job", "fabricmon_detector_",
+                       "fabricmon_topology_", "fabricmon_recording_")
 
-def pop_shard(labels):
-    """Removes the `shard` label, which every series must carry with the aggregator's name. A
-    series without it, or with another value, keeps a `bad_shard` label, so the comparison with
-    /metrics reports it (extra and missing) instead of this failing inside a poll."""
+
+def shard_of(name):
+    """The `shard` label a remote series of family `name` must carry: SHARD on the aggregator's
+    own, none on an agent's."""
+    return SHARD if name.startswith(AGGREGATOR_FAMILIES) else None
+
+
+def pop_shard(name, labels):
+    """Removes the `shard` label and checks it (shard_of). A series with the wrong one keeps a
+    `bad_shard` label, so the comparison with /metrics reports it (extra and missing) instead of
+    this failing inside a poll."""
     shard = labels.pop("shard", None)
-    if shard != SHARD:
+    if shard != shard_of(name):
         labels["bad_shard"] = repr(shard)
 
 
@@ -237,7 +252,7 @@ def same_value(engine, got, want):
 
 def vm_export(port, selector, keep_shard=False):
     """{(name, labels)} → [(timestamp ms, value)] from VictoriaMetrics' /api/v1/export (the
-    `shard` label checked and removed unless `keep_shard`)."""
+    `shard` label checked (pop_shard) and removed unless `keep_shard`)."""
     http_get("http://127.0.0.1:%d/internal/force_flush" % port)
     query = urllib.parse.urlencode({"match[]": selector})
     out = {}
@@ -248,7 +263,7 @@ def vm_export(port, selector, keep_shard=False):
         labels = dict(row["metric"])
         name = labels.pop("__name__")
         if not keep_shard:
-            pop_shard(labels)
+            pop_shard(name, labels)
         out[key_of(name, labels)] = sorted(zip(row["timestamps"], row["values"]))
     return out
 
@@ -261,7 +276,7 @@ def prom_samples(base, selector, keep_shard=False):
         labels = dict(row["metric"])
         name = labels.pop("__name__")
         if not keep_shard:
-            pop_shard(labels)
+            pop_shard(name, labels)
         out[key_of(name, labels)] = [(int(round(float(t) * 1000)), float(v))
                                      for t, v in row["values"]]
     return out
@@ -370,6 +385,9 @@ def run_engines(args, workdir, procs):
 
     # The aggregator's own families, each detector tick: findings and node health.
     own = vm_export(vm_port, '{__name__=~"fabricmon_(finding|node_).*"}')
+    wrong = [key for key in own if "bad_shard" in dict(key[1])]
+    if wrong:
+        raise Failure("the aggregator's own series without its shard label: %s" % wrong[:5])
     for family, node in (("fabricmon_findings_total", None), ("fabricmon_node_up", "nodeA"),
                          ("fabricmon_node_up", "nodeB")):
         if not any(name == family and (EXTERNAL[0], EXTERNAL[1]) in labels and
@@ -455,19 +473,28 @@ class Aggregator:
                 if n == "fabricmon_node_up" and v == 1}
 
 
-def agent_timelines(series_by_key):
-    """{(name, labels without shard)} → [(timestamp ms, shard)] over every shard's series of the
-    agents' own series (fabricmon_node_* are the aggregators', the saturation flags go beside
-    stored samples, and an agent reports fabricmon_agent_aggregator_info only for the aggregator
-    it streams to: each of those series pauses while the node is elsewhere)."""
+def agent_timelines(engine, series_by_key):
+    """{(name, labels)} → [(timestamp ms, shard)] of the agents' own series (the aggregators'
+    families apart, the saturation flags go beside stored samples, and an agent reports
+    fabricmon_agent_aggregator_info only for the aggregator it streams to: each of those series
+    pauses while the node is elsewhere). Each must be one series whatever shard wrote it: one
+    with a `shard` label, or stored as several series, fails."""
     out = {}
+    shards = {}
     for (name, labels), samples in series_by_key.items():
-        if name.startswith("fabricmon_node_") or name in ("fabricmon_series_saturated",
-                                                          "fabricmon_agent_aggregator_info"):
+        if shard_of(name) is not None or name in ("fabricmon_series_saturated",
+                                                  "fabricmon_agent_aggregator_info"):
             continue
         labels = dict(labels)
         shard = labels.pop("shard", None)
-        out.setdefault(key_of(name, labels), []).extend((t, shard) for t, _ in samples)
+        key = key_of(name, labels)
+        shards.setdefault(key, []).append(shard)
+        out.setdefault(key, []).extend((t, shard) for t, _ in samples)
+    for (name, labels), found in shards.items():
+        if found != [None]:
+            raise Failure("%s: %s%s is stored as %d series, shard labels %s: a node's series "
+                          "must be one series whatever shard wrote it" %
+                          (engine, name, dict(labels), len(found), found))
     return {key: sorted(points) for key, points in out.items()}
 
 
@@ -592,10 +619,10 @@ def run_failover(args, workdir, procs):
             ("victoria-metrics", lambda: vm_export(vm_port, selector, keep_shard=True)),
             ("prometheus", lambda: prom_samples("http://127.0.0.1:%d" % prom_port, selector,
                                                 keep_shard=True))):
-        checked = check_no_gap_no_duplicate(engine, agent_timelines(read()), moved, kill_ms,
-                                            restart_ms)
-        log("%s: %d series of the moved nodes, no gap and no duplicate across the kill and "
-            "the restart" % (engine, checked))
+        checked = check_no_gap_no_duplicate(engine, agent_timelines(engine, read()), moved,
+                                            kill_ms, restart_ms)
+        log("%s: %d series of the moved nodes, one series each, no gap and no duplicate across "
+            "the kill and the restart" % (engine, checked))
     for shard in shards:
         final = scrape(shard.metrics_port)
         for endpoint in ("vm", "prometheus"):
@@ -939,8 +966,11 @@ def run_receiver(args, workdir, procs):
     accepted = [s for code, _, series in requests if code == 200 for s in series]
     failed = [s for code, _, series in requests if code == 400 for s in series]
     for labels, _ in accepted:
-        if ("shard", SHARD) not in [tuple(label) for label in labels]:
-            raise Failure("%s arrived without the aggregator's shard label" % (labels,))
+        labels = dict(labels)
+        if labels.get("shard") != shard_of(labels["__name__"]):
+            raise Failure("%s arrived with shard %r, not %r (the aggregator's own series carry "
+                          "it, the agents' do not)" % (labels, labels.get("shard"),
+                                                       shard_of(labels["__name__"])))
     seen = set()
     for labels, samples in accepted:
         for t, _ in samples:

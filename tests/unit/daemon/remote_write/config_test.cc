@@ -87,7 +87,7 @@ TEST(RemoteWriteConfigTest, AnUnreadableTokenFileStopsTheStartWithoutTheToken) {
   EXPECT_THAT(parsed.status().message(), HasSubstr("bearer_token_file"));
 }
 
-TEST(RemoteWriteConfigTest, TheShardNameIsAnExternalLabelOfEveryEndpoint) {
+TEST(RemoteWriteConfigTest, TheShardNameIsAnAggregatorLabelOfEveryEndpoint) {
   v1::AggregatorConfig config;
   ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(
       R"(remote_write { url: "http://vm:8428/api/v1/write"
@@ -98,12 +98,15 @@ TEST(RemoteWriteConfigTest, TheShardNameIsAnExternalLabelOfEveryEndpoint) {
   auto parsed = ParseRemoteWriteConfigs(config.remote_write(), "aggregator-2:7470");
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   ASSERT_EQ(parsed->size(), 2u);
-  // Sorted by name, as the encoder's merge needs.
-  EXPECT_THAT((*parsed)[0].endpoint.external_labels,
-              ::testing::ElementsAre(::testing::Pair("cluster", "c1"),
-                                     ::testing::Pair("shard", "aggregator-2:7470"),
-                                     ::testing::Pair("zone", "z")));
-  EXPECT_THAT((*parsed)[1].endpoint.external_labels,
+  // Sorted by name, as the encoder's merge needs; the shard name apart from them, for the
+  // aggregator's own series only.
+  EXPECT_THAT(
+      (*parsed)[0].endpoint.external_labels,
+      ::testing::ElementsAre(::testing::Pair("cluster", "c1"), ::testing::Pair("zone", "z")));
+  EXPECT_THAT((*parsed)[0].endpoint.aggregator_labels,
+              ::testing::ElementsAre(::testing::Pair("shard", "aggregator-2:7470")));
+  EXPECT_THAT((*parsed)[1].endpoint.external_labels, ::testing::IsEmpty());
+  EXPECT_THAT((*parsed)[1].endpoint.aggregator_labels,
               ::testing::ElementsAre(::testing::Pair("shard", "aggregator-2:7470")));
 
   // Naming the shard twice is ambiguous: refused.

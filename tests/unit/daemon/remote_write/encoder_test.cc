@@ -81,6 +81,45 @@ TEST(EncoderTest, RoundTripsThroughSnappyAndProtobuf) {
   EXPECT_EQ(second.samples(0).value(), -2);
 }
 
+// The shard name goes on the aggregator's own series only: a node's series is one series
+// whatever shard wrote it (a replay to another shard is an exact duplicate), while the
+// operator's external labels go on both.
+TEST(EncoderTest, AggregatorLabelsGoOnTheAggregatorsSeriesOnly) {
+  auto agent = MakeLabelSet("fabricmon_a_total", {{"node", "n1"}}, SeriesOrigin::kAgent);
+  auto own = MakeLabelSet("fabricmon_finding_active", {{"node", "n1"}}, SeriesOrigin::kAggregator);
+  // An agent series that has a label of the aggregator label's name keeps its own value.
+  auto agent_with_zone =
+      MakeLabelSet("fabricmon_b", {{"node", "n2"}, {"zone", "own"}}, SeriesOrigin::kAgent);
+  std::vector<PendingSample> samples = {
+      {agent, 1000, 1, 0}, {own, 1000, 1, 0}, {agent_with_zone, 1000, 2, 0}, {agent, 2000, 3, 0}};
+  // External labels before, between and after `shard` in name order.
+  RequestEncoder encoder({{"a_first", "x"}, {"cluster", "c1"}, {"zone", "z"}}, {{"shard", "s0"}});
+  std::string body;
+  encoder.Encode(samples, body);
+  absl::StatusOr<v1::prompb::WriteRequest> decoded = DecodeWriteRequest(body);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  ASSERT_EQ(decoded->timeseries_size(), 3);
+  EXPECT_THAT(
+      Labels(decoded->timeseries(0)),
+      ::testing::ElementsAre(::testing::Pair("__name__", "fabricmon_a_total"),
+                             ::testing::Pair("a_first", "x"), ::testing::Pair("cluster", "c1"),
+                             ::testing::Pair("node", "n1"), ::testing::Pair("zone", "z")));
+  EXPECT_EQ(decoded->timeseries(0).samples_size(), 2);
+  EXPECT_THAT(
+      Labels(decoded->timeseries(1)),
+      ::testing::ElementsAre(::testing::Pair("__name__", "fabricmon_finding_active"),
+                             ::testing::Pair("a_first", "x"), ::testing::Pair("cluster", "c1"),
+                             ::testing::Pair("node", "n1"), ::testing::Pair("shard", "s0"),
+                             ::testing::Pair("zone", "z")));
+  EXPECT_THAT(
+      Labels(decoded->timeseries(2)),
+      ::testing::ElementsAre(::testing::Pair("__name__", "fabricmon_b"),
+                             ::testing::Pair("a_first", "x"), ::testing::Pair("cluster", "c1"),
+                             ::testing::Pair("node", "n2"), ::testing::Pair("zone", "own")));
+  // Still byte for byte what protobuf serializes.
+  EXPECT_EQ(std::string(encoder.raw()), decoded->SerializeAsString());
+}
+
 // The field numbers are the protocol: check the bytes of a minimal request by hand
 // (WriteRequest.timeseries = 1, TimeSeries.labels = 1 / samples = 2, Label.name = 1 / value = 2,
 // Sample.value = 1 (double) / timestamp = 2 (int64)).

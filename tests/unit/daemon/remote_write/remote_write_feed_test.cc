@@ -38,11 +38,12 @@ struct Received {
 
 class RemoteWriteFeedTest : public ::testing::Test {
  protected:
-  std::unique_ptr<RemoteWriteFeed> MakeFeed(LabelPairs external = {}) {
+  std::unique_ptr<RemoteWriteFeed> MakeFeed(LabelPairs external = {},
+                                            LabelPairs aggregator_labels = {}) {
     remote_write::QueueOptions queue;
     queue.shards = 2;
     auto endpoint = remote_write::Endpoint::Create(
-        {"test", std::move(external), queue},
+        {"test", std::move(external), queue, std::move(aggregator_labels)},
         [this]() -> absl::StatusOr<std::unique_ptr<remote_write::Sender>> {
           return std::unique_ptr<remote_write::Sender>(
               std::make_unique<CapturingSender>(bodies_, mu_));
@@ -156,6 +157,44 @@ TEST_F(RemoteWriteFeedTest, APinnedSaturatingCounterIsFlaggedUntilItMovesAgain) 
   EXPECT_EQ(flag[2].timestamp_ms, (t0 + 3'000'000'000) / 1000000);
   EXPECT_EQ(received["__name__=fabricmon_ib_port_symbol_errors_total,device=mlx5_0,node=n,"].size(),
             4u);
+}
+
+// A node's series (its counters, their saturation flag) must be the same series whatever shard
+// stored it, so a batch replayed to another shard is an exact duplicate: no `shard` label on
+// them. The aggregator's own families are per shard and carry it.
+TEST_F(RemoteWriteFeedTest, TheShardLabelIsOnTheAggregatorsSeriesOnly) {
+  NodeState node("n", 4, 1000);
+  auto a = node.DeclareSlot(
+      collectors::CounterSeries("ib_sysfs", "fabricmon_ib_port_symbol_errors_total", "h",
+                                collectors::Unit::kNone, 16, collectors::Overflow::kSaturates, 1.0,
+                                {{"device", "mlx5_0"}}),
+      0);
+  ASSERT_TRUE(a.ok());
+  auto feed = MakeFeed({{"cluster", "c1"}}, {{"shard", "s1"}});
+  auto stream = feed->OpenStream();
+  const int64_t t0 = clock_.NowUnixNanos();
+  ASSERT_TRUE(
+      node.AppendBatchToSlots(1, 0, t0, {*a}, std::vector<uint64_t>{65535}, {true}, t0).stored);
+  stream->OnStored(node, {*a}, {true});
+  prometheus::MetricFamily active;
+  active.name = "fabricmon_finding_active";
+  active.type = prometheus::MetricType::Gauge;
+  active.metric.emplace_back();
+  active.metric.back().label = {{"kind", "link_flapping"}, {"node", "n"}};
+  active.metric.back().gauge.value = 1;
+  feed->ForwardFamilies({active}, t0);
+  feed->Shutdown();
+  auto received = ReceivedBySeries();
+  std::vector<std::string> keys;
+  for (const auto& [key, samples] : received) {
+    keys.push_back(key);
+  }
+  EXPECT_THAT(
+      keys, ::testing::UnorderedElementsAre(
+                "__name__=fabricmon_finding_active,cluster=c1,kind=link_flapping,node=n,shard=s1,",
+                "__name__=fabricmon_ib_port_symbol_errors_total,cluster=c1,device=mlx5_0,node=n,",
+                "__name__=fabricmon_series_saturated,cluster=c1,device=mlx5_0,"
+                "metric=fabricmon_ib_port_symbol_errors_total,node=n,"));
 }
 
 TEST_F(RemoteWriteFeedTest, ARetiredSlotSendsNothing) {

@@ -66,7 +66,7 @@ class ShardTest : public ::testing::Test {
     options_.request_timeout_nanos = 5000 * kMs;
   }
   Shard MakeShard(uint64_t capacity) {
-    return Shard(options_, capacity, external_, sender_, stats_, clock_, 42, "test");
+    return Shard(options_, capacity, external_, {}, sender_, stats_, clock_, 42, "test");
   }
   PendingSample Sample(const std::string& name, double value) {
     return {MakeLabelSet(name, {}), 1000, value, clock_.MonotonicNanos()};
@@ -144,7 +144,7 @@ TEST_F(ShardTest, NeverRetriesOtherClientErrors) {
   for (int code : {400, 401, 403, 404, 413, 302}) {
     EndpointStats stats;
     ScriptedSender sender(clock_);
-    Shard shard(options_, 100, external_, sender, stats, clock_, 1, "test");
+    Shard shard(options_, 100, external_, {}, sender, stats, clock_, 1, "test");
     sender.codes = {code};
     shard.Push({Sample("a", 1), Sample("b", 2), Sample("c", 3), Sample("d", 4)});
     shard.Step(false);  // refused: dropped and counted
