@@ -37,7 +37,8 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
     int64_t sampled = 0;
     double threshold = 0;  // IB wait_fraction, RoCE pause_fraction
   };
-  std::map<Endpoint, Measured> measured;
+  // Hashed: every port series looks its port up here; what is built from it below is ordered.
+  absl::flat_hash_map<Endpoint, Measured> measured;
 
   // IB: join XmitWait with XmitData of the same port over the same interval. Both come from one
   // read of the port (a sysfs cycle, a sweep), so their newest two samples share timestamps; when
@@ -50,7 +51,7 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
   };
   // By reporting node and port: a host port is also swept from the fabric (a CA port), a switch
   // port by every sweeper of its subnet, each on its own schedule.
-  std::map<std::pair<std::string, Endpoint>, DataInterval> data_words;
+  absl::flat_hash_map<std::pair<std::string, Endpoint>, DataInterval> data_words;
   view.ForEachSeries(families::kIbXmitData, [&](const std::string& node, const Series& series) {
     uint64_t increase;
     double seconds;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "daemon/detectors/cable_graph.h"
 #include "daemon/detectors/finding.h"
@@ -57,7 +58,7 @@ class ReporterChoice {
   bool Judges(const Endpoint& endpoint, const std::string& node) const;
 
  private:
-  std::map<Endpoint, std::string> chosen_;
+  absl::flat_hash_map<Endpoint, std::string> chosen_;  // looked up only, never iterated
 };
 
 // Debounces a condition judged once per sample: raised after `n` consecutive samples in which it

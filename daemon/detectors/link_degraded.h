@@ -33,7 +33,8 @@ class LinkDegradedDetector final : public Detector {
   };
   const LinkDegradedOptions options_;
   SeriesStates<int64_t> cursors_;
-  std::map<Endpoint, PortErrors> ports_;
+  // Hashed: looked up per error event; the findings are emitted in endpoint order.
+  absl::flat_hash_map<Endpoint, PortErrors> ports_;
 };
 
 }  // namespace fabricmon::detectors
