@@ -54,8 +54,12 @@ class FabricView {
 // store lists nodes in). Offer() every reporter of a family, then ask Judges().
 class ReporterChoice {
  public:
+  // `expected_ports`: room reserved up front (a tick's table grown from empty spends more time
+  // rehashing than looking up).
+  explicit ReporterChoice(size_t expected_ports = 0) { chosen_.reserve(expected_ports); }
   void Offer(const Endpoint& endpoint, const std::string& node);
   bool Judges(const Endpoint& endpoint, const std::string& node) const;
+  size_t ports() const { return chosen_.size(); }
 
  private:
   absl::flat_hash_map<Endpoint, std::string> chosen_;  // looked up only, never iterated

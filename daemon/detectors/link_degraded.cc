@@ -21,7 +21,7 @@ void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>
   cursors_.StartTick();
   const int64_t now = view.now_unix_nanos();
   for (const char* family : kErrorCounters) {
-    ReporterChoice reporters;
+    ReporterChoice reporters(reporter_ports_hint_);
     view.ForEachSeries(family, [&](const std::string& node, const store::Series& series) {
       reporters.Offer(view.PortOf(node, series.desc), node);
     });
@@ -47,6 +47,7 @@ void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>
                                         absl::StrCat("+", increase, " in ", seconds, " s"));
                      });
     });
+    reporter_ports_hint_ = std::max(reporter_ports_hint_, reporters.ports());
   }
   // Expire old events; the ports still in their window are judged in endpoint order, so that the
   // findings come out in the same order every tick.
