@@ -70,6 +70,8 @@ class CongestionDetector final : public Detector {
     int64_t last_sample = 0;
   };
   const CongestionOptions options_;
+  size_t measured_hint_ = 0;    // ports measured by the last tick
+  size_t data_words_hint_ = 0;  // XmitData series read by the last tick
   std::map<Endpoint, PortState> ports_;
   std::map<std::pair<std::string, Endpoint>, Reported> reported_;  // by (kind, subject)
 };

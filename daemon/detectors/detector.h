@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "daemon/detectors/cable_graph.h"
 #include "daemon/detectors/finding.h"
@@ -53,11 +54,15 @@ class FabricView {
 // store lists nodes in). Offer() every reporter of a family, then ask Judges().
 class ReporterChoice {
  public:
+  // `expected_ports`: room reserved up front (a tick's table grown from empty spends more time
+  // rehashing than looking up).
+  explicit ReporterChoice(size_t expected_ports = 0) { chosen_.reserve(expected_ports); }
   void Offer(const Endpoint& endpoint, const std::string& node);
   bool Judges(const Endpoint& endpoint, const std::string& node) const;
+  size_t ports() const { return chosen_.size(); }
 
  private:
-  std::map<Endpoint, std::string> chosen_;
+  absl::flat_hash_map<Endpoint, std::string> chosen_;  // looked up only, never iterated
 };
 
 // Debounces a condition judged once per sample: raised after `n` consecutive samples in which it

@@ -1,5 +1,9 @@
 #include "daemon/detectors/link_degraded.h"
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "daemon/detectors/families.h"
@@ -17,7 +21,7 @@ void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>
   cursors_.StartTick();
   const int64_t now = view.now_unix_nanos();
   for (const char* family : kErrorCounters) {
-    ReporterChoice reporters;
+    ReporterChoice reporters(reporter_ports_hint_);
     view.ForEachSeries(family, [&](const std::string& node, const store::Series& series) {
       reporters.Offer(view.PortOf(node, series.desc), node);
     });
@@ -43,16 +47,28 @@ void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>
                                         absl::StrCat("+", increase, " in ", seconds, " s"));
                      });
     });
+    reporter_ports_hint_ = std::max(reporter_ports_hint_, reporters.ports());
   }
+  // Expire old events; the ports still in their window are judged in endpoint order, so that the
+  // findings come out in the same order every tick.
+  std::vector<std::pair<const Endpoint*, PortErrors*>> live;
   for (auto it = ports_.begin(); it != ports_.end();) {
     PortErrors& port = it->second;
     while (!port.events.empty() && port.events.front().first < now - options_.window_nanos) {
       port.events.pop_front();
     }
     if (port.events.empty()) {
-      it = ports_.erase(it);
+      ports_.erase(it++);
       continue;
     }
+    live.emplace_back(&it->first, &port);
+    ++it;
+  }
+  std::sort(live.begin(), live.end(),
+            [](const auto& a, const auto& b) { return *a.first < *b.first; });
+  for (const auto& [endpoint, port_errors] : live) {
+    const Endpoint& subject = *endpoint;
+    const PortErrors& port = *port_errors;
     uint64_t errors = 0;
     for (const auto& [time, count] : port.events) {
       errors += count;
@@ -62,8 +78,8 @@ void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>
       Finding finding;
       finding.kind = "link_degraded";
       finding.severity = Severity::kWarning;
-      finding.subject = it->first;
-      if (std::optional<Endpoint> peer = view.topology().PeerOf(it->first)) {
+      finding.subject = subject;
+      if (std::optional<Endpoint> peer = view.topology().PeerOf(subject)) {
         finding.peer = *peer;
         finding.has_peer = true;
       }
@@ -73,13 +89,12 @@ void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>
         kinds.push_back(family);
       }
       finding.summary = absl::StrCat(
-          "link ", it->first.ToString(), finding.has_peer ? " <-> " + finding.peer.ToString() : "",
+          "link ", subject.ToString(), finding.has_peer ? " <-> " + finding.peer.ToString() : "",
           ": ", errors, " link errors in the last ", options_.window_nanos / 1000000000, " s",
           recovered ? " including link error recoveries (the link retrained itself)" : "",
           " — check the cable/transceiver before it starts flapping");
       out.push_back(std::move(finding));
     }
-    ++it;
   }
 }
 

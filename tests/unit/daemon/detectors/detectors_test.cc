@@ -535,6 +535,34 @@ TEST(SeriesStatesTest, ForgetsSeriesNotLookedUpBetweenTwoSweeps) {
   EXPECT_EQ(states[gone], 0) << "a series that comes back starts fresh";
 }
 
+TEST(SeriesStatesTest, KeepsOneStatePerNodeAndFingerprintWhateverTheLookupOrder) {
+  SeriesStates<int64_t> states;
+  // The same series (fingerprint) on two nodes, looked up interleaved and in runs.
+  const SeriesKey n1_a{"n1", 7};
+  const SeriesKey n2_a{"n2", 7};
+  const SeriesKey n1_b{"n1", 8};
+  const SeriesKey n2_b{"n2", 8};
+  states.StartTick();
+  states[n1_a] = 1;
+  states[n2_a] = 2;
+  states[n1_b] = 3;
+  states[n1_a] += 10;
+  states[n2_a] += 20;
+  EXPECT_EQ(states[n1_a], 11);
+  EXPECT_EQ(states[n2_a], 22);
+  EXPECT_EQ(states[n1_b], 3);
+  EXPECT_EQ(states[n2_b], 0);
+  EXPECT_EQ(states.size(), 4u);
+  // A node none of whose series is looked up any more is forgotten whole; the others are kept,
+  // and a lookup right after a sweep finds them.
+  for (uint32_t tick = 1; tick < 2 * SeriesStates<int64_t>::kSweepEveryTicks; ++tick) {
+    states.StartTick();
+    EXPECT_EQ(states[n2_a], 22);
+  }
+  EXPECT_EQ(states.size(), 1u);
+  EXPECT_EQ(states[n1_a], 0) << "a node that comes back starts fresh";
+}
+
 TEST_F(DetectorsTest, FindingsAreExportedAsMetrics) {
   // Before any finding every kind's counter is there at 0 (increase() sees the first one).
   auto raised = [&](const std::string& kind, const std::string& severity) {

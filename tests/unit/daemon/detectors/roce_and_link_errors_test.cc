@@ -2,12 +2,14 @@
 // IB symbol errors (LinkErrorRecovery alone, RoCE PCS symbol and CRC errors), and the validation
 // of detector thresholds.
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "daemon/detectors/engine.h"
 #include "daemon/detectors/families.h"
+#include "daemon/detectors/link_degraded.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/daemon/detectors/detector_test_util.h"
@@ -127,6 +129,34 @@ TEST_F(RoceAndLinkErrorsTest, LinkErrorRecoveryAloneIsADegradedLink) {
     fabric_.Step();
   }
   EXPECT_THAT(Active(), ::testing::ElementsAre("link_degraded r2-gpu9 mlx5_4/1"));
+}
+
+// The detector keeps its ports in a hash table; its findings still come out in endpoint order, the
+// same every tick and every process (replay compares them exactly).
+TEST_F(RoceAndLinkErrorsTest, DegradedLinksAreReportedInEndpointOrder) {
+  const std::vector<std::string> nodes = {"r3-gpu2", "r1-gpu7", "r2-gpu1"};
+  for (uint64_t value : {2u, 2u, 3u}) {
+    for (const std::string& node : nodes) {
+      for (const char* device : {"mlx5_3", "mlx5_0", "mlx5_2", "mlx5_1"}) {
+        fabric_.Set(node, HostCounter(families::kIbLinkErrorRecovery, device, 1, 8), value);
+      }
+    }
+    fabric_.Step();
+  }
+  LinkDegradedDetector detector{LinkDegradedOptions{}};
+  const CableGraph no_topology;
+  std::vector<Finding> findings;
+  for (int tick = 0; tick < 3; ++tick) {
+    findings.clear();
+    detector.Evaluate(
+        FabricView(fabric_.store().Nodes(), no_topology, fabric_.clock().NowUnixNanos()), findings);
+    ASSERT_EQ(findings.size(), 12u);
+    EXPECT_TRUE(
+        std::is_sorted(findings.begin(), findings.end(),
+                       [](const Finding& a, const Finding& b) { return a.subject < b.subject; }));
+    EXPECT_EQ(findings.front().subject.ToString(), "r1-gpu7 mlx5_0/1");
+    EXPECT_EQ(findings.back().subject.ToString(), "r3-gpu2 mlx5_3/1");
+  }
 }
 
 // RoCE physical-layer errors: PCS symbol errors and CRC errors each make a degraded link once
