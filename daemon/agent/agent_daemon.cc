@@ -172,6 +172,10 @@ absl::Status AgentDaemon::Build() {
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // gRPC stops pinging after 2 pings without a data frame by default, so a node with a long
+  // collection interval would find a silent partition only at its next write. Keep pinging: the
+  // aggregator accepts a ping every 10 s on a quiet stream.
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   // The channel has its own connection backoff (gRPC default: 1 s growing ×1.6 to 120 s) and
   // fails every stream attempt at once while it waits, so after a long aggregator outage the
   // agent would stay away up to 120 s whatever reconnect_max_backoff_ms says. Bound it by the
