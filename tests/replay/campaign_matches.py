@@ -12,14 +12,13 @@ the recording is the aggregator's. `tests/replay/regenerate.sh BUILD_DIR campaig
 campaigns again."""
 
 import json
-import lzma
 import os
-import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "sim"))
 from fabric_sim import campaign_replay  # noqa: E402
+
+import replay_matches  # noqa: E402  (this directory: the replay itself)
 
 
 def main(argv):
@@ -34,22 +33,10 @@ def main(argv):
     if expected == 0 or not truth["healthy_nodes"]:
         print("%s/truth.json: no expected finding or no healthy node: nothing to score" % fixture)
         return 1
-    with open(os.path.join(fixture, "recording.fmrec.xz"), "rb") as f:
-        recording_bytes = lzma.decompress(f.read())
-    with tempfile.TemporaryDirectory(prefix="fabricmon-campaign-") as scratch:
-        recording = os.path.join(scratch, "recording.fmrec")
-        with open(recording, "wb") as f:
-            f.write(recording_bytes)
-        result = subprocess.run(
-            [cli, "replay", recording,
-             "--config=" + os.path.join(fixture, "aggregator.textproto"),
-             "--link_list=" + os.path.join(fixture, "links.txt"), "--json"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
-    if result.returncode != 0:
-        print("fabricmon replay exited %d: %s"
-              % (result.returncode, result.stderr.decode(errors="replace")))
+    stdout = replay_matches.replay_json(cli, fixture)
+    if stdout is None:
         return 1
-    failures, right = campaign_replay.score_replay(truth, result.stdout)
+    failures, right = campaign_replay.score_replay(truth, stdout)
     name = os.path.basename(os.path.normpath(fixture))
     if failures:
         print("%s: the replay does not score clean against truth.json (a detector changed? "

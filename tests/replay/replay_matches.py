@@ -17,14 +17,10 @@ import sys
 import tempfile
 
 
-def main(argv):
-    if len(argv) != 3:
-        sys.stderr.write(__doc__)
-        return 2
-    cli, fixture = argv[1], argv[2]
-    with open(os.path.join(fixture, "expected.json"), "rb") as f:
-        expected = f.read()
-    # Checked in xz-compressed (the export is the wire encoding, uncompressed).
+def replay_json(cli, fixture):
+    """`fabricmon replay --json` of a fixture directory's recording (checked in xz-compressed: the
+    export is the wire encoding, uncompressed) with its aggregator config and link list: its
+    stdout, or None after printing why the replay failed."""
     with open(os.path.join(fixture, "recording.fmrec.xz"), "rb") as f:
         recording_bytes = lzma.decompress(f.read())
     with tempfile.TemporaryDirectory(prefix="fabricmon-replay-") as scratch:
@@ -39,12 +35,25 @@ def main(argv):
     if result.returncode != 0:
         print("fabricmon replay exited %d: %s"
               % (result.returncode, result.stderr.decode(errors="replace")))
+        return None
+    return result.stdout
+
+
+def main(argv):
+    if len(argv) != 3:
+        sys.stderr.write(__doc__)
+        return 2
+    cli, fixture = argv[1], argv[2]
+    with open(os.path.join(fixture, "expected.json"), "rb") as f:
+        expected = f.read()
+    stdout = replay_json(cli, fixture)
+    if stdout is None:
         return 1
-    if result.stdout == expected:
-        summary = json.loads(result.stdout).get("summary", {})
+    if stdout == expected:
+        summary = json.loads(stdout).get("summary", {})
         print("%s: %d events, %d samples replayed, timeline as expected"
               % (os.path.basename(os.path.normpath(fixture)),
-                 len(json.loads(result.stdout).get("events", [])), summary.get("samples", 0)))
+                 len(json.loads(stdout).get("events", [])), summary.get("samples", 0)))
         return 0
 
     def lines(data):
@@ -56,7 +65,7 @@ def main(argv):
 
     print("the replay's timeline differs from %s/expected.json "
           "(a detector changed? tests/replay/regenerate.sh rewrites it):" % fixture)
-    for line in difflib.unified_diff(lines(expected), lines(result.stdout), "expected.json",
+    for line in difflib.unified_diff(lines(expected), lines(stdout), "expected.json",
                                      "replay", lineterm="", n=3):
         print(line)
     return 1
