@@ -16,13 +16,13 @@ there, not by the exporter's decoder), on the whole recording and on the exports
 Exit 0 pass, 1 fail."""
 
 import json
-import lzma
 import os
 import re
 import subprocess
 import sys
 import tempfile
 from datetime import datetime, timezone
+import replay_matches  # this directory: the fixtures' recording
 
 SUMMARY = re.compile(r"from (\S+Z) to (\S+Z);")
 
@@ -85,10 +85,7 @@ def main(argv):
     cli, tool, fixture = argv[1:]
     failures = []
     with tempfile.TemporaryDirectory(prefix="fabricmon-record-export-") as scratch:
-        recording = os.path.join(scratch, "recording.fmrec")
-        with open(os.path.join(fixture, "recording.fmrec.xz"), "rb") as f, \
-                open(recording, "wb") as out:
-            out.write(lzma.decompress(f.read()))
+        recording = replay_matches.write_recording(fixture, scratch)
         m = SUMMARY.search(replay(cli, recording))
         if not m:
             print("the replay did not say the recording's time range")

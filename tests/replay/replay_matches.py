@@ -17,16 +17,21 @@ import sys
 import tempfile
 
 
+def write_recording(fixture, directory):
+    """Decompresses a fixture's recording (checked in xz-compressed: the export is the wire
+    encoding, uncompressed) into `directory`; returns its path."""
+    recording = os.path.join(directory, "recording.fmrec")
+    with open(os.path.join(fixture, "recording.fmrec.xz"), "rb") as f, \
+            open(recording, "wb") as out:
+        out.write(lzma.decompress(f.read()))
+    return recording
+
+
 def replay_json(cli, fixture):
-    """`fabricmon replay --json` of a fixture directory's recording (checked in xz-compressed: the
-    export is the wire encoding, uncompressed) with its aggregator config and link list: its
-    stdout, or None after printing why the replay failed."""
-    with open(os.path.join(fixture, "recording.fmrec.xz"), "rb") as f:
-        recording_bytes = lzma.decompress(f.read())
+    """`fabricmon replay --json` of a fixture directory's recording with its aggregator config and
+    link list: its stdout, or None after printing why the replay failed."""
     with tempfile.TemporaryDirectory(prefix="fabricmon-replay-") as scratch:
-        recording = os.path.join(scratch, "recording.fmrec")
-        with open(recording, "wb") as f:
-            f.write(recording_bytes)
+        recording = write_recording(fixture, scratch)
         result = subprocess.run(
             [cli, "replay", recording,
              "--config=" + os.path.join(fixture, "aggregator.textproto"),

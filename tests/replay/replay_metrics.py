@@ -17,7 +17,6 @@
 Exit 0 pass, 1 fail."""
 
 import json
-import lzma
 import os
 import re
 import select
@@ -29,6 +28,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+import replay_matches  # this directory: the fixtures' recording
 
 LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
@@ -92,10 +92,7 @@ def main(argv):
     cli, last_values_tool, fixture = argv[1:]
     failures = []
     with tempfile.TemporaryDirectory(prefix="fabricmon-replay-metrics-") as scratch:
-        recording = os.path.join(scratch, "recording.fmrec")
-        with open(os.path.join(fixture, "recording.fmrec.xz"), "rb") as f, \
-                open(recording, "wb") as out:
-            out.write(lzma.decompress(f.read()))
+        recording = replay_matches.write_recording(fixture, scratch)
         for address, want in (("nonsense", "--listen_metrics=nonsense"),
                               ("127.0.0.1:65536", "0..65535"), ("127.0.0.1:", "0..65535"),
                               (":9470", "no host"), ("127.0.0.1:http", "0..65535"),
