@@ -82,7 +82,7 @@ absl::string_view RejectReasonName(RejectReason reason) {
 
 AgentStream::AgentStream(grpc::CallbackServerContext* context, store::SeriesStore& store,
                          IngestStats& stats, const StreamOptions& options, Clock& clock)
-    : cancel_(std::make_shared<CancelHandle>()),
+    : handle_(std::make_shared<StreamHandle>()),
       stats_(stats),
       options_(options),
       clock_(clock),
@@ -93,8 +93,9 @@ AgentStream::AgentStream(grpc::CallbackServerContext* context, store::SeriesStor
                                                    : nullptr),
       session_(store, stats, clock, observed_.get()) {
   {
-    absl::MutexLock lock(&cancel_->mu);
-    cancel_->context = context;
+    absl::MutexLock lock(&handle_->mu);
+    handle_->context = context;
+    handle_->stream = this;
   }
   ++stats_.streams_opened;
   ++stats_.streams_active;
@@ -226,16 +227,22 @@ std::optional<AgentStream::Error> AgentStream::HandleHello(const v1::Hello& hell
     filtered = hello;
     FilterInventory(hello.node_name(), *filtered->mutable_inventory());
   }
-  std::shared_ptr<CancelHandle> cancel = cancel_;
+  std::shared_ptr<StreamHandle> handle = handle_;
   std::variant<IngestSession::Attached, Error> attached = session_.Attach(
       filtered.has_value() ? *filtered : hello, token_,
-      [cancel] {
-        absl::MutexLock lock(&cancel->mu);
-        if (cancel->context != nullptr) {
-          cancel->context->TryCancel();
+      [handle] {
+        absl::MutexLock lock(&handle->mu);
+        if (handle->context != nullptr) {
+          handle->context->TryCancel();
         }
       },
-      PeerKey(identity_, peer_));
+      PeerKey(identity_, peer_),
+      [handle](uint64_t sequence) {
+        absl::MutexLock lock(&handle->mu);
+        if (handle->stream != nullptr) {
+          handle->stream->SendAck(sequence);
+        }
+      });
   if (Error* refused = std::get_if<Error>(&attached)) {
     if (refused->reason == RejectReason::kIdentityConflict) {
       FABRICMON_LOG_EVERY_MINUTE(Warning)
@@ -255,7 +262,7 @@ std::optional<AgentStream::Error> AgentStream::HandleHello(const v1::Hello& hell
   v1::AggregatorMessage reply;
   reply.mutable_hello_ack()->set_last_stored_sequence(last_stored_sequence);
   reply.mutable_hello_ack()->set_max_message_bytes(options_.max_message_bytes);
-  Send(std::move(reply));
+  Send(std::move(reply), /*open_acks=*/true);
   return std::nullopt;
 }
 
@@ -264,7 +271,7 @@ std::optional<AgentStream::Error> AgentStream::HandleBatch(const v1::SampleBatch
   if (Error* refused = std::get_if<Error>(&handled)) {
     return *std::move(refused);
   }
-  const IngestSession::BatchResult& result = std::get<IngestSession::BatchResult>(handled);
+  IngestSession::BatchResult& result = std::get<IngestSession::BatchResult>(handled);
   // Values for series the node retired came back, or a cap has room again for series it kept
   // out: ask the agent to declare them again (or, for an agent before PROTOCOL_REVISION_2 that
   // sent values of retired series, end the stream so the next one declares all).
@@ -276,7 +283,8 @@ std::optional<AgentStream::Error> AgentStream::HandleBatch(const v1::SampleBatch
                                                               result.redeclare.end());
     Send(std::move(message));
   }
-  SendAck(batch.sequence());
+  // Acknowledged once settled: now, or when remote_write is done with its samples.
+  result.settlement.reset();
   return std::nullopt;
 }
 
@@ -346,9 +354,10 @@ void AgentStream::Fail(const Error& error) {
   MaybeWriteLocked();
 }
 
-void AgentStream::Send(v1::AggregatorMessage message) {
+void AgentStream::Send(v1::AggregatorMessage message, bool open_acks) {
   absl::MutexLock lock(&mu_);
   queue_.push_back(std::move(message));
+  acks_open_ = acks_open_ || open_acks;
   MaybeWriteLocked();
 }
 
@@ -369,7 +378,7 @@ void AgentStream::MaybeWriteLocked() {
   if (!queue_.empty()) {
     next = std::move(queue_.front());
     queue_.pop_front();
-  } else if (pending_ack_ > sent_ack_) {
+  } else if (acks_open_ && pending_ack_ > sent_ack_) {
     next.mutable_ack()->set_sequence(pending_ack_);
     sent_ack_ = pending_ack_;
   } else if (finish_.has_value()) {
@@ -401,8 +410,9 @@ void AgentStream::OnWriteDone(bool ok) {
 
 void AgentStream::OnDone() {
   {
-    absl::MutexLock lock(&cancel_->mu);
-    cancel_->context = nullptr;  // gRPC frees the context once this returns
+    absl::MutexLock lock(&handle_->mu);
+    handle_->context = nullptr;  // gRPC frees the context once this returns
+    handle_->stream = nullptr;   // and this stream is deleted
   }
   if (const std::shared_ptr<store::NodeState>& node = session_.node(); node != nullptr) {
     session_.Detach(token_);

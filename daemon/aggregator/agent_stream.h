@@ -77,7 +77,8 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   // counts it and logs it once per stream.
   void FilterInventory(absl::string_view node_name, v1::Inventory& inventory);
   void Fail(const Error& error);
-  void Send(v1::AggregatorMessage message) ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues `message`; `open_acks`: acks may follow it (the hello's answer).
+  void Send(v1::AggregatorMessage message, bool open_acks = false) ABSL_LOCKS_EXCLUDED(mu_);
   void SendAck(uint64_t sequence) ABSL_LOCKS_EXCLUDED(mu_);
   void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands an accepted message to the recorder: the bytes as received (incoming_slices_), or
@@ -85,15 +86,18 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   // switch topology was dropped), so that a replay sees what this aggregator used.
   void RecordAccepted(const v1::AgentMessage* filtered);
 
-  // What the store calls to end this stream when another takes the node over. The store may
-  // call it after this stream ended on its own (a takeover racing the stream's end), so it goes
-  // through a handle that OnDone() disarms instead of the context gRPC frees after OnDone().
-  struct CancelHandle {
+  // What the store calls to end this stream when another takes the node over, and what the
+  // node's settlement ledger calls to acknowledge batches (from a remote_write queue's thread).
+  // Either may come after this stream ended on its own (a takeover racing the stream's end, a
+  // batch settling late), so they go through a handle that OnDone() disarms instead of the
+  // context gRPC frees after OnDone() and the stream deleted with it.
+  struct StreamHandle {
     absl::Mutex mu;
     grpc::CallbackServerContext* context ABSL_GUARDED_BY(mu) = nullptr;
+    AgentStream* stream ABSL_GUARDED_BY(mu) = nullptr;
   };
 
-  const std::shared_ptr<CancelHandle> cancel_;
+  const std::shared_ptr<StreamHandle> handle_;
   IngestStats& stats_;
   const StreamOptions options_;
   Clock& clock_;
@@ -117,6 +121,9 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   absl::Mutex mu_;
   std::deque<v1::AggregatorMessage> queue_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  // Acks wait for the hello's answer: a batch settling early (one a previous stream stored)
+  // must not be acknowledged before the agent learnt where to resume.
+  bool acks_open_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t pending_ack_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t sent_ack_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<grpc::Status> finish_ ABSL_GUARDED_BY(mu_);  // set: finish once drained

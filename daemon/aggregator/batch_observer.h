@@ -21,9 +21,12 @@ class BatchObserver {
     virtual ~Stream() = default;
     // `node` has just stored a batch: `slots` (the batch's positions) run parallel to `present`,
     // and each present slot still held has the batch's sample as its latest. Called from the
-    // stream's read reaction, one call at a time; must not block on the network.
+    // stream's read reaction, one call at a time; must not block on the network. `settlement`
+    // (nullable) is the batch's (settlement_ledger.h): the observer keeps a reference for as long
+    // as it still owes the batch's samples to someone, and the agent is acknowledged only after.
     virtual void OnStored(const store::NodeState& node, absl::Span<const store::SlotRef> slots,
-                          const std::vector<bool>& present) = 0;
+                          const std::vector<bool>& present,
+                          const std::shared_ptr<store::Settlement>& settlement) = 0;
   };
 
   virtual ~BatchObserver() = default;

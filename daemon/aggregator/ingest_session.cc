@@ -32,7 +32,7 @@ std::optional<IngestError> IngestSession::CheckNodeName(absl::string_view name) 
 
 std::variant<IngestSession::Attached, IngestError> IngestSession::Attach(
     const v1::Hello& hello, uint64_t stream_token, std::function<void()> cancel,
-    const std::string& peer_key) {
+    const std::string& peer_key, store::SettlementLedger::AckSink acknowledge) {
   if (node_ != nullptr) {
     return IngestError{RejectReason::kProtocol, v1::Reject::REASON_PROTOCOL,
                        absl::StatusCode::kFailedPrecondition, "second hello on one stream"};
@@ -59,9 +59,13 @@ std::variant<IngestSession::Attached, IngestError> IngestSession::Attach(
   }
   node_ = attached->node;
   peer_budget_ = attached->peer;
+  agent_instance_id_ = hello.agent_instance_id();
   answers_redeclare_ = hello.protocol_revision() >= v1::PROTOCOL_REVISION_2;
+  const uint64_t reported =
+      node_->ledger().Bind(agent_instance_id_, hello.last_acked_sequence(),
+                           attached->last_stored_sequence, stream_token, std::move(acknowledge));
   store_.MaybeForget(now, clock_.MonotonicNanos());
-  return Attached{attached->last_stored_sequence};
+  return Attached{reported};
 }
 
 namespace {
@@ -228,9 +232,11 @@ std::variant<IngestSession::BatchResult, IngestError> IngestSession::Batch(
   if (!unstored_.empty() && answers_redeclare_) {
     AskForUnstored(result.redeclare);
   }
+  // Stored or a duplicate, the batch is the agent's to forget once it settles.
+  result.settlement = node_->ledger().Track(agent_instance_id_, batch.sequence());
   if (appended.stored) {
     if (observer_ != nullptr) {
-      observer_->OnStored(*node_, resolved.slots, decoded_.present);
+      observer_->OnStored(*node_, resolved.slots, decoded_.present, result.settlement);
     }
     ++stats_.batches;
     stats_.samples += appended.samples;
@@ -250,6 +256,7 @@ void IngestSession::SetInventory(v1::Inventory inventory) {
 
 void IngestSession::Detach(uint64_t stream_token) {
   if (node_ != nullptr) {
+    node_->ledger().Unbind(stream_token);
     store_.Detach(*node_, stream_token, clock_.NowUnixNanos());
   }
 }

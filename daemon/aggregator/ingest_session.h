@@ -65,14 +65,17 @@ class IngestSession {
 
   // Attaches the stream to the hello's node (SeriesStore::Attach; `hello` as the caller keeps
   // it, switch topology already filtered). `cancel` ends the stream when another takes the node
-  // over; `peer_key` names the peer's new-series bucket (empty: none). Returns the last sequence
-  // the store holds of this agent instance (the hello ack's).
+  // over; `peer_key` names the peer's new-series bucket (empty: none). `acknowledge` (nullable)
+  // is called with each cumulative ack as the node's batches settle (store::SettlementLedger),
+  // from whichever thread settled them. Returns what the hello ack reports as stored: the last
+  // sequence the store holds of this agent instance, or less while batches up to it are not
+  // settled yet.
   struct Attached {
     uint64_t last_stored_sequence = 0;
   };
-  std::variant<Attached, IngestError> Attach(const v1::Hello& hello, uint64_t stream_token,
-                                             std::function<void()> cancel,
-                                             const std::string& peer_key = "");
+  std::variant<Attached, IngestError> Attach(
+      const v1::Hello& hello, uint64_t stream_token, std::function<void()> cancel,
+      const std::string& peer_key = "", store::SettlementLedger::AckSink acknowledge = nullptr);
   // Null until Attach succeeded.
   const std::shared_ptr<store::NodeState>& node() const { return node_; }
   // The hello announced PROTOCOL_REVISION_2 or later: the agent answers redeclaration requests.
@@ -84,12 +87,15 @@ class IngestSession {
   // A batch the store took or held already (a duplicate: `stored` false). `redeclare` lists the
   // stream ids whose values came for series the node retired, or that a cap left unstored while
   // the caps now have room, and that were not asked for again yet: the caller asks the agent to
-  // declare them again (or, for retired ones, ends an older agent's stream).
+  // declare them again (or, for retired ones, ends an older agent's stream). The batch is
+  // acknowledged (through Attach's `acknowledge`) once it settles, at the earliest when the
+  // caller releases `settlement`, after answering the batch.
   struct BatchResult {
     bool stored = false;
     uint64_t samples = 0;
     bool retired_values = false;  // some values were for retired series (dropped)
     std::vector<uint32_t> redeclare;
+    std::shared_ptr<store::Settlement> settlement;  // null: nothing new to settle
   };
   std::variant<BatchResult, IngestError> Batch(const v1::SampleBatch& batch);
 
@@ -116,6 +122,7 @@ class IngestSession {
   BatchObserver::Stream* const observer_;
   std::shared_ptr<store::NodeState> node_;
   std::shared_ptr<store::PeerBudget> peer_budget_;  // the per-peer new-series bucket, if any
+  uint64_t agent_instance_id_ = 0;                  // the hello's: the batches' sequence space
   wire::StreamDecoder decoder_;
   wire::DecodedBatch decoded_;
   std::vector<store::SlotRef> stream_to_node_;  // stream series id → node series slot

@@ -30,7 +30,8 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
   explicit StreamFeed(RemoteWriteFeed& feed) : feed_(feed) {}
 
   void OnStored(const store::NodeState& node, absl::Span<const store::SlotRef> slots,
-                const std::vector<bool>& present) override {
+                const std::vector<bool>& present,
+                const std::shared_ptr<store::Settlement>& settlement) override {
     samples_.clear();
     const int64_t now = feed_.clock_.MonotonicNanos();
     node.WithSeries([&](const std::vector<store::Series>& all) {
@@ -79,7 +80,7 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
       }
     });
     if (!samples_.empty()) {
-      feed_.Append(samples_);  // outside the node's lock
+      feed_.Append(samples_, settlement);  // outside the node's lock
     }
   }
 
@@ -108,9 +109,10 @@ std::unique_ptr<BatchObserver::Stream> RemoteWriteFeed::OpenStream() {
   return std::make_unique<StreamFeed>(*this);
 }
 
-void RemoteWriteFeed::Append(absl::Span<const PendingSample> samples) {
+void RemoteWriteFeed::Append(absl::Span<const PendingSample> samples,
+                             const remote_write::Hold& hold) {
   for (EndpointEntry& entry : endpoints_) {
-    entry.endpoint->Append(samples);
+    entry.endpoint->Append(samples, hold);
   }
 }
 

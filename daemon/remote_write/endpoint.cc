@@ -80,14 +80,14 @@ void Endpoint::Shutdown(int64_t flush_nanos) {
   }
 }
 
-void Endpoint::Append(absl::Span<const PendingSample> samples) {
+void Endpoint::Append(absl::Span<const PendingSample> samples, const Hold& hold) {
   if (stopping_.load(std::memory_order_relaxed)) {
     stats_.samples_dropped_shutdown += samples.size();
     return;
   }
   const size_t n = shards_.size();
   if (n == 1) {
-    shards_[0]->Push(samples);
+    shards_[0]->Push(samples, hold);
     return;
   }
   // One lock per shard per call, not per sample, and each sample copied once: the samples'
@@ -113,7 +113,8 @@ void Endpoint::Append(absl::Span<const PendingSample> samples) {
   size_t begin = 0;
   for (size_t s = 0; s < n; ++s) {
     if (cursor[s] > begin) {
-      shards_[s]->Push(samples, absl::MakeConstSpan(by_shard).subspan(begin, cursor[s] - begin));
+      shards_[s]->Push(samples, absl::MakeConstSpan(by_shard).subspan(begin, cursor[s] - begin),
+                       hold);
     }
     begin = cursor[s];
   }

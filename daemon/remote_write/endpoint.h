@@ -49,8 +49,9 @@ class Endpoint {
   void Shutdown(int64_t flush_nanos);
 
   // Queues copies of `samples` (each on its series' shard). Samples beyond a shard's capacity are
-  // dropped and counted; after Shutdown() all are (reason shutdown).
-  void Append(absl::Span<const PendingSample> samples);
+  // dropped and counted; after Shutdown() all are (reason shutdown). `hold` (nullable) is kept
+  // until every sample queued of these has left its shard (shard.h).
+  void Append(absl::Span<const PendingSample> samples, const Hold& hold = nullptr);
 
   const std::string& name() const { return options_.name; }
   const EndpointStats& stats() const { return stats_; }

@@ -35,25 +35,33 @@ Shard::Shard(const QueueOptions& options, uint64_t capacity, const LabelPairs& e
       backoff_(options.min_backoff_nanos, options.max_backoff_nanos, seed),
       encoder_(external_labels, aggregator_labels) {}
 
-size_t Shard::Push(absl::Span<const PendingSample> samples) {
+size_t Shard::Push(absl::Span<const PendingSample> samples, Hold hold) {
   absl::MutexLock lock(&mu_);
-  return PushLocked(samples.size(), [&](size_t i) -> const PendingSample& { return samples[i]; });
+  return PushLocked(
+      samples.size(), [&](size_t i) -> const PendingSample& { return samples[i]; },
+      std::move(hold));
 }
 
-size_t Shard::Push(absl::Span<const PendingSample> samples, absl::Span<const size_t> indices) {
+size_t Shard::Push(absl::Span<const PendingSample> samples, absl::Span<const size_t> indices,
+                   Hold hold) {
   absl::MutexLock lock(&mu_);
-  return PushLocked(indices.size(),
-                    [&](size_t i) -> const PendingSample& { return samples[indices[i]]; });
+  return PushLocked(
+      indices.size(), [&](size_t i) -> const PendingSample& { return samples[indices[i]]; },
+      std::move(hold));
 }
 
 template <typename SampleAt>
-size_t Shard::PushLocked(size_t count, SampleAt sample_at) {
+size_t Shard::PushLocked(size_t count, SampleAt sample_at, Hold hold) {
   const size_t room = queue_.size() < capacity_ ? capacity_ - queue_.size() : 0;
   const size_t taken = std::min(room, count);
   const bool was_below_batch = queue_.size() < options_.max_samples_per_send;
   const bool was_empty = queue_.empty();
   for (size_t i = 0; i < taken; ++i) {
     queue_.push_back(sample_at(i));
+  }
+  queued_ += taken;
+  if (taken > 0 && hold != nullptr) {
+    holds_.push_back({queued_, std::move(hold)});  // what was dropped needs no hold: counted
   }
   // The thread sleeps until the oldest sample's deadline, or for ever when nothing is queued:
   // wake it for a first sample and for a full batch.
@@ -124,12 +132,27 @@ int64_t Shard::Step(bool flush, int64_t send_deadline) {
         << result.error << "): the receiver refused " << batch_.size()
         << " samples; dropped, not retried";
   }
+  const uint64_t done = batch_.size();
   batch_.clear();
   body_.clear();
-  absl::MutexLock lock(&mu_);
-  in_flight_ = 0;
-  in_flight_oldest_ = kNever;
-  return now;  // more may be due at once
+  std::vector<Hold> released;
+  {
+    absl::MutexLock lock(&mu_);
+    in_flight_ = 0;
+    in_flight_oldest_ = kNever;
+    released = ReleaseLocked(done);
+  }
+  return now;  // more may be due at once (`released` goes first: it may acknowledge batches)
+}
+
+std::vector<Hold> Shard::ReleaseLocked(uint64_t count) {
+  left_ += count;
+  std::vector<Hold> released;
+  while (!holds_.empty() && holds_.front().until <= left_) {
+    released.push_back(std::move(holds_.front().hold));
+    holds_.pop_front();
+  }
+  return released;
 }
 
 void Shard::Wait(int64_t deadline) {
@@ -163,6 +186,7 @@ int64_t Shard::OldestEnqueued() const {
 }
 
 size_t Shard::DropAll() {
+  std::vector<Hold> released;  // declared first: released after the lock
   absl::MutexLock lock(&mu_);
   const size_t dropped = queue_.size() + in_flight_;
   queue_.clear();
@@ -171,6 +195,7 @@ size_t Shard::DropAll() {
   in_flight_ = 0;
   in_flight_oldest_ = kNever;
   stats_.samples_dropped_shutdown += dropped;
+  released = ReleaseLocked(queued_ - left_);
   return dropped;
 }
 

@@ -16,6 +16,7 @@
 #include <deque>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,11 @@
 #include "daemon/remote_write/sender.h"
 
 namespace fabricmon::remote_write {
+
+// Kept by a shard until every sample pushed with it has left the shard: delivered, refused by
+// the receiver, or dropped and counted (a full queue, shutdown). Its owner learns from its release
+// that remote_write is done with those samples (the agent's batch may then be acknowledged).
+using Hold = std::shared_ptr<const void>;
 
 struct QueueOptions {
   uint32_t shards = 4;
@@ -66,12 +72,14 @@ class Shard {
         const Clock& clock, uint64_t seed, std::string endpoint_name);
 
   // Queues what fits and counts the rest as dropped (queue_full); never blocks on the network.
-  // Returns how many were dropped. Wakes a Wait() when there is work.
-  size_t Push(absl::Span<const PendingSample> samples) ABSL_LOCKS_EXCLUDED(mu_);
+  // Returns how many were dropped. Wakes a Wait() when there is work. `hold` (nullable) is kept
+  // until the samples queued here have left the shard.
+  size_t Push(absl::Span<const PendingSample> samples, Hold hold = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The same for samples[i], for each i of `indices` in that order (Endpoint routes a batch
   // to its shards this way, copying each sample once).
-  size_t Push(absl::Span<const PendingSample> samples, absl::Span<const size_t> indices)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  size_t Push(absl::Span<const PendingSample> samples, absl::Span<const size_t> indices,
+              Hold hold = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Does what is due at the clock's monotonic now: starts a batch when max_samples_per_send are
   // queued, or the oldest has waited batch_send_deadline (any queued sample when `flush`), and
@@ -102,7 +110,10 @@ class Shard {
   Backoff backoff_;  // Step() only
   // Queues `count` samples, the i-th from sample_at(i), under mu_.
   template <typename SampleAt>
-  size_t PushLocked(size_t count, SampleAt sample_at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  size_t PushLocked(size_t count, SampleAt sample_at, Hold hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `count` more samples left the shard: returns the holds that no queued sample needs any more
+  // (the caller releases them after mu_: a release may acknowledge an agent's batch).
+  std::vector<Hold> ReleaseLocked(uint64_t count) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The batch being sent: Step() only, except the counts others read under mu_.
   std::vector<PendingSample> batch_;
@@ -116,6 +127,16 @@ class Shard {
   bool woken_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<PendingSample> queue_ ABSL_GUARDED_BY(mu_);
   size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // Holds by position: released once `left_` (samples that left the shard, counted from the
+  // first ever queued) reaches `until` (the count queued when the hold came). The queue is FIFO,
+  // so holds release in order.
+  struct HeldUntil {
+    uint64_t until;
+    Hold hold;
+  };
+  std::deque<HeldUntil> holds_ ABSL_GUARDED_BY(mu_);
+  uint64_t queued_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t left_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t in_flight_oldest_ ABSL_GUARDED_BY(mu_) = kNever;
 };
 

@@ -45,6 +45,7 @@
 #include "collectors/core/sample.h"
 #include "daemon/common/rate_limiter.h"
 #include "daemon/store/family_registry.h"
+#include "daemon/store/settlement_ledger.h"
 #include "fabricmon/v1/inventory.pb.h"
 #include "fabricmon/v1/telemetry.pb.h"
 
@@ -226,6 +227,8 @@ class NodeState {
   ~NodeState();  // gives the node's series back to the budget
 
   const std::string& name() const { return name_; }
+  // When the node's batches may be acknowledged (settlement_ledger.h).
+  SettlementLedger& ledger() const { return *ledger_; }
 
   // Declares a series (idempotent by name+labels); returns its node-level index.
   // ResourceExhausted beyond the node's series cap. No rate limit (tests, tools).
@@ -354,6 +357,8 @@ class NodeState {
   const int64_t retention_;
   const std::shared_ptr<SeriesBudget> budget_;
   const std::shared_ptr<DescTable> descs_;  // the store's (null: descriptions not shared)
+  // Shared: outstanding settlements keep it beyond the node (its own lock, never taken under mu_).
+  const std::shared_ptr<SettlementLedger> ledger_ = std::make_shared<SettlementLedger>();
 
   mutable absl::Mutex mu_;
   TokenBucket new_series_ ABSL_GUARDED_BY(mu_);

@@ -68,7 +68,8 @@ class RecordingObserver final : public aggregator::BatchObserver {
    public:
     explicit Feed(RecordingObserver& owner) : owner_(owner) {}
     void OnStored(const store::NodeState& node, absl::Span<const store::SlotRef> slots,
-                  const std::vector<bool>& present) override {
+                  const std::vector<bool>& present,
+                  const std::shared_ptr<store::Settlement>& /*settlement*/) override {
       int64_t timestamp = 0;
       node.WithSeries([&](const std::vector<store::Series>& all) {
         for (size_t i = 0; i < slots.size() && timestamp == 0; ++i) {

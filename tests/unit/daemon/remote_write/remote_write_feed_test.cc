@@ -100,11 +100,11 @@ TEST_F(RemoteWriteFeedTest, SendsStoredSamplesAsMetricsShowsThemAtTheirTimestamp
   ASSERT_TRUE(node.AppendBatchToSlots(1, 0, t0, slots, std::vector<uint64_t>{100, 4}, {true, true},
                                       clock_.NowUnixNanos())
                   .stored);
-  stream->OnStored(node, slots, {true, true});
+  stream->OnStored(node, slots, {true, true}, nullptr);
   ASSERT_TRUE(node.AppendBatchToSlots(2, 0, t1, slots, std::vector<uint64_t>{250, 0}, {true, false},
                                       clock_.NowUnixNanos())
                   .stored);
-  stream->OnStored(node, slots, {true, false});
+  stream->OnStored(node, slots, {true, false}, nullptr);
   feed->Shutdown();
 
   auto received = ReceivedBySeries();
@@ -143,7 +143,7 @@ TEST_F(RemoteWriteFeedTest, APinnedSaturatingCounterIsFlaggedUntilItMovesAgain) 
     ASSERT_TRUE(node.AppendBatchToSlots(sequence, 0, t0 + sequence * 1'000'000'000, {*a},
                                         std::vector<uint64_t>{raw}, {true}, t0)
                     .stored);
-    stream->OnStored(node, {*a}, {true});
+    stream->OnStored(node, {*a}, {true}, nullptr);
   }
   feed->Shutdown();
   auto received = ReceivedBySeries();
@@ -175,7 +175,7 @@ TEST_F(RemoteWriteFeedTest, TheShardLabelIsOnTheAggregatorsSeriesOnly) {
   const int64_t t0 = clock_.NowUnixNanos();
   ASSERT_TRUE(
       node.AppendBatchToSlots(1, 0, t0, {*a}, std::vector<uint64_t>{65535}, {true}, t0).stored);
-  stream->OnStored(node, {*a}, {true});
+  stream->OnStored(node, {*a}, {true}, nullptr);
   prometheus::MetricFamily active;
   active.name = "fabricmon_finding_active";
   active.type = prometheus::MetricType::Gauge;
@@ -206,7 +206,7 @@ TEST_F(RemoteWriteFeedTest, ARetiredSlotSendsNothing) {
   auto stream = feed->OpenStream();
   SlotRef stale = *a;
   ++stale.generation;  // as if retired and reused since the stream declared it
-  stream->OnStored(node, {stale}, {true});
+  stream->OnStored(node, {stale}, {true}, nullptr);
   feed->Shutdown();
   EXPECT_TRUE(ReceivedBySeries().empty());
 }

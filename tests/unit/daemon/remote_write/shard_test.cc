@@ -1,6 +1,7 @@
 #include "daemon/remote_write/shard.h"
 
 #include <deque>
+#include <memory>
 #include <set>
 
 #include "daemon/remote_write/endpoint.h"
@@ -196,6 +197,52 @@ TEST_F(ShardTest, FlushSendsShortBatchesAndNoRequestOutlastsTheDeadline) {
   EXPECT_EQ(shard.Step(true, deadline), Shard::kNever);  // past the deadline: no more tries
   EXPECT_EQ(sender_.bodies.size(), 2u);
   EXPECT_EQ(shard.DropAll(), 1u);
+  EXPECT_EQ(stats_.samples_dropped_shutdown.load(), 1u);
+}
+
+// A hold that records when the shard let go of it.
+struct Released {
+  bool released = false;
+  Hold Make() {
+    return Hold(static_cast<const void*>(this), [this](const void*) { released = true; });
+  }
+};
+
+TEST_F(ShardTest, KeepsAHoldUntilItsSamplesAreDeliveredAcrossRetries) {
+  Shard shard = MakeShard(100);
+  sender_.codes = {503, 200, 200};
+  Released first;
+  Released second;
+  shard.Push({Sample("a", 1), Sample("b", 2)}, first.Make());
+  shard.Push({Sample("c", 3), Sample("d", 4)}, second.Make());
+  const int64_t retry_at = shard.Step(false);  // a, b, c: 503
+  EXPECT_FALSE(first.released) << "a 503 is retried: the samples are still the shard's";
+  clock_.AdvanceNanos(retry_at - clock_.MonotonicNanos());
+  shard.Step(false);  // a, b, c delivered
+  EXPECT_TRUE(first.released);
+  EXPECT_FALSE(second.released) << "d is still queued";
+  clock_.AdvanceMillis(1000);
+  shard.Step(false);  // d at its deadline
+  EXPECT_TRUE(second.released);
+  EXPECT_EQ(stats_.samples_sent.load(), 4u);
+}
+
+TEST_F(ShardTest, ReleasesAHoldWhenItsSamplesAreRefusedDroppedOrNeverQueued) {
+  Shard shard = MakeShard(4);
+  sender_.codes = {400};
+  Released refused;
+  shard.Push({Sample("a", 1), Sample("b", 2), Sample("c", 3)}, refused.Make());
+  Released queued;
+  EXPECT_EQ(shard.Push({Sample("d", 4)}, queued.Make()), 0u);
+  Released none_fit;
+  EXPECT_EQ(shard.Push({Sample("e", 5), Sample("f", 6), Sample("g", 7)}, none_fit.Make()), 3u);
+  EXPECT_TRUE(none_fit.released) << "nothing queued: the drop is counted, nothing is owed";
+  shard.Step(false);  // a, b, c refused (400, not retried)
+  EXPECT_TRUE(refused.released);
+  EXPECT_EQ(stats_.samples_failed.load(), 3u);
+  EXPECT_FALSE(queued.released);
+  shard.DropAll();
+  EXPECT_TRUE(queued.released);
   EXPECT_EQ(stats_.samples_dropped_shutdown.load(), 1u);
 }
 
