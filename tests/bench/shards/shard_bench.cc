@@ -236,23 +236,15 @@ struct ShardWindow {
 };
 
 int Run() {
-  Profile profile;
-  if (!ParseProfile(absl::GetFlag(FLAGS_profile), &profile)) {
-    std::cerr << "--profile must be idle, mixed or busy\n";
+  absl::StatusOr<NodeShape> shape =
+      NodeShapeFromFlags(absl::GetFlag(FLAGS_profile), absl::GetFlag(FLAGS_synthetic_series),
+                         absl::GetFlag(FLAGS_sysfs_root));
+  if (!shape.ok()) {
+    std::cerr << shape.status().message() << "\n";
     return 2;
   }
-  std::vector<NodeSeries> series;
-  if (absl::GetFlag(FLAGS_synthetic_series) > 0) {
-    series = SyntheticNodeSeries(static_cast<size_t>(absl::GetFlag(FLAGS_synthetic_series)));
-  } else {
-    auto loaded = LoadNodeSeries(absl::GetFlag(FLAGS_sysfs_root));
-    if (!loaded.ok()) {
-      std::cerr << "cannot load the node's series from " << absl::GetFlag(FLAGS_sysfs_root) << ": "
-                << loaded.status() << " (use --synthetic_series=500)\n";
-      return 2;
-    }
-    series = *std::move(loaded);
-  }
+  const Profile profile = shape->profile;
+  std::vector<NodeSeries> series = std::move(shape->series);
   const int node_count = absl::GetFlag(FLAGS_nodes);
   const int shard_count = absl::GetFlag(FLAGS_shards);
   const int interval_ms = absl::GetFlag(FLAGS_interval_ms);

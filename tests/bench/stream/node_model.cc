@@ -201,6 +201,26 @@ bool ParseProfile(const std::string& text, Profile* profile) {
   return true;
 }
 
+absl::StatusOr<NodeShape> NodeShapeFromFlags(const std::string& profile_name, int synthetic_series,
+                                             const std::string& sysfs_root) {
+  NodeShape shape;
+  if (!ParseProfile(profile_name, &shape.profile)) {
+    return absl::InvalidArgumentError("--profile must be idle, mixed or busy");
+  }
+  if (synthetic_series > 0) {
+    shape.series = SyntheticNodeSeries(static_cast<size_t>(synthetic_series));
+    return shape;
+  }
+  absl::StatusOr<std::vector<NodeSeries>> loaded = LoadNodeSeries(sysfs_root);
+  if (!loaded.ok()) {
+    return absl::Status(loaded.status().code(),
+                        absl::StrCat("cannot load the node's series from ", sysfs_root, ": ",
+                                     loaded.status().message(), " (use --synthetic_series=500)"));
+  }
+  shape.series = *std::move(loaded);
+  return shape;
+}
+
 ValueModel::ValueModel(const std::vector<NodeSeries>& series, Profile profile, uint64_t seed)
     : series_(series), profile_(profile), rng_(seed * 0x9E3779B97F4A7C15ull + 1) {
   values_.reserve(series.size());

@@ -49,6 +49,16 @@ enum class Profile {
 // "idle", "mixed", "busy"; false on anything else.
 bool ParseProfile(const std::string& text, Profile* profile);
 
+// What a load generator simulates per node, from its flags: the profile named `profile_name`,
+// and `synthetic_series` synthetic series when positive, else the series of the tree at
+// `sysfs_root`. InvalidArgument or the loader's error, saying which flag to fix.
+struct NodeShape {
+  Profile profile = Profile::kMixed;
+  std::vector<NodeSeries> series;
+};
+absl::StatusOr<NodeShape> NodeShapeFromFlags(const std::string& profile_name, int synthetic_series,
+                                             const std::string& sysfs_root);
+
 // Advances one node's raw values by one nominal sampling interval (1 s of counter time) per
 // Next() call, honouring each counter's width (wrap) and saturation. Deterministic per seed.
 // Not thread-safe.
