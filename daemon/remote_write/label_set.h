@@ -29,13 +29,15 @@ using LabelPairs = std::vector<std::pair<std::string, std::string>>;
 enum class SeriesOrigin : uint8_t { kAggregator, kAgent };
 
 struct LabelSet {
-  LabelPairs labels;  // sorted by name, names unique, no empty value
-  uint64_t hash = 0;  // of names and values: same labels, same hash, same shard
-  SeriesOrigin origin = SeriesOrigin::kAggregator;
   // `labels` as the prompb.TimeSeries fields that carry them (field 1, one Label message each),
   // concatenated in the same order. The encoder reads the names back from these bytes (one
-  // contiguous run per series) rather than from `labels`.
+  // contiguous run per series) rather than from `labels`. First, with `hash` and `origin`: what
+  // queueing and encoding a sample read, so that they share the cache line the reference count
+  // (std::make_shared allocates it just before) is in.
   std::string encoded;
+  uint64_t hash = 0;  // of names and values: same labels, same hash, same shard
+  SeriesOrigin origin = SeriesOrigin::kAggregator;
+  LabelPairs labels;  // sorted by name, names unique, no empty value
 };
 
 // Appends `name`=`value` to `out` as a prompb.TimeSeries.labels field (tag, length, Label),
