@@ -170,8 +170,8 @@ void RequestEncoder::Encode(absl::Span<const PendingSample> samples, std::string
     const LabelSet* set = sample.series.get();
     const size_t sample_size = wire::FieldSize(SampleMessageSize(sample));
     // Fibonacci hashing of the pointer: its low bits are alignment, its high bits the heap.
-    size_t slot = static_cast<size_t>((reinterpret_cast<uintptr_t>(set) * 0x9e3779b97f4a7c15ULL) >>
-                                      shift);
+    size_t slot =
+        static_cast<size_t>((reinterpret_cast<uintptr_t>(set) * 0x9e3779b97f4a7c15ULL) >> shift);
     while (table_[slot].first != nullptr && table_[slot].first != set) {
       slot = (slot + 1) & (slots - 1);
     }
