@@ -48,17 +48,18 @@ size_t Shard::Push(absl::Span<const PendingSample> samples, absl::Span<const siz
 
 template <typename SampleAt>
 size_t Shard::PushLocked(size_t count, SampleAt sample_at) {
-  const size_t room = queue_.size() < capacity_ ? capacity_ - queue_.size() : 0;
+  const size_t queued = QueuedLocked();
+  const size_t room = queued < capacity_ ? capacity_ - queued : 0;
   const size_t taken = std::min(room, count);
-  const bool was_below_batch = queue_.size() < options_.max_samples_per_send;
-  const bool was_empty = queue_.empty();
+  const bool was_below_batch = queued < options_.max_samples_per_send;
+  const bool was_empty = queued == 0;
   for (size_t i = 0; i < taken; ++i) {
     queue_.push_back(sample_at(i));
   }
   // The thread sleeps until the oldest sample's deadline, or for ever when nothing is queued:
   // wake it for a first sample and for a full batch.
   if (taken > 0 &&
-      (was_empty || (was_below_batch && queue_.size() >= options_.max_samples_per_send))) {
+      (was_empty || (was_below_batch && QueuedLocked() >= options_.max_samples_per_send))) {
     woken_ = true;
     work_.Signal();
   }
@@ -69,22 +70,41 @@ size_t Shard::PushLocked(size_t count, SampleAt sample_at) {
   return dropped;
 }
 
+void Shard::TakeBatchLocked(size_t n) {
+  if (queue_head_ == 0 && n == queue_.size()) {
+    batch_.swap(queue_);  // the common case at a deadline: no sample moves
+    return;
+  }
+  const auto first = queue_.begin() + static_cast<ptrdiff_t>(queue_head_);
+  batch_.assign(std::make_move_iterator(first),
+                std::make_move_iterator(first + static_cast<ptrdiff_t>(n)));
+  queue_head_ += n;
+  if (queue_head_ == queue_.size()) {
+    queue_.clear();
+    queue_head_ = 0;
+  } else if (queue_head_ >= queue_.size() - queue_head_) {
+    // More taken than left: the rest moves to the front, so each sample moves at most once
+    // more in its life and the buffer never grows past twice the queue.
+    queue_.erase(queue_.begin(), queue_.begin() + static_cast<ptrdiff_t>(queue_head_));
+    queue_head_ = 0;
+  }
+}
+
 int64_t Shard::Step(bool flush, int64_t send_deadline) {
   int64_t now = clock_.MonotonicNanos();
   if (batch_.empty()) {
     absl::MutexLock lock(&mu_);
-    if (queue_.empty()) {
+    const size_t queued = QueuedLocked();
+    if (queued == 0) {
       return kNever;
     }
     const int64_t due =
-        queue_.front().enqueued_monotonic_nanos + options_.batch_send_deadline_nanos;
-    if (!flush && queue_.size() < options_.max_samples_per_send && now < due) {
+        queue_[queue_head_].enqueued_monotonic_nanos + options_.batch_send_deadline_nanos;
+    if (!flush && queued < options_.max_samples_per_send && now < due) {
       return due;
     }
-    const size_t n = std::min<size_t>(queue_.size(), options_.max_samples_per_send);
-    batch_.assign(std::make_move_iterator(queue_.begin()),
-                  std::make_move_iterator(queue_.begin() + n));
-    queue_.erase(queue_.begin(), queue_.begin() + n);
+    const size_t n = std::min<size_t>(queued, options_.max_samples_per_send);
+    TakeBatchLocked(n);
     in_flight_ = n;
     in_flight_oldest_ = batch_.front().enqueued_monotonic_nanos;
     encoder_.Encode(batch_, body_);
@@ -125,6 +145,11 @@ int64_t Shard::Step(bool flush, int64_t send_deadline) {
         << " samples; dropped, not retried";
   }
   batch_.clear();
+  if (batch_.capacity() > 4 * size_t{options_.max_samples_per_send}) {
+    // A buffer the queue grew during a backlog (it came here by a swap): given back, so that
+    // the memory of a receiver's outage is not kept for good.
+    std::vector<PendingSample>().swap(batch_);
+  }
   body_.clear();
   absl::MutexLock lock(&mu_);
   in_flight_ = 0;
@@ -150,22 +175,23 @@ void Shard::Wake() {
 
 size_t Shard::Pending() const {
   absl::MutexLock lock(&mu_);
-  return queue_.size() + in_flight_;
+  return QueuedLocked() + in_flight_;
 }
 
 int64_t Shard::OldestEnqueued() const {
   absl::MutexLock lock(&mu_);
   int64_t oldest = in_flight_oldest_;
-  if (!queue_.empty()) {
-    oldest = std::min(oldest, queue_.front().enqueued_monotonic_nanos);
+  if (QueuedLocked() > 0) {
+    oldest = std::min(oldest, queue_[queue_head_].enqueued_monotonic_nanos);
   }
   return oldest;
 }
 
 size_t Shard::DropAll() {
   absl::MutexLock lock(&mu_);
-  const size_t dropped = queue_.size() + in_flight_;
+  const size_t dropped = QueuedLocked() + in_flight_;
   queue_.clear();
+  queue_head_ = 0;
   batch_.clear();
   body_.clear();
   in_flight_ = 0;

@@ -13,7 +13,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <limits>
 #include <map>
 #include <string>
@@ -103,6 +102,11 @@ class Shard {
   // Queues `count` samples, the i-th from sample_at(i), under mu_.
   template <typename SampleAt>
   size_t PushLocked(size_t count, SampleAt sample_at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  size_t QueuedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return queue_.size() - queue_head_;
+  }
+  // Moves the first `n` queued samples into batch_ (empty).
+  void TakeBatchLocked(size_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The batch being sent: Step() only, except the counts others read under mu_.
   std::vector<PendingSample> batch_;
@@ -114,7 +118,12 @@ class Shard {
   mutable absl::Mutex mu_;
   absl::CondVar work_;
   bool woken_ ABSL_GUARDED_BY(mu_) = false;
-  std::deque<PendingSample> queue_ ABSL_GUARDED_BY(mu_);
+  // The queued samples are queue_[queue_head_, queue_.size()): a vector, not a deque, so that
+  // queueing allocates only when the queue outgrows its largest size so far (a deque allocated
+  // and freed a block every dozen samples, on the ingest thread and on the shard's), and a batch
+  // that takes the whole queue takes its buffer (batch_ and queue_ swap).
+  std::vector<PendingSample> queue_ ABSL_GUARDED_BY(mu_);
+  size_t queue_head_ ABSL_GUARDED_BY(mu_) = 0;
   size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t in_flight_oldest_ ABSL_GUARDED_BY(mu_) = kNever;
 };
