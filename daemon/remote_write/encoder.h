@@ -58,7 +58,7 @@ class RequestEncoder {
   // The HTTP body for `samples` (serialized, snappy block-compressed) into `body`.
   void Encode(absl::Span<const PendingSample> samples, std::string& body);
   // The uncompressed WriteRequest of the last Encode() (tests).
-  absl::string_view raw() const { return raw_; }
+  absl::string_view raw() const { return absl::string_view(raw_.data(), raw_size_); }
 
  private:
   struct ExternalLabel {
@@ -97,7 +97,9 @@ class RequestEncoder {
   std::vector<Series> series_;
   std::vector<Splice> splices_;
   std::vector<size_t> next_;  // by sample: the next sample of the same series
-  std::string raw_;
+  std::string raw_;           // the serialized request in its first raw_size_ bytes
+  size_t raw_size_ = 0;
+  std::string compressed_;  // snappy's output, before it is copied to the body
 };
 
 // One request's body (a RequestEncoder used once): tests and tools.

@@ -92,22 +92,35 @@ void Shard::TakeBatchLocked(size_t n) {
 
 int64_t Shard::Step(bool flush, int64_t send_deadline) {
   int64_t now = clock_.MonotonicNanos();
-  if (batch_.empty()) {
-    absl::MutexLock lock(&mu_);
-    const size_t queued = QueuedLocked();
-    if (queued == 0) {
-      return kNever;
+  if (batch_samples_ == 0) {
+    {
+      absl::MutexLock lock(&mu_);
+      const size_t queued = QueuedLocked();
+      if (queued == 0) {
+        return kNever;
+      }
+      const int64_t due =
+          queue_[queue_head_].enqueued_monotonic_nanos + options_.batch_send_deadline_nanos;
+      if (!flush && queued < options_.max_samples_per_send && now < due) {
+        return due;
+      }
+      const size_t n = std::min<size_t>(queued, options_.max_samples_per_send);
+      TakeBatchLocked(n);
+      in_flight_ = n;
+      in_flight_oldest_ = batch_.front().enqueued_monotonic_nanos;
     }
-    const int64_t due =
-        queue_[queue_head_].enqueued_monotonic_nanos + options_.batch_send_deadline_nanos;
-    if (!flush && queued < options_.max_samples_per_send && now < due) {
-      return due;
-    }
-    const size_t n = std::min<size_t>(queued, options_.max_samples_per_send);
-    TakeBatchLocked(n);
-    in_flight_ = n;
-    in_flight_oldest_ = batch_.front().enqueued_monotonic_nanos;
+    // Outside the lock: Push(), on an ingest thread, must not wait for an encoding.
     encoder_.Encode(batch_, body_);
+    batch_samples_ = batch_.size();
+    // The body is all a retry needs. The samples' references go now, while their label sets are
+    // still in this core's cache from the encoding: released after the send, each was a cache
+    // miss.
+    batch_.clear();
+    if (batch_.capacity() > 4 * size_t{options_.max_samples_per_send}) {
+      // A buffer the queue grew during a backlog (it came here by a swap): given back, so that
+      // the memory of a receiver's outage is not kept for good.
+      std::vector<PendingSample>().swap(batch_);
+    }
     attempt_ = 0;
     retry_at_ = now;
   }
@@ -130,26 +143,21 @@ int64_t Shard::Step(bool flush, int64_t send_deadline) {
         << "remote_write " << endpoint_name_ << ": "
         << (result.http_status == 0 ? std::string("no response")
                                     : absl::StrCat("HTTP ", result.http_status))
-        << " (" << result.error << "); retrying " << batch_.size() << " samples with backoff";
+        << " (" << result.error << "); retrying " << batch_samples_ << " samples with backoff";
     now = clock_.MonotonicNanos();
     retry_at_ = now + backoff_.Delay(attempt_++);
     return retry_at_;
   }
   if (verdict == Verdict::kDelivered) {
-    stats_.samples_sent += batch_.size();
+    stats_.samples_sent += batch_samples_;
   } else {
-    stats_.samples_failed += batch_.size();
+    stats_.samples_failed += batch_samples_;
     FABRICMON_LOG_EVERY_MINUTE(Warning)
         << "remote_write " << endpoint_name_ << ": HTTP " << result.http_status << " ("
-        << result.error << "): the receiver refused " << batch_.size()
+        << result.error << "): the receiver refused " << batch_samples_
         << " samples; dropped, not retried";
   }
-  batch_.clear();
-  if (batch_.capacity() > 4 * size_t{options_.max_samples_per_send}) {
-    // A buffer the queue grew during a backlog (it came here by a swap): given back, so that
-    // the memory of a receiver's outage is not kept for good.
-    std::vector<PendingSample>().swap(batch_);
-  }
+  batch_samples_ = 0;
   body_.clear();
   absl::MutexLock lock(&mu_);
   in_flight_ = 0;
@@ -193,6 +201,7 @@ size_t Shard::DropAll() {
   queue_.clear();
   queue_head_ = 0;
   batch_.clear();
+  batch_samples_ = 0;
   body_.clear();
   in_flight_ = 0;
   in_flight_oldest_ = kNever;

@@ -109,9 +109,11 @@ class Shard {
   void TakeBatchLocked(size_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The batch being sent: Step() only, except the counts others read under mu_.
+  // The samples taken for the next request, until encoded.
   std::vector<PendingSample> batch_;
-  RequestEncoder encoder_;  // Step() only
-  std::string body_;        // batch_ encoded (kept across its retries)
+  size_t batch_samples_ = 0;  // in body_; 0: no request in flight
+  RequestEncoder encoder_;    // Step() only
+  std::string body_;          // batch_ encoded (kept across its retries)
   uint32_t attempt_ = 0;
   int64_t retry_at_ = 0;
 
