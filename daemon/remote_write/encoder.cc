@@ -156,7 +156,11 @@ void RequestEncoder::Encode(absl::Span<const PendingSample> samples, std::string
   // length prefix before its message without moving bytes.
   for (size_t k = 0; k < samples.size(); ++k) {
     if (k + 2 * kPrefetchAhead < samples.size()) {
-      __builtin_prefetch(samples[k + 2 * kPrefetchAhead].series.get());
+      // What pass 1 reads of a label set: `encoded` (its pointer and size) and `origin`, which
+      // may lie on two cache lines.
+      const LabelSet* ahead = samples[k + 2 * kPrefetchAhead].series.get();
+      __builtin_prefetch(ahead);
+      __builtin_prefetch(&ahead->origin);
     }
     if (k + kPrefetchAhead < samples.size()) {
       // A typical series' labels are two or three cache lines; a longer one is read in full
