@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "collectors/core/sample.h"
 #include "daemon/exposition/text_exposition.h"
@@ -191,10 +190,7 @@ void RemoteWriteFeed::ForwardFamilies(const std::vector<prometheus::MetricFamily
       }
       std::shared_ptr<const LabelSet> set = remote_write::MakeLabelSet(
           family.name, std::move(pairs), remote_write::SeriesOrigin::kAggregator);
-      std::string key;
-      for (const auto& [name, value] : set->labels) {
-        absl::StrAppend(&key, name, "\x1f", value, "\x1e");
-      }
+      std::string key = set->encoded;  // the sorted labels, length-prefixed: one per series
       // The same series keeps its label set, so its shard does not depend on a fresh hash.
       if (auto it = last_forwarded_.find(key); it != last_forwarded_.end()) {
         set = it->second;

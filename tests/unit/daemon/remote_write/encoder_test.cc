@@ -28,7 +28,7 @@ TEST(LabelSetTest, SortsWithNameFirstAndDropsEmptyValues) {
   auto set = MakeLabelSet(
       "fabricmon_ib_port_xmit_data_bytes_total",
       {{"port", "1"}, {"node", "n1"}, {"device", "mlx5_0"}, {"empty", ""}, {"Zeta", "z"}});
-  EXPECT_THAT(set->labels,
+  EXPECT_THAT(DecodeLabels(*set),
               ::testing::ElementsAre(
                   ::testing::Pair("Zeta", "z"),  // byte order: upper case sorts before '_'
                   ::testing::Pair("__name__", "fabricmon_ib_port_xmit_data_bytes_total"),
@@ -44,7 +44,7 @@ TEST(LabelSetTest, SortsWithNameFirstAndDropsEmptyValues) {
 
 TEST(LabelSetTest, ADuplicateNameKeepsItsFirstValue) {
   auto set = MakeLabelSet("m", {{"a", "1"}, {"a", "2"}, {"__name__", "evil"}});
-  EXPECT_THAT(set->labels,
+  EXPECT_THAT(DecodeLabels(*set),
               ::testing::ElementsAre(::testing::Pair("__name__", "m"), ::testing::Pair("a", "1")));
 }
 
@@ -161,7 +161,7 @@ v1::prompb::WriteRequest ReferenceRequest(absl::Span<const PendingSample> sample
     if (inserted) {
       v1::prompb::TimeSeries* series = request.add_timeseries();
       LabelPairs merged = external;
-      for (const auto& own : sample.series->labels) {
+      for (const auto& own : DecodeLabels(*sample.series)) {
         auto same = std::find_if(merged.begin(), merged.end(),
                                  [&](const auto& label) { return label.first == own.first; });
         if (same != merged.end()) {
