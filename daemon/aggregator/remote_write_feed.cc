@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "collectors/core/sample.h"
 #include "daemon/exposition/text_exposition.h"
@@ -54,15 +53,15 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
           pairs.reserve(series.desc->labels.size() + 1);
           pairs.emplace_back("node", node.name());
           pairs.insert(pairs.end(), series.desc->labels.begin(), series.desc->labels.end());
-          cached.set = remote_write::MakeLabelSet(series.desc->name, std::move(pairs),
-                                                  remote_write::SeriesOrigin::kAgent);
+          cached.set = Keep(remote_write::MakeLabelSet(series.desc->name, std::move(pairs),
+                                                       remote_write::SeriesOrigin::kAgent));
           cached.generation = slot.generation;
           cached.saturated_set.reset();
           cached.flagged = false;
         }
         const int64_t timestamp_ms = ToMillis(latest->timestamp_unix_nanos);
-        samples_.push_back(
-            {cached.set, timestamp_ms, collectors::ExportedValue(series.desc, latest->raw), now});
+        samples_.push_back({Queued(cached.set), timestamp_ms,
+                            collectors::ExportedValue(series.desc, latest->raw), now});
         // The saturation flag /metrics shows beside a pinned saturating counter: 1 while it is
         // pinned, then a staleness marker when it moves again (a reset).
         const bool saturated = series.desc->IsSaturated(latest->raw);
@@ -70,10 +69,11 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
           if (cached.saturated_set == nullptr) {
             LabelPairs pairs = {{"node", node.name()}, {"metric", series.desc->name}};
             pairs.insert(pairs.end(), series.desc->labels.begin(), series.desc->labels.end());
-            cached.saturated_set = remote_write::MakeLabelSet(
-                exposition::kSaturatedFamily, std::move(pairs), remote_write::SeriesOrigin::kAgent);
+            cached.saturated_set =
+                Keep(remote_write::MakeLabelSet(exposition::kSaturatedFamily, std::move(pairs),
+                                                remote_write::SeriesOrigin::kAgent));
           }
-          samples_.push_back({cached.saturated_set, timestamp_ms,
+          samples_.push_back({Queued(cached.saturated_set), timestamp_ms,
                               saturated ? 1.0 : remote_write::StaleNaN(), now});
           cached.flagged = saturated;
         }
@@ -91,8 +91,44 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
     std::shared_ptr<const LabelSet> saturated_set;  // its fabricmon_series_saturated series
     bool flagged = false;                           // the flag was sent as 1 last
   };
+  // Every label set this stream's queued samples may point to. A queued sample holds a
+  // reference to this table (std::shared_ptr's aliasing constructor), not to its own label set:
+  // a label set's own count, touched by the ingest thread when queued and by a remote_write
+  // thread when sent, moved its cache line between their cores for every sample, where this
+  // count is one line per stream. A set replaced in labels_ (its slot retired and reused) stays
+  // here until the table is replaced (see Keep) and the last sample holding it has left the
+  // queues.
+  struct LabelTable {
+    std::vector<std::shared_ptr<const LabelSet>> sets;
+  };
+
+  // `set`, now also owned by the table.
+  std::shared_ptr<const LabelSet> Keep(std::shared_ptr<const LabelSet> set) {
+    // Series churn (slots retired and reused) leaves replaced sets in the table: past twice
+    // what the stream can use at once, a new table takes the live ones, and the old one goes
+    // with its last queued sample.
+    if (table_->sets.size() >= 2 * (2 * labels_.size()) + 64) {
+      auto fresh = std::make_shared<LabelTable>();
+      for (const Cached& cached : labels_) {
+        for (const auto* live : {&cached.set, &cached.saturated_set}) {
+          if (*live != nullptr) {
+            fresh->sets.push_back(*live);
+          }
+        }
+      }
+      table_ = std::move(fresh);
+    }
+    table_->sets.push_back(set);
+    return set;
+  }
+  // The reference a queued sample of `set` (in the table) holds.
+  std::shared_ptr<const LabelSet> Queued(const std::shared_ptr<const LabelSet>& set) const {
+    return std::shared_ptr<const LabelSet>(table_, set.get());
+  }
+
   RemoteWriteFeed& feed_;
-  std::vector<Cached> labels_;          // by slot index
+  std::vector<Cached> labels_;  // by slot index
+  std::shared_ptr<LabelTable> table_ = std::make_shared<LabelTable>();
   std::vector<PendingSample> samples_;  // reused between batches
 };
 
@@ -156,10 +192,7 @@ void RemoteWriteFeed::ForwardFamilies(const std::vector<prometheus::MetricFamily
       }
       std::shared_ptr<const LabelSet> set = remote_write::MakeLabelSet(
           family.name, std::move(pairs), remote_write::SeriesOrigin::kAggregator);
-      std::string key;
-      for (const auto& [name, value] : set->labels) {
-        absl::StrAppend(&key, name, "\x1f", value, "\x1e");
-      }
+      std::string key = set->encoded;  // the sorted labels, length-prefixed: one per series
       // The same series keeps its label set, so its shard does not depend on a fresh hash.
       if (auto it = last_forwarded_.find(key); it != last_forwarded_.end()) {
         set = it->second;

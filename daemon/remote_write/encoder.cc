@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <string_view>
 
@@ -77,21 +78,20 @@ RequestEncoder::RequestEncoder(const LabelPairs& external_labels,
   aggregator_external_ = encode(all);
 }
 
-// Both lists sorted by name; on a tie the series' own label wins. Copies encoded bytes only: the
-// series' names are read back from its encoded labels (each a tag, a length, then the Label
-// message, whose name field comes first), so a series costs one contiguous read.
-void RequestEncoder::AppendMergedLabels(const LabelSet& set) {
-  const std::vector<ExternalLabel>& external =
-      set.origin == SeriesOrigin::kAgent ? agent_external_ : aggregator_external_;
+// Both lists sorted by name; on a tie the series' own label wins. The series' names are read back
+// from its encoded labels (each a tag, a length, then the Label message, whose name field comes
+// first), the bytes the request copies anyway.
+size_t RequestEncoder::PlanSplices(const LabelSet& set,
+                                   const std::vector<ExternalLabel>& external) {
   const std::string_view own = set.encoded;
+  size_t size = own.size();
   size_t j = 0;
-  size_t run_begin = 0;  // own labels not yet copied start here
   size_t pos = 0;
   while (pos < own.size() && j < external.size()) {
     size_t cursor = pos + 1;  // past the TimeSeries.labels tag
     uint64_t length = 0;
     if (!wire::ReadVarint(own, &cursor, &length) || length > own.size() - cursor) {
-      break;  // cannot happen (MakeLabelSet wrote these bytes); copy the rest as it is
+      break;  // cannot happen (MakeLabelSet wrote these bytes); the rest go after them
     }
     const size_t end = cursor + length;
     std::string_view name;
@@ -105,37 +105,91 @@ void RequestEncoder::AppendMergedLabels(const LabelSet& set) {
     // External labels sorting before this one go first; one of the same name is left out.
     while (j < external.size() && external[j].name <= name) {
       if (external[j].name < name) {
-        labels_.append(own, run_begin, pos - run_begin);
-        run_begin = pos;
-        labels_.append(external[j].encoded);
+        splices_.push_back({pos, j});
+        size += external[j].encoded.size();
       }
       ++j;
     }
     pos = end;
   }
-  labels_.append(own, run_begin, own.size() - run_begin);
   for (; j < external.size(); ++j) {
-    labels_.append(external[j].encoded);
+    splices_.push_back({own.size(), j});
+    size += external[j].encoded.size();
   }
+  return size;
+}
+
+char* RequestEncoder::WriteLabels(const Series& series, char* out) const {
+  const std::string& own = series.set->encoded;
+  size_t copied = 0;  // own bytes written so far
+  for (size_t s = series.splices_begin; s < series.splices_end; ++s) {
+    const Splice& splice = splices_[s];
+    std::memcpy(out, own.data() + copied, splice.own_offset - copied);
+    out += splice.own_offset - copied;
+    copied = splice.own_offset;
+    const std::string& label = (*series.external)[splice.external].encoded;
+    std::memcpy(out, label.data(), label.size());
+    out += label.size();
+  }
+  std::memcpy(out, own.data() + copied, own.size() - copied);
+  return out + own.size() - copied;
 }
 
 void RequestEncoder::Encode(absl::Span<const PendingSample> samples, std::string& body) {
-  series_index_.clear();
   series_.clear();
-  labels_.clear();
+  splices_.clear();
   next_.assign(samples.size(), kNoSample);
+  // At most half full, so a probe ends after a slot or two.
+  size_t slots = 16;
+  while (slots < 2 * samples.size()) {
+    slots *= 2;
+  }
+  table_.assign(slots, {nullptr, 0});
+  int shift = 64;
+  for (size_t s = slots; s > 1; s >>= 1) {
+    --shift;
+  }
+  // How far ahead the label bytes are fetched: enough samples to cover a miss's latency, few
+  // enough that what is fetched is still cached when its turn comes.
+  constexpr size_t kPrefetchAhead = 8;
   // Pass 1: group the samples by series and size every part, so that pass 2 writes each
   // length prefix before its message without moving bytes.
   for (size_t k = 0; k < samples.size(); ++k) {
+    if (k + 2 * kPrefetchAhead < samples.size()) {
+      // What pass 1 reads of a label set: `encoded` (its pointer and size) and `origin`, which
+      // may lie on two cache lines.
+      const LabelSet* ahead = samples[k + 2 * kPrefetchAhead].series.get();
+      __builtin_prefetch(ahead);
+      __builtin_prefetch(&ahead->origin);
+    }
+    if (k + kPrefetchAhead < samples.size()) {
+      // A typical series' labels are two or three cache lines; a longer one is read in full
+      // when copied (and the hardware prefetcher follows a sequential copy).
+      const std::string& ahead = samples[k + kPrefetchAhead].series->encoded;
+      for (size_t line = 0; line < std::min<size_t>(ahead.size(), 256); line += 64) {
+        __builtin_prefetch(ahead.data() + line);
+      }
+    }
     const PendingSample& sample = samples[k];
+    const LabelSet* set = sample.series.get();
     const size_t sample_size = wire::FieldSize(SampleMessageSize(sample));
-    auto [it, inserted] = series_index_.try_emplace(sample.series.get(), series_.size());
-    if (inserted) {
-      const size_t begin = labels_.size();
-      AppendMergedLabels(*sample.series);
-      series_.push_back({begin, labels_.size(), k, k, sample_size});
+    // Fibonacci hashing of the pointer: its low bits are alignment, its high bits the heap.
+    size_t slot =
+        static_cast<size_t>((reinterpret_cast<uintptr_t>(set) * 0x9e3779b97f4a7c15ULL) >> shift);
+    while (table_[slot].first != nullptr && table_[slot].first != set) {
+      slot = (slot + 1) & (slots - 1);
+    }
+    if (table_[slot].first == nullptr) {
+      table_[slot] = {set, series_.size()};
+      const std::vector<ExternalLabel>& external =
+          set->origin == SeriesOrigin::kAgent ? agent_external_ : aggregator_external_;
+      const size_t splices_begin = splices_.size();
+      const size_t labels_size =
+          external.empty() ? set->encoded.size() : PlanSplices(*set, external);
+      series_.push_back(
+          {set, &external, splices_begin, splices_.size(), labels_size, k, k, sample_size});
     } else {
-      Series& series = series_[it->second];
+      Series& series = series_[table_[slot].second];
       next_[series.last_sample] = k;
       series.last_sample = k;
       series.samples_size += sample_size;
@@ -143,22 +197,30 @@ void RequestEncoder::Encode(absl::Span<const PendingSample> samples, std::string
   }
   size_t total = 0;
   for (const Series& series : series_) {
-    total += wire::FieldSize(series.labels_end - series.labels_begin + series.samples_size);
+    total += wire::FieldSize(series.labels_size + series.samples_size);
   }
-  raw_.resize(total);
+  // The buffers only grow (resizing a cleared std::string zero-fills it, a pass over every byte
+  // of the request for nothing).
+  if (raw_.size() < total) {
+    raw_.resize(total);
+  }
+  raw_size_ = total;
   char* out = raw_.data();
   for (const Series& series : series_) {
-    const size_t labels_size = series.labels_end - series.labels_begin;
     *out++ = wire::kWriteRequestTimeseries;
-    out = wire::WriteVarint(labels_size + series.samples_size, out);
-    std::memcpy(out, labels_.data() + series.labels_begin, labels_size);
-    out += labels_size;
+    out = wire::WriteVarint(series.labels_size + series.samples_size, out);
+    out = WriteLabels(series, out);
     for (size_t k = series.first_sample; k != kNoSample; k = next_[k]) {
       out = WriteSample(samples[k], SampleMessageSize(samples[k]), out);
     }
   }
-  body.clear();
-  snappy::Compress(raw_.data(), raw_.size(), &body);
+  const size_t bound = snappy::MaxCompressedLength(total);
+  if (compressed_.size() < bound) {
+    compressed_.resize(bound);
+  }
+  size_t compressed_size = 0;
+  snappy::RawCompress(raw_.data(), total, compressed_.data(), &compressed_size);
+  body.assign(compressed_.data(), compressed_size);
 }
 
 std::string EncodeWriteRequest(absl::Span<const PendingSample> samples,

@@ -1,5 +1,7 @@
 #include "daemon/remote_write/endpoint.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -45,6 +47,9 @@ void Endpoint::Start() {
 }
 
 void Endpoint::Run(Shard& shard) {
+  // So that `top -H` and profiles tell the remote_write threads from ingest's (at most 15
+  // characters; a failure only leaves the process' name).
+  pthread_setname_np(pthread_self(), "remote_write");
   while (true) {
     const bool stopping = stopping_.load();
     const int64_t deadline = stopping ? flush_deadline_.load() : Shard::kNever;
@@ -99,7 +104,13 @@ void Endpoint::Append(absl::Span<const PendingSample> samples, const Hold& hold)
   shard_of.resize(samples.size());
   by_shard.resize(samples.size());
   cursor.assign(n + 1, 0);
+  // The label sets were last read by a remote_write thread a batch interval ago: fetched a few
+  // samples ahead, their cache misses overlap rather than queue.
+  constexpr size_t kPrefetchAhead = 8;
   for (size_t i = 0; i < samples.size(); ++i) {
+    if (i + kPrefetchAhead < samples.size()) {
+      __builtin_prefetch(&samples[i + kPrefetchAhead].series->hash);
+    }
     shard_of[i] = samples[i].series->hash % n;
     ++cursor[shard_of[i] + 1];
   }

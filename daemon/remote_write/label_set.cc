@@ -1,16 +1,26 @@
 #include "daemon/remote_write/label_set.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include "absl/hash/hash.h"
 #include "daemon/remote_write/protobuf_wire.h"
 
 namespace fabricmon::remote_write {
 
+namespace {
+
+// Label { string name = 1; string value = 2; }: proto3 leaves an empty string out.
+size_t LabelMessageSize(absl::string_view name, absl::string_view value) {
+  return (name.empty() ? 0 : wire::FieldSize(name.size())) +
+         (value.empty() ? 0 : wire::FieldSize(value.size()));
+}
+
+}  // namespace
+
 void AppendEncodedLabel(absl::string_view name, absl::string_view value, std::string& out) {
-  // Label { string name = 1; string value = 2; } inside TimeSeries.labels = 1.
-  const size_t message = (name.empty() ? 0 : wire::FieldSize(name.size())) +
-                         (value.empty() ? 0 : wire::FieldSize(value.size()));
+  // The Label message inside TimeSeries.labels = 1.
+  const size_t message = LabelMessageSize(name, value);
   out.push_back(wire::kTimeSeriesLabels);
   wire::AppendVarint(message, out);
   if (!name.empty()) {
@@ -27,26 +37,59 @@ void AppendEncodedLabel(absl::string_view name, absl::string_view value, std::st
 
 std::shared_ptr<const LabelSet> MakeLabelSet(absl::string_view name, LabelPairs labels,
                                              SeriesOrigin origin) {
-  auto set = std::make_shared<LabelSet>();
-  set->origin = origin;
-  set->labels.reserve(labels.size() + 1);
-  set->labels.emplace_back("__name__", std::string(name));
+  LabelPairs sorted;
+  sorted.reserve(labels.size() + 1);
+  sorted.emplace_back("__name__", std::string(name));
   for (auto& label : labels) {
     if (!label.second.empty() && label.first != "__name__") {
-      set->labels.push_back(std::move(label));
+      sorted.push_back(std::move(label));
     }
   }
   // Stable, so that of two equal names the first given stays first and is the one kept.
-  std::stable_sort(set->labels.begin(), set->labels.end(),
+  std::stable_sort(sorted.begin(), sorted.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
-  set->labels.erase(std::unique(set->labels.begin(), set->labels.end(),
-                                [](const auto& a, const auto& b) { return a.first == b.first; }),
-                    set->labels.end());
-  set->hash = absl::HashOf(set->labels);
-  for (const auto& [label_name, value] : set->labels) {
+  sorted.erase(std::unique(sorted.begin(), sorted.end(),
+                           [](const auto& a, const auto& b) { return a.first == b.first; }),
+               sorted.end());
+  auto set = std::make_shared<LabelSet>();
+  set->origin = origin;
+  set->hash = absl::HashOf(sorted);
+  size_t size = 0;  // exactly, so that the bytes take one allocation of their size
+  for (const auto& [label_name, value] : sorted) {
+    size += wire::FieldSize(LabelMessageSize(label_name, value));
+  }
+  set->encoded.reserve(size);
+  for (const auto& [label_name, value] : sorted) {
     AppendEncodedLabel(label_name, value, set->encoded);
   }
   return set;
+}
+
+LabelPairs DecodeLabels(const LabelSet& set) {
+  LabelPairs out;
+  const std::string_view bytes = set.encoded;
+  size_t pos = 0;
+  while (pos < bytes.size()) {
+    size_t cursor = pos + 1;  // past the TimeSeries.labels tag
+    uint64_t length = 0;
+    if (!wire::ReadVarint(bytes, &cursor, &length) || length > bytes.size() - cursor) {
+      break;  // cannot happen: MakeLabelSet wrote these bytes
+    }
+    const size_t end = cursor + length;
+    std::pair<std::string, std::string>& label = out.emplace_back();
+    while (cursor < end) {
+      const char tag = bytes[cursor++];
+      uint64_t field_length = 0;
+      if (!wire::ReadVarint(bytes, &cursor, &field_length) || field_length > end - cursor) {
+        break;
+      }
+      (tag == wire::kLabelName ? label.first : label.second)
+          .assign(bytes.substr(cursor, field_length));
+      cursor += field_length;
+    }
+    pos = end;
+  }
+  return out;
 }
 
 bool IsValidLabelName(absl::string_view name) {

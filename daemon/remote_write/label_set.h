@@ -4,10 +4,10 @@
 // receivers require, and a hash that picks the series' queue shard. `__name__` comes first for
 // every label name in lower case ('_' sorts before 'a'), which all of fabricmon's are; an
 // operator's external label starting with an upper-case letter sorts before it, as it would in
-// Prometheus. Built once per series and shared by
-// every sample queued for it (and by every endpoint), so a queued sample costs no label copies,
-// and its labels are encoded to protobuf here, once, so a request copies bytes rather than
-// building messages for every sample it carries.
+// Prometheus. Built once per series and shared by every sample queued for it (and by every
+// endpoint), so a queued sample costs no label copies, and its labels are kept only encoded to
+// protobuf, once, so a request copies bytes rather than building messages for every sample it
+// carries.
 
 #include <cstdint>
 #include <memory>
@@ -29,13 +29,14 @@ using LabelPairs = std::vector<std::pair<std::string, std::string>>;
 enum class SeriesOrigin : uint8_t { kAggregator, kAgent };
 
 struct LabelSet {
-  LabelPairs labels;  // sorted by name, names unique, no empty value
+  // The labels, sorted by name, names unique, no empty value, as the prompb.TimeSeries fields
+  // that carry them (field 1, one Label message each), concatenated in that order: all a
+  // request needs, and all that is kept (the pairs themselves would double a series' memory;
+  // DecodeLabels gives them back). First, with `hash` and `origin`: what queueing and encoding a
+  // sample read, so that they share the cache line std::make_shared puts the reference count in.
+  std::string encoded;
   uint64_t hash = 0;  // of names and values: same labels, same hash, same shard
   SeriesOrigin origin = SeriesOrigin::kAggregator;
-  // `labels` as the prompb.TimeSeries fields that carry them (field 1, one Label message each),
-  // concatenated in the same order. The encoder reads the names back from these bytes (one
-  // contiguous run per series) rather than from `labels`.
-  std::string encoded;
 };
 
 // Appends `name`=`value` to `out` as a prompb.TimeSeries.labels field (tag, length, Label),
@@ -47,6 +48,9 @@ void AppendEncodedLabel(absl::string_view name, absl::string_view value, std::st
 // (the caller's labels are unique already; this only makes the result well-formed).
 std::shared_ptr<const LabelSet> MakeLabelSet(absl::string_view name, LabelPairs labels,
                                              SeriesOrigin origin = SeriesOrigin::kAggregator);
+
+// The label pairs of `set`, in order, read back from its encoded bytes (tests, tools).
+LabelPairs DecodeLabels(const LabelSet& set);
 
 // Whether `name` is a valid Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*).
 bool IsValidLabelName(absl::string_view name);

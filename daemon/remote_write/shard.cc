@@ -52,10 +52,11 @@ size_t Shard::Push(absl::Span<const PendingSample> samples, absl::Span<const siz
 
 template <typename SampleAt>
 size_t Shard::PushLocked(size_t count, SampleAt sample_at, Hold hold) {
-  const size_t room = queue_.size() < capacity_ ? capacity_ - queue_.size() : 0;
+  const size_t queued = QueuedLocked();
+  const size_t room = queued < capacity_ ? capacity_ - queued : 0;
   const size_t taken = std::min(room, count);
-  const bool was_below_batch = queue_.size() < options_.max_samples_per_send;
-  const bool was_empty = queue_.empty();
+  const bool was_below_batch = queued < options_.max_samples_per_send;
+  const bool was_empty = queued == 0;
   for (size_t i = 0; i < taken; ++i) {
     queue_.push_back(sample_at(i));
   }
@@ -66,7 +67,7 @@ size_t Shard::PushLocked(size_t count, SampleAt sample_at, Hold hold) {
   // The thread sleeps until the oldest sample's deadline, or for ever when nothing is queued:
   // wake it for a first sample and for a full batch.
   if (taken > 0 &&
-      (was_empty || (was_below_batch && queue_.size() >= options_.max_samples_per_send))) {
+      (was_empty || (was_below_batch && QueuedLocked() >= options_.max_samples_per_send))) {
     woken_ = true;
     work_.Signal();
   }
@@ -77,25 +78,57 @@ size_t Shard::PushLocked(size_t count, SampleAt sample_at, Hold hold) {
   return dropped;
 }
 
+void Shard::TakeBatchLocked(size_t n) {
+  if (queue_head_ == 0 && n == queue_.size()) {
+    batch_.swap(queue_);  // the common case at a deadline: no sample moves
+    return;
+  }
+  const auto first = queue_.begin() + static_cast<ptrdiff_t>(queue_head_);
+  batch_.assign(std::make_move_iterator(first),
+                std::make_move_iterator(first + static_cast<ptrdiff_t>(n)));
+  queue_head_ += n;
+  if (queue_head_ == queue_.size()) {
+    queue_.clear();
+    queue_head_ = 0;
+  } else if (queue_head_ >= queue_.size() - queue_head_) {
+    // More taken than left: the rest moves to the front, so each sample moves at most once
+    // more in its life and the buffer never grows past twice the queue.
+    queue_.erase(queue_.begin(), queue_.begin() + static_cast<ptrdiff_t>(queue_head_));
+    queue_head_ = 0;
+  }
+}
+
 int64_t Shard::Step(bool flush, int64_t send_deadline) {
   int64_t now = clock_.MonotonicNanos();
-  if (batch_.empty()) {
-    absl::MutexLock lock(&mu_);
-    if (queue_.empty()) {
-      return kNever;
+  if (batch_samples_ == 0) {
+    {
+      absl::MutexLock lock(&mu_);
+      const size_t queued = QueuedLocked();
+      if (queued == 0) {
+        return kNever;
+      }
+      const int64_t due =
+          queue_[queue_head_].enqueued_monotonic_nanos + options_.batch_send_deadline_nanos;
+      if (!flush && queued < options_.max_samples_per_send && now < due) {
+        return due;
+      }
+      const size_t n = std::min<size_t>(queued, options_.max_samples_per_send);
+      TakeBatchLocked(n);
+      in_flight_ = n;
+      in_flight_oldest_ = batch_.front().enqueued_monotonic_nanos;
     }
-    const int64_t due =
-        queue_.front().enqueued_monotonic_nanos + options_.batch_send_deadline_nanos;
-    if (!flush && queue_.size() < options_.max_samples_per_send && now < due) {
-      return due;
-    }
-    const size_t n = std::min<size_t>(queue_.size(), options_.max_samples_per_send);
-    batch_.assign(std::make_move_iterator(queue_.begin()),
-                  std::make_move_iterator(queue_.begin() + n));
-    queue_.erase(queue_.begin(), queue_.begin() + n);
-    in_flight_ = n;
-    in_flight_oldest_ = batch_.front().enqueued_monotonic_nanos;
+    // Outside the lock: Push(), on an ingest thread, must not wait for an encoding.
     encoder_.Encode(batch_, body_);
+    batch_samples_ = batch_.size();
+    // The body is all a retry needs. The samples' references go now, while their label sets are
+    // still in this core's cache from the encoding: released after the send, each was a cache
+    // miss.
+    batch_.clear();
+    if (batch_.capacity() > 4 * size_t{options_.max_samples_per_send}) {
+      // A buffer the queue grew during a backlog (it came here by a swap): given back, so that
+      // the memory of a receiver's outage is not kept for good.
+      std::vector<PendingSample>().swap(batch_);
+    }
     attempt_ = 0;
     retry_at_ = now;
   }
@@ -118,22 +151,22 @@ int64_t Shard::Step(bool flush, int64_t send_deadline) {
         << "remote_write " << endpoint_name_ << ": "
         << (result.http_status == 0 ? std::string("no response")
                                     : absl::StrCat("HTTP ", result.http_status))
-        << " (" << result.error << "); retrying " << batch_.size() << " samples with backoff";
+        << " (" << result.error << "); retrying " << batch_samples_ << " samples with backoff";
     now = clock_.MonotonicNanos();
     retry_at_ = now + backoff_.Delay(attempt_++);
     return retry_at_;
   }
   if (verdict == Verdict::kDelivered) {
-    stats_.samples_sent += batch_.size();
+    stats_.samples_sent += batch_samples_;
   } else {
-    stats_.samples_failed += batch_.size();
+    stats_.samples_failed += batch_samples_;
     FABRICMON_LOG_EVERY_MINUTE(Warning)
         << "remote_write " << endpoint_name_ << ": HTTP " << result.http_status << " ("
-        << result.error << "): the receiver refused " << batch_.size()
+        << result.error << "): the receiver refused " << batch_samples_
         << " samples; dropped, not retried";
   }
-  const uint64_t done = batch_.size();
-  batch_.clear();
+  const uint64_t done = batch_samples_;
+  batch_samples_ = 0;
   body_.clear();
   std::vector<Hold> released;
   {
@@ -173,14 +206,14 @@ void Shard::Wake() {
 
 size_t Shard::Pending() const {
   absl::MutexLock lock(&mu_);
-  return queue_.size() + in_flight_;
+  return QueuedLocked() + in_flight_;
 }
 
 int64_t Shard::OldestEnqueued() const {
   absl::MutexLock lock(&mu_);
   int64_t oldest = in_flight_oldest_;
-  if (!queue_.empty()) {
-    oldest = std::min(oldest, queue_.front().enqueued_monotonic_nanos);
+  if (QueuedLocked() > 0) {
+    oldest = std::min(oldest, queue_[queue_head_].enqueued_monotonic_nanos);
   }
   return oldest;
 }
@@ -188,9 +221,11 @@ int64_t Shard::OldestEnqueued() const {
 size_t Shard::DropAll() {
   std::vector<Hold> released;  // declared first: released after the lock
   absl::MutexLock lock(&mu_);
-  const size_t dropped = queue_.size() + in_flight_;
+  const size_t dropped = QueuedLocked() + in_flight_;
   queue_.clear();
+  queue_head_ = 0;
   batch_.clear();
+  batch_samples_ = 0;
   body_.clear();
   in_flight_ = 0;
   in_flight_oldest_ = kNever;

@@ -114,18 +114,30 @@ class Shard {
   // `count` more samples left the shard: returns the holds that no queued sample needs any more
   // (the caller releases them after mu_: a release may acknowledge an agent's batch).
   std::vector<Hold> ReleaseLocked(uint64_t count) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  size_t QueuedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return queue_.size() - queue_head_;
+  }
+  // Moves the first `n` queued samples into batch_ (empty).
+  void TakeBatchLocked(size_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The batch being sent: Step() only, except the counts others read under mu_.
+  // The samples taken for the next request, until encoded.
   std::vector<PendingSample> batch_;
-  RequestEncoder encoder_;  // Step() only
-  std::string body_;        // batch_ encoded (kept across its retries)
+  size_t batch_samples_ = 0;  // in body_; 0: no request in flight
+  RequestEncoder encoder_;    // Step() only
+  std::string body_;          // batch_ encoded (kept across its retries)
   uint32_t attempt_ = 0;
   int64_t retry_at_ = 0;
 
   mutable absl::Mutex mu_;
   absl::CondVar work_;
   bool woken_ ABSL_GUARDED_BY(mu_) = false;
-  std::deque<PendingSample> queue_ ABSL_GUARDED_BY(mu_);
+  // The queued samples are queue_[queue_head_, queue_.size()): a vector, not a deque, so that
+  // queueing allocates only when the queue outgrows its largest size so far (a deque allocated
+  // and freed a block every dozen samples, on the ingest thread and on the shard's), and a batch
+  // that takes the whole queue takes its buffer (batch_ and queue_ swap).
+  std::vector<PendingSample> queue_ ABSL_GUARDED_BY(mu_);
+  size_t queue_head_ ABSL_GUARDED_BY(mu_) = 0;
   size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   // Holds by position: released once `left_` (samples that left the shard, counted from the
   // first ever queued) reaches `until` (the count queued when the hold came). The queue is FIFO,

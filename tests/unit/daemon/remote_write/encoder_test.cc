@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "snappy.h"
@@ -27,7 +28,7 @@ TEST(LabelSetTest, SortsWithNameFirstAndDropsEmptyValues) {
   auto set = MakeLabelSet(
       "fabricmon_ib_port_xmit_data_bytes_total",
       {{"port", "1"}, {"node", "n1"}, {"device", "mlx5_0"}, {"empty", ""}, {"Zeta", "z"}});
-  EXPECT_THAT(set->labels,
+  EXPECT_THAT(DecodeLabels(*set),
               ::testing::ElementsAre(
                   ::testing::Pair("Zeta", "z"),  // byte order: upper case sorts before '_'
                   ::testing::Pair("__name__", "fabricmon_ib_port_xmit_data_bytes_total"),
@@ -43,7 +44,7 @@ TEST(LabelSetTest, SortsWithNameFirstAndDropsEmptyValues) {
 
 TEST(LabelSetTest, ADuplicateNameKeepsItsFirstValue) {
   auto set = MakeLabelSet("m", {{"a", "1"}, {"a", "2"}, {"__name__", "evil"}});
-  EXPECT_THAT(set->labels,
+  EXPECT_THAT(DecodeLabels(*set),
               ::testing::ElementsAre(::testing::Pair("__name__", "m"), ::testing::Pair("a", "1")));
 }
 
@@ -160,7 +161,7 @@ v1::prompb::WriteRequest ReferenceRequest(absl::Span<const PendingSample> sample
     if (inserted) {
       v1::prompb::TimeSeries* series = request.add_timeseries();
       LabelPairs merged = external;
-      for (const auto& own : sample.series->labels) {
+      for (const auto& own : DecodeLabels(*sample.series)) {
         auto same = std::find_if(merged.begin(), merged.end(),
                                  [&](const auto& label) { return label.first == own.first; });
         if (same != merged.end()) {
@@ -220,6 +221,36 @@ TEST(EncoderTest, WritesExactlyWhatProtobufSerializes) {
   absl::StatusOr<v1::prompb::WriteRequest> empty = DecodeWriteRequest(body);
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_EQ(empty->timeseries_size(), 0);
+}
+
+// A request of a shard's size: thousands of series (the encoder's table of series grows past its
+// smallest size and probes past collisions), each seen once or several times, interleaved, with
+// labels of every length; still protobuf's bytes, request after request of different sizes.
+TEST(EncoderTest, ManySeriesPerRequestStayProtobufsBytes) {
+  std::vector<std::shared_ptr<const LabelSet>> sets;
+  for (int i = 0; i < 3000; ++i) {
+    sets.push_back(MakeLabelSet(absl::StrCat("fabricmon_m", i % 37, "_total"),
+                                {{"node", absl::StrCat("node-", i / 487)},
+                                 {"device", std::string(1 + i % 90, 'd')},
+                                 {"port", absl::StrCat(i % 5)}},
+                                SeriesOrigin::kAgent));
+  }
+  const LabelPairs external = {{"cluster", "c1"}, {"zone", "z"}};
+  RequestEncoder encoder(external, {{"shard", "s0"}});
+  std::string body;
+  for (const size_t count : {size_t{2000}, size_t{6000}, size_t{17}, size_t{4500}}) {
+    std::vector<PendingSample> samples;
+    for (size_t i = 0; i < count; ++i) {
+      // Series in a scattered order; a series repeats every few thousand samples.
+      samples.push_back({sets[(i * 1237 + count) % sets.size()], static_cast<int64_t>(1000 + i),
+                         static_cast<double>(i), 0});
+    }
+    encoder.Encode(samples, body);
+    EXPECT_EQ(encoder.raw(), ReferenceRequest(samples, external).SerializeAsString()) << count;
+    absl::StatusOr<v1::prompb::WriteRequest> decoded = DecodeWriteRequest(body);
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_EQ(static_cast<size_t>(decoded->timeseries_size()), std::min(count, sets.size()));
+  }
 }
 
 TEST(EncoderTest, StaleNaNIsPrometheusBitPattern) {

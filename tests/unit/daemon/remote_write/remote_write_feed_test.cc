@@ -1,7 +1,9 @@
 #include "daemon/aggregator/remote_write_feed.h"
 
 #include <cmath>
+#include <set>
 
+#include "absl/strings/str_cat.h"
 #include "collectors/core/sample.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -209,6 +211,44 @@ TEST_F(RemoteWriteFeedTest, ARetiredSlotSendsNothing) {
   stream->OnStored(node, {stale}, {true}, nullptr);
   feed->Shutdown();
   EXPECT_TRUE(ReceivedBySeries().empty());
+}
+
+// A queued sample keeps its label set alive through the stream's label table, not through a
+// reference of its own: a slot retired and reused again and again (a new label set each time,
+// the table replaced as they pile up), then the stream gone, and every sample still leaves with
+// its own series' labels.
+TEST_F(RemoteWriteFeedTest, QueuedSamplesOutliveSeriesChurnAndTheirStream) {
+  constexpr int kSeries = 300;  // several times what makes the stream replace its label table
+  NodeState node("n", 4, 2, {}, /*series_retention_nanos=*/1000);
+  auto feed = MakeFeed();
+  auto stream = feed->OpenStream();
+  const int64_t t0 = 1'700'000'000'000'000'000;
+  std::set<uint32_t> indices;
+  for (int i = 0; i < kSeries; ++i) {
+    const int64_t t = t0 + int64_t{i} * 1'000'000'000;
+    auto slot = node.DeclareSlot(collectors::GaugeSeries("c", absl::StrCat("fabricmon_m", i), "h",
+                                                         collectors::Unit::kNone, 1.0, {}),
+                                 0);
+    ASSERT_TRUE(slot.ok()) << slot.status();
+    indices.insert(slot->index);
+    // Stored a second after the last: the sweep retires the previous series, whose slot the
+    // next declaration reuses.
+    ASSERT_TRUE(
+        node.AppendBatchToSlots(i + 1, 0, t, {*slot}, std::vector<uint64_t>{uint64_t(i)}, {true}, t)
+            .stored);
+    stream->OnStored(node, {*slot}, {true});
+  }
+  EXPECT_LE(indices.size(), 2u);  // the same slots, reused
+  stream.reset();
+  feed->Shutdown();
+  auto received = ReceivedBySeries();
+  ASSERT_EQ(received.size(), static_cast<size_t>(kSeries));
+  for (int i = 0; i < kSeries; ++i) {
+    const auto& samples = received[absl::StrCat("__name__=fabricmon_m", i, ",node=n,")];
+    ASSERT_EQ(samples.size(), 1u) << i;
+    EXPECT_EQ(samples[0].value, i);
+    EXPECT_EQ(samples[0].timestamp_ms, (t0 + int64_t{i} * 1'000'000'000) / 1'000'000);
+  }
 }
 
 TEST_F(RemoteWriteFeedTest, FamiliesAreSentEachTickAndAClearedFindingIsMarkedStale) {

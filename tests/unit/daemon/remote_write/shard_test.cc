@@ -4,6 +4,7 @@
 #include <memory>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/remote_write/endpoint.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -104,6 +105,44 @@ TEST_F(ShardTest, SendsAFullBatchAtOnceAndAShortOneAtItsDeadline) {
   EXPECT_THAT(Contents(sender_.bodies[1]), ::testing::ElementsAre(::testing::Pair("d", 4)));
   EXPECT_EQ(stats_.samples_sent.load(), 4u);
   EXPECT_EQ(shard.Pending(), 0u);
+  EXPECT_EQ(shard.OldestEnqueued(), Shard::kNever);
+}
+
+// First in, first out whatever the queue holds when a batch is taken: all of it (its buffer
+// becomes the batch), a batch's worth of a long queue (the rest stays behind), more than half of
+// it (the rest moves to the front) or less, with samples pushed between the sends.
+TEST_F(ShardTest, SendsInQueueOrderThroughEveryWayOfTakingABatch) {
+  Shard shard = MakeShard(100);
+  int pushed = 0;
+  auto push = [&](int n) {
+    std::vector<PendingSample> samples;
+    for (int i = 0; i < n; ++i, ++pushed) {
+      samples.push_back(Sample(absl::StrCat("s", pushed), pushed));
+    }
+    EXPECT_EQ(shard.Push(samples), 0u);
+  };
+  for (const int n : {1, 10, 0, 4, 2, 0, 7, 3, 0, 0, 5, 0, 0, 0}) {
+    push(n);
+    clock_.AdvanceMillis(1000);  // every queued sample is due
+    shard.Step(false);
+  }
+  while (shard.Pending() > 0) {
+    shard.Step(true);
+  }
+  std::vector<double> sent;
+  for (const std::string& body : sender_.bodies) {
+    const auto contents = Contents(body);
+    EXPECT_LE(contents.size(), 3u);
+    for (const auto& [name, value] : contents) {
+      EXPECT_EQ(name, absl::StrCat("s", value));
+      sent.push_back(value);
+    }
+  }
+  ASSERT_EQ(sent.size(), static_cast<size_t>(pushed));
+  for (int i = 0; i < pushed; ++i) {
+    EXPECT_EQ(sent[i], i);
+  }
+  EXPECT_EQ(stats_.samples_sent.load(), static_cast<uint64_t>(pushed));
   EXPECT_EQ(shard.OldestEnqueued(), Shard::kNever);
 }
 
