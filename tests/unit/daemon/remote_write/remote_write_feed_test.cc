@@ -236,7 +236,7 @@ TEST_F(RemoteWriteFeedTest, QueuedSamplesOutliveSeriesChurnAndTheirStream) {
     ASSERT_TRUE(
         node.AppendBatchToSlots(i + 1, 0, t, {*slot}, std::vector<uint64_t>{uint64_t(i)}, {true}, t)
             .stored);
-    stream->OnStored(node, {*slot}, {true});
+    stream->OnStored(node, {*slot}, {true}, nullptr);
   }
   EXPECT_LE(indices.size(), 2u);  // the same slots, reused
   stream.reset();
