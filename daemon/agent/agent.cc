@@ -170,8 +170,8 @@ void Agent::RunCollector(size_t index) {
     (void)runner.Collect(builder);  // status is exported as fabricmon_collector_success
     Cycle cycle =
         builder.Finish(timestamp, static_cast<uint32_t>(runner.last_duration_ns() / 1000));
-    auto latest = std::make_shared<Cycle>(cycle);
-    const uint64_t sequence = buffer_.Push(std::move(cycle));
+    std::shared_ptr<const Cycle> latest;  // the buffered cycle itself, for LatestSamples()
+    const uint64_t sequence = buffer_.Push(std::move(cycle), &latest);
     if (std::vector<uint32_t> released = builder.TakeReleased(); !released.empty()) {
       series_.Release(released, sequence);
     }

@@ -4,21 +4,27 @@
 
 namespace fabricmon::agent {
 
-uint64_t ReplayBuffer::Push(Cycle cycle) {
+uint64_t ReplayBuffer::Push(Cycle cycle, std::shared_ptr<const Cycle>* stored) {
   absl::MutexLock lock(&mu_);
   cycle.sequence = next_sequence_++;
-  bytes_ += cycle.ByteSize();
-  cycles_.push_back(std::move(cycle));
+  auto shared = std::make_shared<const Cycle>(std::move(cycle));
+  bytes_ += shared->ByteSize();
+  cycles_.push_back(shared);
   // Keep at least the newest cycle even if it alone exceeds the bound.
   while (bytes_ > max_bytes_ && cycles_.size() > 1) {
-    bytes_ -= cycles_.front().ByteSize();
-    unconfirmed_.push_back({cycles_.front().sequence, cycles_.front().values.size()});
+    const Cycle& oldest = *cycles_.front();
+    bytes_ -= oldest.ByteSize();
+    unconfirmed_.push_back({oldest.sequence, oldest.values.size()});
     cycles_.pop_front();
     if (unconfirmed_.size() > kMaxUnconfirmed) {
       ConfirmLostLocked(0, unconfirmed_.front().sequence);
     }
   }
-  return cycles_.back().sequence;
+  const uint64_t sequence = shared->sequence;
+  if (stored != nullptr) {
+    *stored = std::move(shared);
+  }
+  return sequence;
 }
 
 void ReplayBuffer::Ack(uint64_t sequence) {
@@ -26,8 +32,8 @@ void ReplayBuffer::Ack(uint64_t sequence) {
   if (sequence > acked_) {
     acked_ = sequence;
   }
-  while (!cycles_.empty() && cycles_.front().sequence <= sequence) {
-    bytes_ -= cycles_.front().ByteSize();
+  while (!cycles_.empty() && cycles_.front()->sequence <= sequence) {
+    bytes_ -= cycles_.front()->ByteSize();
     cycles_.pop_front();
   }
   // Evicted but acknowledged: the aggregator stored them after all.
@@ -48,14 +54,14 @@ void ReplayBuffer::ConfirmLostLocked(uint64_t from, uint64_t to) {
   unconfirmed_.erase(first, last);
 }
 
-std::optional<Cycle> ReplayBuffer::NextAfter(uint64_t after, uint64_t* dropped_before) {
+std::shared_ptr<const Cycle> ReplayBuffer::NextAfter(uint64_t after, uint64_t* dropped_before) {
   absl::MutexLock lock(&mu_);
   *dropped_before = 0;
-  if (cycles_.empty() || cycles_.back().sequence <= after) {
-    return std::nullopt;
+  if (cycles_.empty() || cycles_.back()->sequence <= after) {
+    return nullptr;
   }
   // Sequences in the deque are contiguous, so the position is arithmetic.
-  const uint64_t first = cycles_.front().sequence;
+  const uint64_t first = cycles_.front()->sequence;
   if (after + 1 < first) {
     // The gap holds cycles acknowledged earlier (delivered, maybe to a previous aggregator
     // process) and cycles dropped unacknowledged; only the latter are losses.

@@ -15,7 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <optional>
+#include <memory>
 
 #include "absl/synchronization/mutex.h"
 #include "daemon/agent/cycle.h"
@@ -27,17 +27,21 @@ class ReplayBuffer {
   explicit ReplayBuffer(size_t max_bytes) : max_bytes_(max_bytes) {}
 
   // Assigns the next sequence number (1, 2, ...) and stores the cycle, dropping the oldest
-  // unacknowledged cycles while over the byte bound. Returns the sequence. Thread-safe.
-  uint64_t Push(Cycle cycle) ABSL_LOCKS_EXCLUDED(mu_);
+  // unacknowledged cycles while over the byte bound. Returns the sequence; `stored`, when given,
+  // receives the stored cycle itself (shared, never copied). Thread-safe.
+  uint64_t Push(Cycle cycle, std::shared_ptr<const Cycle>* stored = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Forgets every cycle with sequence ≤ `sequence` (cumulative ack).
   void Ack(uint64_t sequence) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // A copy of the first buffered cycle with sequence > `after` (the last cycle this stream sent,
-  // or the aggregator's last stored one after a hello), or nullopt. `dropped_before` is set to
+  // The first buffered cycle with sequence > `after` (the last cycle this stream sent, or the
+  // aggregator's last stored one after a hello), or null. Shared, not copied: a stored cycle is
+  // never modified. `dropped_before` is set to
   // the number of cycles dropped between `after` and it (0 when contiguous); announcing them
   // confirms them lost (counted once, however often a reconnect announces them again).
-  std::optional<Cycle> NextAfter(uint64_t after, uint64_t* dropped_before) ABSL_LOCKS_EXCLUDED(mu_);
+  std::shared_ptr<const Cycle> NextAfter(uint64_t after, uint64_t* dropped_before)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   uint64_t last_sequence() const ABSL_LOCKS_EXCLUDED(mu_);
   uint64_t acked_sequence() const ABSL_LOCKS_EXCLUDED(mu_);
@@ -52,7 +56,7 @@ class ReplayBuffer {
  private:
   const size_t max_bytes_;
   mutable absl::Mutex mu_;
-  std::deque<Cycle> cycles_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::shared_ptr<const Cycle>> cycles_ ABSL_GUARDED_BY(mu_);
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t acked_ ABSL_GUARDED_BY(mu_) = 0;

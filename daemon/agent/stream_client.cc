@@ -188,8 +188,8 @@ class StreamClient::Reactor final
  private:
   void EncodeNextCycleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     uint64_t dropped_before = 0;
-    std::optional<Cycle> cycle = client_.buffer_.NextAfter(cursor_, &dropped_before);
-    if (!cycle.has_value()) {
+    std::shared_ptr<const Cycle> cycle = client_.buffer_.NextAfter(cursor_, &dropped_before);
+    if (cycle == nullptr) {
       return;
     }
     std::vector<v1::AgentMessage> messages;

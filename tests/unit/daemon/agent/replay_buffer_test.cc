@@ -4,7 +4,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <thread>
 #include <vector>
 
@@ -53,16 +52,16 @@ TEST(ReplayBufferTest, DropsOldestFirstAndCountsExactly) {
   // The survivors are the newest three, in order, with their own values; announcing the gap
   // confirms the loss.
   uint64_t dropped_before = 99;
-  std::optional<Cycle> first = buffer.NextAfter(0, &dropped_before);
-  ASSERT_TRUE(first.has_value());
+  std::shared_ptr<const Cycle> first = buffer.NextAfter(0, &dropped_before);
+  ASSERT_NE(first, nullptr);
   EXPECT_EQ(first->sequence, 5u);
   EXPECT_EQ(first->values, std::vector<uint64_t>(kValues, 5));
   EXPECT_EQ(dropped_before, 4u);
   EXPECT_EQ(buffer.dropped_cycles(), 4u);
   EXPECT_EQ(buffer.dropped_samples(), 4 * kValues);
   EXPECT_EQ(buffer.unconfirmed_evictions(), 0u);
-  std::optional<Cycle> next = buffer.NextAfter(5, &dropped_before);
-  ASSERT_TRUE(next.has_value());
+  std::shared_ptr<const Cycle> next = buffer.NextAfter(5, &dropped_before);
+  ASSERT_NE(next, nullptr);
   EXPECT_EQ(next->sequence, 6u);
   EXPECT_EQ(dropped_before, 0u);
 }
@@ -85,7 +84,7 @@ TEST(ReplayBufferTest, BoundCountsBytesNotCycles) {
   EXPECT_GE(expected_drops, 2u);
   EXPECT_EQ(buffer.unconfirmed_evictions(), expected_drops);
   uint64_t dropped_before = 0;
-  ASSERT_TRUE(buffer.NextAfter(0, &dropped_before).has_value());
+  ASSERT_TRUE((buffer.NextAfter(0, &dropped_before) != nullptr));
   EXPECT_EQ(dropped_before, expected_drops);
   EXPECT_EQ(buffer.dropped_cycles(), expected_drops);
   EXPECT_EQ(buffer.dropped_samples(), expected_drops * 10);
@@ -110,16 +109,16 @@ TEST(ReplayBufferTest, EvictedCycleThatIsAcknowledgedLaterIsNotADrop) {
   ReplayBuffer buffer(2 * CycleBytes(kValues));
   uint64_t dropped_before = 99;
   buffer.Push(MakeCycle(kValues));  // 1, sent
-  ASSERT_TRUE(buffer.NextAfter(0, &dropped_before).has_value());
+  ASSERT_TRUE((buffer.NextAfter(0, &dropped_before) != nullptr));
   buffer.Push(MakeCycle(kValues));  // 2, sent
-  ASSERT_TRUE(buffer.NextAfter(1, &dropped_before).has_value());
+  ASSERT_TRUE((buffer.NextAfter(1, &dropped_before) != nullptr));
   buffer.Push(MakeCycle(kValues));  // 3: evicts 1, in flight
   buffer.Push(MakeCycle(kValues));  // 4: evicts 2, in flight
   EXPECT_EQ(buffer.unconfirmed_evictions(), 2u);
   buffer.Ack(2);
   EXPECT_EQ(buffer.unconfirmed_evictions(), 0u);
-  std::optional<Cycle> next = buffer.NextAfter(2, &dropped_before);
-  ASSERT_TRUE(next.has_value());
+  std::shared_ptr<const Cycle> next = buffer.NextAfter(2, &dropped_before);
+  ASSERT_NE(next, nullptr);
   EXPECT_EQ(next->sequence, 3u);
   EXPECT_EQ(dropped_before, 0u);
   EXPECT_EQ(buffer.dropped_cycles(), 0u);
@@ -135,8 +134,8 @@ TEST(ReplayBufferTest, GapAnnouncedOnEveryReconnectIsCountedOnce) {
   }
   for (int reconnect = 0; reconnect < 3; ++reconnect) {
     uint64_t dropped_before = 99;
-    std::optional<Cycle> next = buffer.NextAfter(0, &dropped_before);
-    ASSERT_TRUE(next.has_value());
+    std::shared_ptr<const Cycle> next = buffer.NextAfter(0, &dropped_before);
+    ASSERT_NE(next, nullptr);
     EXPECT_EQ(dropped_before, 3u);
     EXPECT_EQ(buffer.dropped_cycles(), 3u);
     EXPECT_EQ(buffer.dropped_samples(), 3 * kValues);
@@ -171,7 +170,7 @@ TEST(ReplayBufferTest, AckBeyondLastSequenceEmptiesTheBuffer) {
   buffer.Ack(100);
   EXPECT_EQ(buffer.size(), 0u);
   uint64_t dropped_before = 99;
-  EXPECT_FALSE(buffer.NextAfter(0, &dropped_before).has_value());
+  EXPECT_FALSE((buffer.NextAfter(0, &dropped_before) != nullptr));
   EXPECT_EQ(dropped_before, 0u);
 }
 
@@ -183,16 +182,32 @@ TEST(ReplayBufferTest, NextAfterWalksTheBufferInOrder) {
   uint64_t after = 0;
   std::vector<uint64_t> seen;
   uint64_t dropped_before = 0;
-  while (std::optional<Cycle> cycle = buffer.NextAfter(after, &dropped_before)) {
+  while (std::shared_ptr<const Cycle> cycle = buffer.NextAfter(after, &dropped_before)) {
     EXPECT_EQ(dropped_before, 0u);
-    EXPECT_EQ(cycle->values[0], cycle->sequence);  // the copy is of the right cycle
+    EXPECT_EQ(cycle->values[0], cycle->sequence);  // the right cycle
     ASSERT_NE(cycle->layout, nullptr);
     seen.push_back(cycle->sequence);
     after = cycle->sequence;
   }
   EXPECT_THAT(seen, ::testing::ElementsAre(1, 2, 3, 4));
-  // NextAfter copies: the buffer still holds everything.
+  // NextAfter takes nothing out: the buffer still holds everything.
   EXPECT_EQ(buffer.size(), 4u);
+}
+
+// The agent keeps each collector's latest cycle for its local /metrics and the stream encodes
+// buffered cycles: both share the stored cycle instead of copying its values.
+TEST(ReplayBufferTest, PushAndNextAfterShareTheStoredCycle) {
+  ReplayBuffer buffer(1 << 20);
+  std::shared_ptr<const Cycle> stored;
+  EXPECT_EQ(buffer.Push(MakeCycle(4, 7), &stored), 1u);
+  ASSERT_NE(stored, nullptr);
+  EXPECT_EQ(stored->sequence, 1u);
+  EXPECT_EQ(stored->values[0], 7u);
+  uint64_t dropped_before = 0;
+  EXPECT_EQ(buffer.NextAfter(0, &dropped_before).get(), stored.get());
+  buffer.Ack(1);  // the buffer lets go; the holder's cycle stays valid
+  EXPECT_EQ(buffer.size(), 0u);
+  EXPECT_EQ(stored->values[0], 7u);
 }
 
 // A reconnect to an aggregator that lost its state (it answers "stored 0") asks for everything
@@ -205,8 +220,8 @@ TEST(ReplayBufferTest, AcknowledgedThenForgottenCyclesAreNotDrops) {
   }
   buffer.Ack(4);
   uint64_t dropped_before = 99;
-  std::optional<Cycle> next = buffer.NextAfter(0, &dropped_before);
-  ASSERT_TRUE(next.has_value());
+  std::shared_ptr<const Cycle> next = buffer.NextAfter(0, &dropped_before);
+  ASSERT_NE(next, nullptr);
   EXPECT_EQ(next->sequence, 5u);
   EXPECT_EQ(dropped_before, 0u);
 }
@@ -227,15 +242,15 @@ TEST(ReplayBufferTest, DroppedBeforeCountsOnlyUnacknowledgedDrops) {
   for (uint64_t after : {0u, 1u, 2u}) {
     SCOPED_TRACE(after);
     uint64_t dropped_before = 99;
-    std::optional<Cycle> next = buffer.NextAfter(after, &dropped_before);
-    ASSERT_TRUE(next.has_value());
+    std::shared_ptr<const Cycle> next = buffer.NextAfter(after, &dropped_before);
+    ASSERT_NE(next, nullptr);
     EXPECT_EQ(next->sequence, 8u);
     EXPECT_EQ(dropped_before, 5u);
   }
   // A stream that already sent up to 5 before they were dropped only misses 6 and 7.
   uint64_t dropped_before = 99;
-  std::optional<Cycle> next = buffer.NextAfter(5, &dropped_before);
-  ASSERT_TRUE(next.has_value());
+  std::shared_ptr<const Cycle> next = buffer.NextAfter(5, &dropped_before);
+  ASSERT_NE(next, nullptr);
   EXPECT_EQ(next->sequence, 8u);
   EXPECT_EQ(dropped_before, 2u);
   EXPECT_EQ(buffer.dropped_cycles(), 5u);
@@ -244,11 +259,11 @@ TEST(ReplayBufferTest, DroppedBeforeCountsOnlyUnacknowledgedDrops) {
 TEST(ReplayBufferTest, NextAfterTheNewestIsEmpty) {
   ReplayBuffer buffer(1 << 20);
   uint64_t dropped_before = 99;
-  EXPECT_FALSE(buffer.NextAfter(0, &dropped_before).has_value());
+  EXPECT_FALSE((buffer.NextAfter(0, &dropped_before) != nullptr));
   EXPECT_EQ(dropped_before, 0u);
   buffer.Push(MakeCycle(1));
-  EXPECT_FALSE(buffer.NextAfter(1, &dropped_before).has_value());
-  EXPECT_FALSE(buffer.NextAfter(7, &dropped_before).has_value());
+  EXPECT_FALSE((buffer.NextAfter(1, &dropped_before) != nullptr));
+  EXPECT_FALSE((buffer.NextAfter(7, &dropped_before) != nullptr));
 }
 
 // Collector threads push while the stream's callbacks read and ack: every push gets its own
@@ -272,7 +287,7 @@ TEST(ReplayBufferTest, ConcurrentPushReadAndAckStayConsistent) {
     uint64_t after = 0;
     while (!done.load()) {
       uint64_t dropped_before = 0;
-      if (std::optional<Cycle> cycle = buffer.NextAfter(after, &dropped_before)) {
+      if (std::shared_ptr<const Cycle> cycle = buffer.NextAfter(after, &dropped_before)) {
         EXPECT_GT(cycle->sequence, after);
         after = cycle->sequence;
         buffer.Ack(after);
@@ -304,7 +319,7 @@ TEST(ReplayBufferTest, ConcurrentPushReadAndAckStayConsistent) {
   uint64_t after = buffer.acked_sequence();
   uint64_t dropped_before = 0;
   size_t walked = 0;
-  while (std::optional<Cycle> cycle = buffer.NextAfter(after, &dropped_before)) {
+  while (std::shared_ptr<const Cycle> cycle = buffer.NextAfter(after, &dropped_before)) {
     after = cycle->sequence;
     ++walked;
   }

@@ -140,7 +140,7 @@ TEST(SeriesReuseTest, ChurnKeepsIdsBoundedAndEveryValueNamesItsSeries) {
     }
     // The stream sends what is buffered; the aggregator stores and acknowledges it.
     uint64_t dropped = 0;
-    while (std::optional<Cycle> next = buffer.NextAfter(cursor, &dropped)) {
+    while (std::shared_ptr<const Cycle> next = buffer.NextAfter(cursor, &dropped)) {
       std::vector<v1::AgentMessage> messages;
       encoder.Encode(next->sequence, next->timestamp_unix_nanos, 0, 0, next->layout, next->values,
                      &messages);
