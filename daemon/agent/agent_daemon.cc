@@ -176,6 +176,9 @@ absl::Status AgentDaemon::Build() {
   // collection interval would find a silent partition only at its next write. Keep pinging: the
   // aggregator accepts a ping every 10 s on a quiet stream.
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // The agent receives only small acks, so estimating the link's bandwidth-delay product for
+  // them is pure cost: a ping and its ack (a write and a wakeup) every second or so.
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   // The channel has its own connection backoff (gRPC default: 1 s growing ×1.6 to 120 s) and
   // fails every stream attempt at once while it waits, so after a long aggregator outage the
   // agent would stay away up to 120 s whatever reconnect_max_backoff_ms says. Bound it by the

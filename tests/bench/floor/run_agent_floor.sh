@@ -7,7 +7,10 @@
 # Environment: DURATION_S (measured window, default 20), ROUNDS (windows, default 1: the ratios
 # are then over all of them, each window's printed too; on a loaded 2-core machine one window's
 # agent / floor ratio varies by ±15 %), AGENT (another fabricmon-agent binary to
-# measure, e.g. an older build), HW_COUNTERS (1, default: the agent reads
+# measure, e.g. an older build), BASELINE_AGENT (another fabricmon-agent binary run side by side
+# with AGENT in the same windows, streaming to the same aggregator: a before/after comparison that
+# the load of a shared machine does not skew; its ratios print as "baseline"), HW_COUNTERS (1,
+# default: the agent reads
 # hw_counters/ as it does by default; 0: exactly the files node_exporter 1.5 reads),
 # BENCH_SMOKE=1 (a 2 s window: proves the script works, its figures are not measurements).
 #
@@ -49,9 +52,10 @@ fi
 BUILD=$1
 SOURCE_DIR=$(cd "$(dirname "$0")/../../.." && pwd)
 AGENT=${AGENT:-$BUILD/daemon/agent/fabricmon-agent}  # AGENT=... measures another build of it
+BASELINE_AGENT=${BASELINE_AGENT:-}
 AGGREGATOR=$BUILD/daemon/aggregator/fabricmon-aggregator
 FLOOR=$BUILD/tests/bench/floor/fabricmon_pread_floor
-for binary in "$AGENT" "$AGGREGATOR" "$FLOOR"; do
+for binary in "$AGENT" "$AGGREGATOR" "$FLOOR" ${BASELINE_AGENT:+"$BASELINE_AGENT"}; do
   if [[ ! -x $binary ]]; then
     echo "missing $binary (ninja -C $BUILD fabricmon-agent fabricmon-aggregator fabricmon_pread_floor)" >&2
     exit 2
@@ -145,6 +149,14 @@ LOCAL_PORT=$(free_port)
   --node_name=floor-bench-local --log_level=warning >"$WORK/agent_local.log" 2>&1 &
 LOCAL_PID=$!
 PIDS+=("$LOCAL_PID")
+BASELINE_PID=0
+if [[ -n $BASELINE_AGENT ]]; then
+  "$BASELINE_AGENT" --config="$WORK/agent.textproto" --aggregator="127.0.0.1:$GRPC_PORT" \
+    --insecure_plaintext --node_name=floor-bench-baseline --log_level=warning \
+    >"$WORK/agent_baseline.log" 2>&1 &
+  BASELINE_PID=$!
+  PIDS+=("$BASELINE_PID")
+fi
 # The same collector once, for the values it exports per cycle (ib_sysfs samples, its own
 # collector health series left out).
 "$AGENT" --once --config="$WORK/agent.textproto" >"$WORK/once.prom" 2>"$WORK/once.log"
@@ -199,11 +211,11 @@ echo "### machine: $(nproc) CPUs, load average: $(cut -d' ' -f1-3 /proc/loadavg)
 echo "### tree: dgx-h100 (seed 1) without irdma/efa on $(stat -f -c %T "$WORK"), hw_counters $HW_COUNTERS;" \
      "agent and floor read $FILES files per cycle; $ROUNDS window(s) of ${DURATION_S} s at 10 Hz"
 "$PYTHON" - "$DURATION_S" "$ROUNDS" "$AGENT_PID" "$LOCAL_PID" "$FLOOR_PID" "$NE_PID" "$NE_URL" \
-  "$AGG_METRICS" "$FILES" "$AGENT_VALUES" <<'EOF'
+  "$AGG_METRICS" "$FILES" "$AGENT_VALUES" "$BASELINE_PID" <<'EOF'
 import http.client, os, sys, time, urllib.parse, urllib.request
 
 (duration, rounds, agent, local, floor, ne, ne_url, agg_metrics, files,
- agent_values) = sys.argv[1:]
+ agent_values, baseline) = sys.argv[1:]
 duration, rounds, files, agent_values = float(duration), int(rounds), int(files), int(agent_values)
 tick = os.sysconf("SC_CLK_TCK")
 
@@ -249,6 +261,9 @@ if 'node_scrape_collector_success{collector="infiniband"} 1' not in first:
 ne_values = sum(1 for l in first.splitlines() if l.startswith("node_infiniband_"))
 
 pids = {"floor": floor, "agent": agent, "agent_local": local, "node_exporter": ne}
+if baseline != "0":
+    pids["baseline"] = baseline
+streaming_agents = 2 if "baseline" in pids else 1
 
 def measure_window():
     """One window: {name: (cpu_s, values_per_cycle, cycles)}, printed."""
@@ -275,21 +290,25 @@ def measure_window():
 
     cycles = elapsed * 10  # the floor and the agents run on fixed 100 ms schedules
     # One batch per ib_sysfs cycle plus one a second from the agent's own health collector.
-    expected_batches = elapsed * 11
+    expected_batches = elapsed * 11 * streaming_agents
     if batches < 0.9 * expected_batches:
         sys.exit("the aggregator stored %d batches in %.1f s, expected ~%d: the agent did not "
                  "stream" % (batches, elapsed, expected_batches))
     rows = {}
     for name, values, count in (("floor", files, cycles), ("agent", agent_values, cycles),
                                 ("agent_local", agent_values, cycles),
+                                ("baseline", agent_values, cycles),
                                 ("node_exporter", ne_values, scrapes)):
+        if name not in pids:
+            continue
         cpu, ticks, source = cpu_seconds(before[name], after[name])
         rows[name] = (cpu, values, count)
         print("%-13s %5d values/cycle %6d cycles  %8.1f us CPU/cycle  %6.2f us CPU/value  "
               "(%.3f s CPU by %s; stat ticks %.2f s)"
               % (name, values, count, cpu / count * 1e6, cpu / count / values * 1e6, cpu,
                  source, ticks))
-    print("agent streamed %d batches to the aggregator in %.1f s" % (batches, elapsed))
+    print("%s streamed %d batches to the aggregator in %.1f s"
+          % ("agent and baseline" if "baseline" in pids else "agent", batches, elapsed))
     return rows
 
 def per_cycle(rows, name):
@@ -325,4 +344,16 @@ print("ratio agent / pread floor: %.2fx (CPU per cycle, the same %d files; witho
 print("ratio node_exporter / agent (CPU per value): %.1fx (per cycle: %.1fx, %d vs %d values)"
       % (ne_agent, per_cycle(total, "node_exporter") / per_cycle(total, "agent"), ne_values,
          agent_values))
+if "baseline" in pids:
+    def against_baseline(rows):
+        return per_cycle(rows, "agent") / per_cycle(rows, "baseline")
+    spread = ""
+    if rounds > 1:
+        spread = "; windows: %s" % ", ".join("%.2fx" % against_baseline(w) for w in windows)
+    print("ratio baseline / pread floor: %.2fx; agent / baseline: %.2fx (CPU per cycle, the same "
+          "windows%s); stream cost per cycle (streaming minus agent_local): agent %.0f us, "
+          "baseline %.0f us"
+          % (per_cycle(total, "baseline") / per_cycle(total, "floor"), against_baseline(total),
+             spread, (per_cycle(total, "agent") - per_cycle(total, "agent_local")) * 1e6,
+             (per_cycle(total, "baseline") - per_cycle(total, "agent_local")) * 1e6))
 EOF
