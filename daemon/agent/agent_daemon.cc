@@ -167,26 +167,8 @@ absl::Status AgentDaemon::Build() {
   if (config_.reconnect_max_backoff_ms() > 0) {
     stream_options.max_backoff = absl::Milliseconds(config_.reconnect_max_backoff_ms());
   }
-  grpc::ChannelArguments args;
-  // Detect a dead aggregator or a silent partition within ~30 s even with no RPC traffic.
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  // gRPC stops pinging after 2 pings without a data frame by default, so a node with a long
-  // collection interval would find a silent partition only at its next write. Keep pinging: the
-  // aggregator accepts a ping every 10 s on a quiet stream.
-  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  // The agent receives only small acks, so estimating the link's bandwidth-delay product for
-  // them is pure cost: a ping and its ack (a write and a wakeup) every second or so.
-  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-  // The channel has its own connection backoff (gRPC default: 1 s growing ×1.6 to 120 s) and
-  // fails every stream attempt at once while it waits, so after a long aggregator outage the
-  // agent would stay away up to 120 s whatever reconnect_max_backoff_ms says. Bound it by the
-  // same policy; StreamClient's jittered backoff keeps restarts from stampeding.
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
-              static_cast<int>(absl::ToInt64Milliseconds(stream_options.initial_backoff)));
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
-              static_cast<int>(absl::ToInt64Milliseconds(stream_options.max_backoff)));
+  const grpc::ChannelArguments args =
+      AgentChannelArguments(stream_options.initial_backoff, stream_options.max_backoff);
   std::shared_ptr<grpc::ChannelCredentials> credentials = MakeChannelCredentials(*security);
   const bool plaintext = security->plaintext;
   absl::StatusOr<std::unique_ptr<AggregatorDirectory>> directory = AggregatorDirectory::Create(

@@ -13,6 +13,17 @@
 #include "daemon/wire/batch_codec.h"
 
 namespace fabricmon::agent {
+namespace {
+
+// How often a stream asks for an acknowledgement when the aggregator defers acks: an agent
+// sending several batches a second asks on one of them every this often (and whenever it is
+// about to end the stream), so that the others cost no ack message, wakeup or flow-control
+// update on either end. At 1 Hz every batch asks, as before. What stays unacknowledged (at most
+// this long's batches) is what a failover replays to the next aggregator beyond what was in
+// flight anyway: exact duplicates there, which receivers deduplicate.
+constexpr absl::Duration kAckInterval = absl::Milliseconds(500);
+
+}  // namespace
 
 // One stream attempt. Lives from Start() until OnDone(); the connection thread waits for it.
 class StreamClient::Reactor final
@@ -52,6 +63,7 @@ class StreamClient::Reactor final
         client_.buffer_.Ack(stored);
         {
           absl::MutexLock lock(&mu_);
+          defers_acks_ = incoming_.hello_ack().defers_acks();
           // Everything after what the aggregator has is (re)sent; what it acked before a previous
           // disconnect is gone from the buffer and skipped.
           cursor_ = std::max(stored, client_.buffer_.acked_sequence());
@@ -65,9 +77,12 @@ class StreamClient::Reactor final
         FABRICMON_LOG(Info) << "stream established; aggregator has up to sequence " << stored;
         break;
       }
-      case v1::AggregatorMessage::kAck:
+      case v1::AggregatorMessage::kAck: {
         client_.buffer_.Ack(incoming_.ack().sequence());
+        absl::MutexLock lock(&client_.stats_mu_);
+        ++client_.stats_.acks_received;
         break;
+      }
       case v1::AggregatorMessage::kRedeclare: {
         // The aggregator retired these series while they were gone and they are back.
         const auto& ids = incoming_.redeclare().series_ids();
@@ -154,11 +169,33 @@ class StreamClient::Reactor final
 
   void Cancel() { context_.TryCancel(); }
 
+  // Asks the aggregator to acknowledge everything sent so far once it is settled, when the last
+  // batch sent did not ask for its ack itself (ack_later). With `only_after`, only when no batch
+  // asked for one for that long: the stream went quiet (collection stopped, a slower cycle) and
+  // its tail would otherwise stay unacknowledged until the next batch.
+  void RequestAck(absl::Duration only_after = absl::ZeroDuration()) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!established_ || finishing_ || !defers_acks_ || !tail_unasked_ ||
+          absl::Now() - last_ack_asked_ < only_after) {
+        return;
+      }
+      v1::AgentMessage message;
+      message.mutable_ack_request();
+      queue_.push_back(std::move(message));
+      tail_unasked_ = false;
+    }
+    Pump();
+  }
+
   // Sends no further cycles (what is queued still goes): the stream is about to be ended, and
   // what the aggregator acknowledges before that is not sent to the next one again.
   void Drain() {
-    absl::MutexLock lock(&mu_);
-    draining_ = true;
+    {
+      absl::MutexLock lock(&mu_);
+      draining_ = true;
+    }
+    RequestAck();
   }
   // The last cycle this stream sent (0 before the first).
   uint64_t sent_through() {
@@ -195,7 +232,22 @@ class StreamClient::Reactor final
     std::vector<v1::AgentMessage> messages;
     encoder_.Encode(cycle->sequence, cycle->timestamp_unix_nanos, cycle->collect_duration_us,
                     dropped_before, cycle->layout, cycle->values, &messages);
+    // A batch from a backlog (a replay after a reconnect, a stream catching up) asks for its
+    // ack: that is when the buffer is under pressure, and each acknowledged batch it releases
+    // is one that a new cycle need not evict, or a next aggregator be sent again.
+    const absl::Time now = absl::Now();
+    const bool backlog = cycle->sequence < client_.buffer_.last_sequence();
+    const bool ack_later = defers_acks_ && !backlog &&
+                           !client_.flushing_.load(std::memory_order_relaxed) &&
+                           now - last_ack_asked_ < kAckInterval;
+    if (!ack_later) {
+      last_ack_asked_ = now;
+    }
+    tail_unasked_ = ack_later;
     for (auto& message : messages) {
+      if (ack_later && message.has_batch()) {
+        message.mutable_batch()->set_ack_later(true);
+      }
       queue_.push_back(std::move(message));
     }
     cursor_ = cycle->sequence;
@@ -220,6 +272,11 @@ class StreamClient::Reactor final
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  // The aggregator's HelloAck said it defers acks: batches may be sent with ack_later, and an
+  // AckRequest may be sent (an older aggregator would end the stream on one).
+  bool defers_acks_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time last_ack_asked_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  bool tail_unasked_ ABSL_GUARDED_BY(mu_) = false;  // the last batch sent had ack_later
   uint64_t cursor_ ABSL_GUARDED_BY(mu_) = 0;
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
 };
@@ -302,6 +359,7 @@ std::optional<std::string> StreamClient::Supervise(Reactor& reactor,
   absl::Time next_refresh = absl::Now() + options_.failback_after;
   bool cancelled = false;
   while (!reactor.WaitDoneFor(probe)) {
+    reactor.RequestAck(/*only_after=*/kAckInterval);
     if (cancelled || targets.size() < 2) {
       continue;
     }
@@ -461,7 +519,15 @@ void StreamClient::ConnectionLoop() {
 
 void StreamClient::Stop(absl::Duration flush) {
   const absl::Time deadline = absl::Now() + flush;
+  // From here every batch asks for its ack, and so does the stream for the batches already sent.
+  flushing_.store(true, std::memory_order_relaxed);
   while (absl::Now() < deadline && buffer_.acked_sequence() < buffer_.last_sequence()) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (active_ != nullptr) {
+        active_->RequestAck();
+      }
+    }
     Notify();
     absl::SleepFor(absl::Milliseconds(10));
   }
@@ -480,6 +546,35 @@ void StreamClient::Stop(absl::Duration flush) {
 StreamClientStats StreamClient::stats() const {
   absl::MutexLock lock(&stats_mu_);
   return stats_;
+}
+
+grpc::ChannelArguments AgentChannelArguments(std::optional<absl::Duration> initial_backoff,
+                                             std::optional<absl::Duration> max_backoff) {
+  grpc::ChannelArguments args;
+  // Detect a dead aggregator or a silent partition within ~30 s even with no RPC traffic.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // gRPC stops pinging after 2 pings without a data frame by default, so a node with a long
+  // collection interval would find a silent partition only at its next write. Keep pinging: the
+  // aggregator accepts a ping every 10 s on a quiet stream.
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // The agent receives only small acks, so estimating the link's bandwidth-delay product for
+  // them is pure cost: a ping and its ack (a write and a wakeup) every second or so.
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  // The channel has its own connection backoff (gRPC default: 1 s growing ×1.6 to 120 s) and
+  // fails every stream attempt at once while it waits, so after a long aggregator outage the
+  // agent would stay away up to 120 s whatever reconnect_max_backoff_ms says. Bound it by the
+  // same policy; StreamClient's jittered backoff keeps restarts from stampeding.
+  if (initial_backoff.has_value()) {
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+                static_cast<int>(absl::ToInt64Milliseconds(*initial_backoff)));
+  }
+  if (max_backoff.has_value()) {
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
+                static_cast<int>(absl::ToInt64Milliseconds(*max_backoff)));
+  }
+  return args;
 }
 
 uint64_t NewAgentInstanceId() {

@@ -65,6 +65,7 @@ struct StreamClientStats {
   uint64_t connect_attempts = 0;
   uint64_t batches_sent = 0;
   uint64_t replayed_batches = 0;  // sent after a reconnect with sequence ≤ the previous stream's
+  uint64_t acks_received = 0;     // Ack messages (not counting the HelloAck)
   uint64_t bytes_sent = 0;
   uint64_t rejects = 0;
   bool connected = false;
@@ -120,6 +121,8 @@ class StreamClient {
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Reactor* active_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // Stop() is flushing: every batch asks for its ack (SampleBatch.ack_later unset).
+  std::atomic<bool> flushing_{false};
   mutable absl::Mutex stats_mu_;
   StreamClientStats stats_ ABSL_GUARDED_BY(stats_mu_);
   uint64_t highest_sent_ ABSL_GUARDED_BY(stats_mu_) = 0;  // for replay accounting
@@ -129,6 +132,13 @@ class StreamClient {
 };
 
 // A random 64-bit agent instance id (from /dev/urandom, falling back to time and pid).
+// The arguments of the channel fabricmon-agent streams on: keepalive through quiet streams, no
+// bandwidth-delay probing, and the channel's own reconnect backoff bounded by the stream's
+// (`initial_backoff`, `max_backoff`; unset: gRPC's own, 1 s growing to 120 s). The load
+// generator uses them too, so that its simulated nodes cost an aggregator what agents do.
+grpc::ChannelArguments AgentChannelArguments(std::optional<absl::Duration> initial_backoff,
+                                             std::optional<absl::Duration> max_backoff);
+
 uint64_t NewAgentInstanceId();
 // The kernel's boot id, or "" when unavailable.
 std::string ReadBootId();

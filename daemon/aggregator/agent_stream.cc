@@ -146,7 +146,8 @@ void AgentStream::OnReadDone(bool ok) {
     Fail(*error);
     return;
   }
-  if (options_.recorder != nullptr) {
+  if (options_.recorder != nullptr && incoming_.body_case() != v1::AgentMessage::kAckRequest) {
+    // An AckRequest concerns only this stream's acks: a replay has nothing to do with it.
     RecordAccepted(filtered_.has_value() ? &*filtered_ : nullptr);
   }
   if (end_after_batch_) {
@@ -176,6 +177,9 @@ std::optional<AgentStream::Error> AgentStream::Handle(const v1::AgentMessage& me
       return session_.AddLayouts(message.layouts());
     case v1::AgentMessage::kBatch:
       return HandleBatch(message.batch());
+    case v1::AgentMessage::kAckRequest:
+      AskForAck(last_batch_sequence_);
+      return std::nullopt;
     case v1::AgentMessage::kInventory: {
       v1::Inventory inventory = message.inventory().inventory();
       FilterInventory(node->name(), inventory);
@@ -262,11 +266,17 @@ std::optional<AgentStream::Error> AgentStream::HandleHello(const v1::Hello& hell
   v1::AggregatorMessage reply;
   reply.mutable_hello_ack()->set_last_stored_sequence(last_stored_sequence);
   reply.mutable_hello_ack()->set_max_message_bytes(options_.max_message_bytes);
+  reply.mutable_hello_ack()->set_defers_acks(true);
   Send(std::move(reply), /*open_acks=*/true);
   return std::nullopt;
 }
 
 std::optional<AgentStream::Error> AgentStream::HandleBatch(const v1::SampleBatch& batch) {
+  // Asked before the batch is handled: without remote_write it settles inside Batch().
+  if (!batch.ack_later()) {
+    AskForAck(batch.sequence());
+  }
+  last_batch_sequence_ = std::max(last_batch_sequence_, batch.sequence());
   std::variant<IngestSession::BatchResult, Error> handled = session_.Batch(batch);
   if (Error* refused = std::get_if<Error>(&handled)) {
     return *std::move(refused);
@@ -370,6 +380,14 @@ void AgentStream::SendAck(uint64_t sequence) {
   MaybeWriteLocked();
 }
 
+void AgentStream::AskForAck(uint64_t sequence) {
+  absl::MutexLock lock(&mu_);
+  if (sequence > sent_ack_ && (acks_asked_.empty() || sequence > acks_asked_.back())) {
+    acks_asked_.push_back(sequence);
+  }
+  MaybeWriteLocked();
+}
+
 void AgentStream::MaybeWriteLocked() {
   if (writing_ || finished_) {
     return;
@@ -378,9 +396,13 @@ void AgentStream::MaybeWriteLocked() {
   if (!queue_.empty()) {
     next = std::move(queue_.front());
     queue_.pop_front();
-  } else if (acks_open_ && pending_ack_ > sent_ack_) {
+  } else if (acks_open_ && pending_ack_ > sent_ack_ && !acks_asked_.empty() &&
+             acks_asked_.front() <= pending_ack_) {
     next.mutable_ack()->set_sequence(pending_ack_);
     sent_ack_ = pending_ack_;
+    while (!acks_asked_.empty() && acks_asked_.front() <= sent_ack_) {
+      acks_asked_.pop_front();
+    }
   } else if (finish_.has_value()) {
     finished_ = true;
     Finish(*finish_);

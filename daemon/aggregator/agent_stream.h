@@ -79,7 +79,12 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   void Fail(const Error& error);
   // Queues `message`; `open_acks`: acks may follow it (the hello's answer).
   void Send(v1::AggregatorMessage message, bool open_acks = false) ABSL_LOCKS_EXCLUDED(mu_);
+  // The ledger settled every batch through `sequence`: acknowledged once an ack is asked for.
   void SendAck(uint64_t sequence) ABSL_LOCKS_EXCLUDED(mu_);
+  // Batch `sequence` (or, for an AckRequest, the last batch received) wants its ack: the next
+  // ack goes out as soon as everything through it is settled, and carries every later settled
+  // batch with it. A batch sent with ack_later asks for nothing: it rides on the next ack asked.
+  void AskForAck(uint64_t sequence) ABSL_LOCKS_EXCLUDED(mu_);
   void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands an accepted message to the recorder: the bytes as received (incoming_slices_), or
   // `filtered` when the aggregator kept less than it received (a hello or inventory update whose
@@ -115,6 +120,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   const std::unique_ptr<BatchObserver::Stream> observed_;  // options_.batch_observer's, if any
   IngestSession session_;
   bool end_after_batch_ = false;        // older agent: end the stream, it reconnects
+  uint64_t last_batch_sequence_ = 0;    // the highest batch sequence received on this stream
   bool logged_fabric_refused_ = false;  // FilterInventory logged for this stream
 
   // Write side.
@@ -126,6 +132,10 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   bool acks_open_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t pending_ack_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t sent_ack_ ABSL_GUARDED_BY(mu_) = 0;
+  // Sequences whose ack was asked for and not yet sent, increasing. An agent that sends several
+  // batches a second asks for an ack on only some of them (SampleBatch.ack_later), so the others
+  // cost no write, wakeup or flow-control update; an older agent asks for every one.
+  std::deque<uint64_t> acks_asked_ ABSL_GUARDED_BY(mu_);
   std::optional<grpc::Status> finish_ ABSL_GUARDED_BY(mu_);  // set: finish once drained
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   grpc::ByteBuffer in_flight_ ABSL_GUARDED_BY(mu_);

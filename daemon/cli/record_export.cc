@@ -194,6 +194,8 @@ absl::StatusOr<ExportSummary> ExportRecording(const std::string& directory,
           case v1::AgentMessage::kInventory:
             context.inventory = record;
             break;
+          case v1::AgentMessage::kAckRequest:
+            break;  // acks concern the live stream only
           case v1::AgentMessage::kBatch:
             refused = !context.decoder.Decode(message.batch(), &decoded).ok();
             for (size_t i = 0; !refused && i < decoded.values.size(); ++i) {

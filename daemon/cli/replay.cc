@@ -172,6 +172,9 @@ class Replayer {
         session.SetInventory(message.inventory().inventory());
         ok = true;
         break;
+      case v1::AgentMessage::kAckRequest:
+        ok = true;  // acks concern the live stream only (aggregators do not record these)
+        break;
       default:
         break;
     }

@@ -99,6 +99,8 @@ class Stream {
       case AgentMessage::kInventory:
         node_->SetInventory(message.inventory().inventory());
         return std::nullopt;
+      case AgentMessage::kAckRequest:
+        return std::nullopt;  // the live stream's acks only: nothing to store
       case AgentMessage::BODY_NOT_SET:
         break;
     }

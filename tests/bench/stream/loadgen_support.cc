@@ -277,20 +277,13 @@ SimAgent::SimAgent(int index, const std::vector<NodeSeries>& series, Profile pro
       model_(series, profile, static_cast<uint64_t>(index) + 1),
       buffer_(sim.replay_buffer_bytes),
       builder_(table_) {
-  grpc::ChannelArguments args;
-  // As fabricmon-agent configures its channel.
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 20000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  // One connection per simulated node, as N separate agent processes would have.
+  // As fabricmon-agent configures its channel, with its own connection per simulated node, as N
+  // separate agent processes would have.
+  grpc::ChannelArguments args =
+      sim.grpc_default_channel_backoff
+          ? agent::AgentChannelArguments(std::nullopt, std::nullopt)
+          : agent::AgentChannelArguments(sim.initial_backoff, sim.max_backoff);
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  if (!sim.grpc_default_channel_backoff) {
-    // As fabricmon-agent (agent_main.cc) bounds the channel's own connection backoff.
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
-                static_cast<int>(absl::ToInt64Milliseconds(sim.initial_backoff)));
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
-                static_cast<int>(absl::ToInt64Milliseconds(sim.max_backoff)));
-  }
   agent::StreamClientOptions options;
   if (sim.aggregators.empty()) {
     options.channel =

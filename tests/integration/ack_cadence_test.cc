@@ -1,0 +1,239 @@
+// Acks at the agent's cadence. An agent sending several batches a second marks most of them
+// ack_later; an aggregator that says so in its HelloAck (defers_acks) folds their acks into the
+// next one a batch or an AckRequest asks for. Checked here from both ends, against the real
+// aggregator (raw streams and the real agent over loopback TCP) and, for compatibility, the real
+// agent against an older aggregator that acknowledges every batch and knows no AckRequest.
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "daemon/common/clock.h"
+#include "daemon/common/logging.h"
+#include "gtest/gtest.h"
+#include "tests/integration/stream_harness.h"
+#include "tests/testing/fixture_path.h"
+#include "tests/testing/temp_tree.h"
+
+namespace fabricmon::testing {
+namespace {
+
+constexpr char kRawNode[] = "raw-node";
+constexpr int64_t kSecond = 1'000'000'000;
+
+v1::AgentMessage AckLater(v1::AgentMessage batch) {
+  batch.mutable_batch()->set_ack_later(true);
+  return batch;
+}
+
+v1::AgentMessage AckRequestMessage() {
+  v1::AgentMessage message;
+  message.mutable_ack_request();
+  return message;
+}
+
+// An aggregator from before acks were deferred: a HelloAck without defers_acks, an Ack for
+// every batch. It notes what such an aggregator must never be sent: batches marked ack_later
+// (whose acks it would not defer anyway, harmless) and AckRequest, a body it would not know and
+// end the stream on (this one ends it too).
+class OlderTelemetry final : public v1::Telemetry::Service {
+ public:
+  grpc::Status Stream(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::AggregatorMessage, v1::AgentMessage>* stream) override {
+    v1::AgentMessage message;
+    while (stream->Read(&message)) {
+      v1::AggregatorMessage answer;
+      switch (message.body_case()) {
+        case v1::AgentMessage::kHello:
+          answer.mutable_hello_ack()->set_last_stored_sequence(acked_.load());
+          answer.mutable_hello_ack()->set_max_message_bytes(4 << 20);
+          break;
+        case v1::AgentMessage::kBatch:
+          ++batches_;
+          if (message.batch().ack_later()) {
+            ++ack_later_;
+          }
+          acked_ = message.batch().sequence();
+          answer.mutable_ack()->set_sequence(message.batch().sequence());
+          break;
+        case v1::AgentMessage::kAckRequest:
+          ++ack_requests_;
+          return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "empty or unknown message");
+        default:
+          continue;
+      }
+      if (!stream->Write(answer)) {
+        break;
+      }
+    }
+    return grpc::Status::OK;
+  }
+
+  std::atomic<uint64_t> batches_{0};
+  std::atomic<uint64_t> ack_later_{0};
+  std::atomic<uint64_t> ack_requests_{0};
+  std::atomic<uint64_t> acked_{0};
+};
+
+class AckCadenceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    SetMinLogLevel(LogLevel::kWarning);
+    PreferMemoryForTempTrees();
+  }
+
+  void SetUp() override {
+    tree_.CopyTree(SharedFixture("sysfs/gpud-h100/sys"), "sys");
+    sysfs_root_ = tree_.root() + "/sys";
+  }
+
+  void TearDown() override {
+    agent_.reset();  // its stream must not outlive the server it talks to
+    aggregator_.reset();
+    if (older_server_ != nullptr) {
+      older_server_->Shutdown();
+    }
+  }
+
+  void StartAggregator() {
+    aggregator_ = std::make_unique<AggregatorHarness>(Transport::kTcp, AggregatorOptions{});
+    ASSERT_TRUE(aggregator_->Start());
+  }
+
+  // A real agent sending a cycle every 100 ms (the shortest interval a collector takes) to
+  // `channel`.
+  void StartFastAgent(std::shared_ptr<grpc::Channel> channel) {
+    AgentHarnessOptions options;
+    options.interval_ms = 100;
+    agent_ = std::make_unique<AgentHarness>(sysfs_root_, std::move(channel), options);
+    ASSERT_TRUE(agent_->Start());
+  }
+
+  agent::ReplayBuffer& buffer() { return agent_->agent().buffer(); }
+
+  uint64_t RawBatches() {
+    std::optional<store::NodeState::Summary> node = aggregator_->Node(kRawNode);
+    return node.has_value() ? node->counters.batches : 0;
+  }
+
+  TempTree tree_;
+  std::string sysfs_root_;
+  std::unique_ptr<AggregatorHarness> aggregator_;
+  std::unique_ptr<grpc::Server> older_server_;
+  std::unique_ptr<AgentHarness> agent_;
+};
+
+TEST_F(AckCadenceTest, AnAckLaterBatchRidesOnTheNextAckAskedFor) {
+  StartAggregator();
+  RawStream raw(aggregator_->channel());
+  ASSERT_TRUE(raw.Write(HelloMessage(kRawNode, "boot-r", 7)));
+  std::optional<v1::AggregatorMessage> hello_ack = raw.Read();
+  ASSERT_TRUE(hello_ack.has_value() && hello_ack->has_hello_ack());
+  EXPECT_TRUE(hello_ack->hello_ack().defers_acks());
+
+  const int64_t now = RealClock::Get().NowUnixNanos();
+  ASSERT_TRUE(raw.Write(CounterDeclarations(1, 2)));
+  ASSERT_TRUE(raw.Write(LayoutMessage(1, {1, 2})));
+  ASSERT_TRUE(raw.Write(AckLater(BatchMessage(1, now, 1, {5, 9}))));
+  ASSERT_TRUE(raw.Write(AckLater(BatchMessage(2, now + kSecond, 1, {1, 1}))));
+  // Both stored (and settled: no remote_write here) before a batch asks for an ack: an
+  // aggregator acknowledging them on their own would have sent ack 1 by now.
+  ASSERT_TRUE(WaitFor([&] { return RawBatches() >= 2; }));
+  ASSERT_TRUE(raw.Write(BatchMessage(3, now + 2 * kSecond, 1, {1, 1})));
+  std::optional<v1::AggregatorMessage> first = raw.Read();
+  ASSERT_TRUE(first.has_value());
+  ASSERT_TRUE(first->has_ack()) << first->ShortDebugString();
+  EXPECT_EQ(first->ack().sequence(), 3u) << "the first ack must be the one batch 3 asked for";
+
+  // A quiet tail: an AckRequest acknowledges the last batch; a second one, with nothing new,
+  // sends nothing.
+  ASSERT_TRUE(raw.Write(AckLater(BatchMessage(4, now + 3 * kSecond, 1, {1, 1}))));
+  ASSERT_TRUE(WaitFor([&] { return RawBatches() >= 4; }));
+  ASSERT_TRUE(raw.Write(AckRequestMessage()));
+  std::optional<v1::AggregatorMessage> second = raw.Read();
+  ASSERT_TRUE(second.has_value());
+  ASSERT_TRUE(second->has_ack()) << second->ShortDebugString();
+  EXPECT_EQ(second->ack().sequence(), 4u);
+  ASSERT_TRUE(raw.Write(AckRequestMessage()));
+
+  const RawStream::End end = raw.Finish();
+  EXPECT_TRUE(end.status.ok()) << end.status.error_message();
+  for (const v1::AggregatorMessage& message : end.messages) {
+    ADD_FAILURE() << "nothing more was due: " << message.ShortDebugString();
+  }
+  EXPECT_EQ(RawBatches(), 4u);
+}
+
+TEST_F(AckCadenceTest, AnAckRequestBeforeAnyBatchIsHarmless) {
+  StartAggregator();
+  RawStream raw(aggregator_->channel());
+  ASSERT_TRUE(raw.Write(HelloMessage(kRawNode, "boot-r", 7)));
+  ASSERT_TRUE(raw.Write(AckRequestMessage()));
+  ASSERT_TRUE(raw.Write(CounterDeclarations(1, 2)));
+  ASSERT_TRUE(raw.Write(LayoutMessage(1, {1, 2})));
+  ASSERT_TRUE(raw.Write(BatchMessage(1, RealClock::Get().NowUnixNanos(), 1, {5, 9})));
+  const RawStream::End end = raw.Finish();
+  EXPECT_TRUE(end.status.ok()) << end.status.error_message();
+  ASSERT_EQ(end.messages.size(), 2u);
+  EXPECT_TRUE(end.messages[0].has_hello_ack());
+  EXPECT_EQ(end.messages[1].ack().sequence(), 1u) << end.messages[1].ShortDebugString();
+}
+
+TEST_F(AckCadenceTest, AFastAgentAsksForFewerAcksAndLeavesNoTailUnacknowledged) {
+  StartAggregator();
+  StartFastAgent(aggregator_->channel());
+  ASSERT_TRUE(
+      WaitFor([&] { return agent_->stream().stats().batches_sent >= 60; }, absl::Seconds(60)));
+  agent_->StopCollecting();
+  const uint64_t pushed = buffer().last_sequence();
+  // With collection stopped the last batches asked for nothing: the stream asks for their ack
+  // itself once it has been quiet for a while.
+  ASSERT_TRUE(WaitFor([&] { return buffer().acked_sequence() == pushed; }))
+      << "acknowledged " << buffer().acked_sequence() << " of " << pushed;
+  const agent::StreamClientStats stats = agent_->stream().stats();
+  // One ack asked for every 500 ms at most, against a batch every 100 ms (or more often, when a
+  // loaded machine bunches cycles): an agent asking for every ack would be close to 1:1.
+  EXPECT_LE(stats.acks_received * 3, stats.batches_sent)
+      << stats.acks_received << " acks for " << stats.batches_sent << " batches";
+  EXPECT_GE(stats.acks_received, 1u);
+  std::optional<store::NodeState::Summary> node = aggregator_->Node("gpu-node-1");
+  ASSERT_TRUE(node.has_value());
+  EXPECT_EQ(node->counters.batches, pushed) << "every batch stored once";
+}
+
+TEST_F(AckCadenceTest, StoppingFlushesAnUnaskedTail) {
+  StartAggregator();
+  StartFastAgent(aggregator_->channel());
+  ASSERT_TRUE(
+      WaitFor([&] { return agent_->stream().stats().batches_sent >= 30; }, absl::Seconds(60)));
+  agent_->StopCollecting();
+  const uint64_t pushed = buffer().last_sequence();
+  agent_->stream().Stop(absl::Seconds(30));
+  EXPECT_EQ(buffer().acked_sequence(), pushed);
+}
+
+TEST_F(AckCadenceTest, AnOlderAggregatorIsSentNeitherAckLaterNorAckRequest) {
+  OlderTelemetry older;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&older);
+  older_server_ = builder.BuildAndStart();
+  ASSERT_NE(older_server_, nullptr);
+  ASSERT_NE(port, 0);
+  StartFastAgent(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  ASSERT_TRUE(WaitFor([&] { return older.batches_.load() >= 50; }, absl::Seconds(60)));
+  agent_->StopCollecting();
+  const uint64_t pushed = buffer().last_sequence();
+  agent_->stream().Stop(absl::Seconds(30));
+  EXPECT_EQ(buffer().acked_sequence(), pushed);
+  EXPECT_EQ(older.ack_later_.load(), 0u);
+  EXPECT_EQ(older.ack_requests_.load(), 0u);
+  EXPECT_EQ(agent_->stream().stats().connects, 1u) << "the stream never broke";
+}
+
+}  // namespace
+}  // namespace fabricmon::testing
