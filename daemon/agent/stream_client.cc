@@ -414,6 +414,14 @@ void StreamClient::ConnectionLoop() {
   // Since when the aggregator in use has held no stream (unset while one is established or
   // before the first attempt ends).
   std::optional<absl::Time> unreachable_since;
+  // How long this outage may last before the next aggregator in rank takes over: failover_after,
+  // plus up to a quarter of it drawn anew for each outage, so that the nodes of a dead aggregator
+  // (thousands at once) reach the survivors spread over a few seconds, not in the same instant.
+  absl::Duration failover_delay = options_.failover_after;
+  const auto start_outage = [&](absl::Time since) {
+    unreachable_since = since;
+    failover_delay = options_.failover_after + NextBackoff(options_.failover_after / 4);
+  };
   for (;;) {
     std::vector<AggregatorTarget> targets = Targets();
     size_t index = IndexOf(targets, current);
@@ -426,7 +434,7 @@ void StreamClient::ConnectionLoop() {
     }
     const absl::Time attempt_start = absl::Now();
     if (unreachable_since.has_value() && targets.size() > 1 &&
-        attempt_start - *unreachable_since >= options_.failover_after) {
+        attempt_start - *unreachable_since >= failover_delay) {
       const size_t next = (index + 1) % targets.size();
       FABRICMON_LOG(Warning) << "aggregator " << targets[index].address << " (rank " << index
                              << ") unreachable for "
@@ -459,9 +467,8 @@ void StreamClient::ConnectionLoop() {
     }
     std::unique_ptr<v1::Telemetry::Stub> stub = v1::Telemetry::NewStub(targets[index].channel);
     reactor->Start(*stub);
-    const std::optional<std::string> failback =
-        Supervise(*reactor, targets, current,
-                  unreachable_since.value_or(attempt_start) + options_.failover_after);
+    const std::optional<std::string> failback = Supervise(
+        *reactor, targets, current, unreachable_since.value_or(attempt_start) + failover_delay);
     const bool established = reactor->established();
     const grpc::Status status = reactor->status();
     {
@@ -498,16 +505,16 @@ void StreamClient::ConnectionLoop() {
     const absl::Time now = absl::Now();
     if (established) {
       backoff = options_.initial_backoff;
-      unreachable_since = now;
+      start_outage(now);
     } else if (!unreachable_since.has_value()) {
-      unreachable_since = attempt_start;
+      start_outage(attempt_start);
     }
     absl::Duration sleep = NextBackoff(backoff);
     backoff = std::min(backoff * 2, options_.max_backoff);
     if (targets.size() > 1) {
       // Wake in time to fail over when the failover delay runs out during the backoff.
-      sleep = std::min(sleep, std::max(absl::ZeroDuration(),
-                                       *unreachable_since + options_.failover_after - now));
+      sleep = std::min(sleep,
+                       std::max(absl::ZeroDuration(), *unreachable_since + failover_delay - now));
     }
     absl::MutexLock lock(&mu_);
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), sleep);

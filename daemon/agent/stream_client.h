@@ -8,13 +8,14 @@
 //
 // With several aggregators (an AggregatorDirectory) the client streams to the node's primary in
 // the rendezvous ranking. When the aggregator in use has held no stream for `failover_after` (it
-// died, refuses, or never answers), the client moves to the next in the ranking; the new
-// aggregator's hello ack says what it has of this node, and everything after that and after the
-// last acknowledgement is replayed from the buffer, so the move loses nothing within the buffer's
-// bound. While on a fallback it probes the better-ranked aggregators' channels; once one has been
-// reachable without a break for `failback_after` (hysteresis: an aggregator that crash-loops does
-// not pull nodes back and forth) the client lets the fallback acknowledge what it was sent, ends
-// that stream and returns.
+// died, refuses, or never answers; plus up to a quarter of it, drawn per outage, so that the
+// nodes of a dead aggregator do not all reach the survivors at once), the client moves to the next
+// in the ranking; the new aggregator's hello ack says what it has of this node, and everything
+// after that and after the last acknowledgement is replayed from the buffer, so the move loses
+// nothing within the buffer's bound. While on a fallback it probes the better-ranked aggregators'
+// channels; once one has been reachable without a break for `failback_after` (hysteresis: an
+// aggregator that crash-loops does not pull nodes back and forth) the client lets the fallback
+// acknowledge what it was sent, ends that stream and returns.
 //
 // Threads: one connection thread owned by the client (joined by Stop()); reactions run on gRPC's
 // callback threads. Push-side callers only call Notify().
