@@ -17,8 +17,9 @@ namespace {
 
 // How often a stream asks for an acknowledgement when the aggregator defers acks: an agent
 // sending several batches a second asks on one of them every this often (and whenever it is
-// about to end the stream), so that the others cost no ack message, wakeup or flow-control
-// update on either end. At 1 Hz every batch asks, as before. What stays unacknowledged (at most
+// about to end the stream), so that the others cost the aggregator no ack write and the agent no
+// flow-control update for an ack (the agent still wakes for gRPC's flow-control update of each
+// batch). At 1 Hz every batch asks, as before. What stays unacknowledged (at most
 // this long's batches) is what a failover replays to the next aggregator beyond what was in
 // flight anyway: exact duplicates there, which receivers deduplicate.
 constexpr absl::Duration kAckInterval = absl::Milliseconds(500);
