@@ -134,7 +134,8 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   uint64_t sent_ack_ ABSL_GUARDED_BY(mu_) = 0;
   // Sequences whose ack was asked for and not yet sent, increasing. An agent that sends several
   // batches a second asks for an ack on only some of them (SampleBatch.ack_later), so the others
-  // cost no write, wakeup or flow-control update; an older agent asks for every one.
+  // cost no ack write here and no flow-control update for it on the agent; an older agent asks
+  // for every one.
   std::deque<uint64_t> acks_asked_ ABSL_GUARDED_BY(mu_);
   std::optional<grpc::Status> finish_ ABSL_GUARDED_BY(mu_);  // set: finish once drained
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
