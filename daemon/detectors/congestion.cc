@@ -26,6 +26,10 @@ bool LatestIncrease(const Series& series, uint64_t* increase, double* seconds) {
   return *seconds > 0;
 }
 
+// A plain congestion finding waits for a fresh reading of its peer's device for at most this
+// many of that device's reading intervals.
+constexpr int64_t kStaleReads = 4;
+
 std::string Percent(double fraction) { return absl::StrFormat("%.0f%%", fraction * 100); }
 
 }  // namespace
@@ -34,8 +38,15 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
   // Every port read this interval: how much it waited or was paused (0 included), and when.
   struct Measured {
     Congested port;
-    int64_t sampled = 0;
+    int64_t sampled = 0;   // the newest reading's timestamp
+    int64_t from = 0;      // the start of the interval it covers
     double threshold = 0;  // IB wait_fraction, RoCE pause_fraction
+  };
+  auto note_interval = [](Measured& port, const Series& series) {
+    if (series.Latest()->timestamp_unix_nanos > port.sampled) {
+      port.sampled = series.Latest()->timestamp_unix_nanos;
+      port.from = series.Previous()->timestamp_unix_nanos;
+    }
   };
   // Hashed: every port series looks its port up here; what is built from it below is ordered.
   absl::flat_hash_map<Endpoint, Measured> measured;
@@ -78,7 +89,7 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
     const double fraction =
         wait == 0 ? 0 : static_cast<double>(wait) / static_cast<double>(wait + words);
     Measured& port = measured[endpoint];
-    port.sampled = std::max(port.sampled, series.Latest()->timestamp_unix_nanos);
+    note_interval(port, series);
     port.threshold = options_.wait_fraction;
     if (fraction < port.port.fraction || wait == 0) {
       return;
@@ -103,7 +114,7 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
     const bool tx = collectors::LabelValue(series.desc, "direction") == "tx";
     const Endpoint endpoint = view.PortOf(node, series.desc);
     Measured& port = measured[endpoint];
-    port.sampled = std::max(port.sampled, series.Latest()->timestamp_unix_nanos);
+    note_interval(port, series);
     port.threshold = options_.pause_fraction;
     if (fraction < options_.pause_fraction / 2) {
       return;
@@ -165,8 +176,48 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
   // What may start an incident: a port held congested by the hysteresis keeps its finding going
   // but starts none (the senders of an incast that just ended are not new congestion). A plain
   // congestion finding also waits for raise_samples samples of the port in a row: an incast's
-  // senders are paused one sample before the receiver's pausing shows, and would be reported
-  // alone for that sample before the tree forms.
+  // senders are paused one sample before the receiver's pausing shows and would be reported
+  // alone for that sample before the tree forms. And it waits until its peer's device, where
+  // that is measured, has been read over an interval that began after the port started waiting:
+  // a host port and its switch are read by different agents on their own schedules (a fabric
+  // sweep can lag the hosts' reads by seconds on a busy sweeper), and a sender judged against a
+  // picture of its switch from before the incast would be a false plain congestion finding.
+  auto peer_device_read_since = [&](const Finding& finding, int64_t onset, int64_t now) {
+    if (!finding.has_peer) {
+      return true;
+    }
+    // Every other cabled port of the peer's device: the ports the waiting one could point at.
+    // The device counts as measured when any of its ports, the peer port included, was judged.
+    const Endpoint& peer = finding.peer;
+    bool device_measured = false;
+    bool read_since = true;
+    int64_t newest_from = 0;
+    int64_t newest_to = 0;
+    for (const Endpoint& other : view.topology().PortsOf(peer.node, peer.is_switch)) {
+      auto reading = measured.find(other);
+      if (other == peer) {
+        device_measured = device_measured || reading != measured.end();
+        continue;
+      }
+      if (reading == measured.end()) {
+        read_since = false;  // not judged this tick (a failed read): unknown
+        continue;
+      }
+      device_measured = true;
+      read_since = read_since && reading->second.from >= onset;
+      if (reading->second.sampled > newest_to) {
+        newest_to = reading->second.sampled;
+        newest_from = reading->second.from;
+      }
+    }
+    if (!device_measured || read_since) {
+      return true;  // not measured (nothing to wait for), or read since
+    }
+    // Waited kStaleReads of the device's own intervals (its reader stopped, or one port keeps
+    // failing): judge without it.
+    const int64_t interval = std::max<int64_t>(newest_to - newest_from, 1);
+    return now - onset > kStaleReads * interval;
+  };
   std::map<std::pair<std::string, Endpoint>, Reported> reported;
   for (Finding& finding : found) {
     const std::pair<std::string, Endpoint> key{finding.kind, finding.subject};
@@ -175,11 +226,17 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
     auto port = ports_.find(finding.subject);
     const int64_t sample = port != ports_.end() ? port->second.last_sample : 0;
     if (sample != state.last_sample) {
+      if (state.samples == 0) {
+        state.onset = sample;
+      }
       state.last_sample = sample;
       ++state.samples;
     }
-    const bool starts = at_threshold.count(finding.subject) > 0 &&
-                        (finding.kind != "congestion" || state.samples >= options_.raise_samples);
+    bool starts = at_threshold.count(finding.subject) > 0;
+    if (starts && !state.active && finding.kind == "congestion") {
+      starts = state.samples >= options_.raise_samples &&
+               peer_device_read_since(finding, state.onset, sample);
+    }
     if (state.active || starts) {
       state.active = true;
       out.push_back(std::move(finding));

@@ -67,6 +67,7 @@ class CongestionDetector final : public Detector {
   struct Reported {
     bool active = false;
     uint32_t samples = 0;
+    int64_t onset = 0;  // the port's sample when BuildFindings first produced it
     int64_t last_sample = 0;
   };
   const CongestionOptions options_;

@@ -18,6 +18,7 @@ using testing::Exported;
 using testing::FabricFixture;
 using testing::HostCounter;
 using testing::HostGauge;
+using testing::RaisedIncidents;
 using testing::SwitchCounter;
 
 class DetectorsTest : public ::testing::Test {
@@ -213,6 +214,144 @@ TEST_F(DetectorsTest, CongestionSpreadingTreeHasTheSlowReceiverAtItsRoot) {
   EXPECT_EQ(h2.findings(0).kind(), "congestion_spreading");
   v1::DiagnoseResponse unknown = engine_->Diagnose({"nope"});
   EXPECT_EQ(unknown.unknown_nodes_size(), 1);
+}
+
+// The hosts are read every second; the fabric sweeper reading the switches lags them (a busy
+// sweeper). An incast starts: the senders' HCAs wait for two host samples before the switches'
+// ports are seen waiting. They are victims of the tree that then forms, never plain congestion.
+TEST_F(DetectorsTest, SendersWaitForALaggingSweepBeforePlainCongestion) {
+  FABRICMON_ASSERT_OK(
+      engine_->SetLinkList("h1/mlx5_0/1 switch:leaf1/1\n"
+                           "h2/mlx5_0/1 switch:leaf1/2\n"
+                           "h5/mlx5_0/1 switch:leaf2/1\n"
+                           "switch:leaf1/49 switch:spine1/1\n"
+                           "switch:leaf2/49 switch:spine1/2\n"));
+  const auto host_wait = HostCounter(families::kIbXmitWait, "mlx5_0", 1, 32);
+  const auto host_data = HostCounter(families::kIbXmitData, "mlx5_0", 1, 64);
+  struct SwitchPort {
+    std::string name;
+    int port;
+  };
+  const std::vector<SwitchPort> tree = {{"leaf1", 49}, {"spine1", 2}, {"leaf2", 1}};
+  const std::vector<SwitchPort> idle = {{"leaf1", 1}, {"leaf1", 2}, {"spine1", 1}, {"leaf2", 49}};
+  uint64_t host_waited = 0;
+  uint64_t host_sent = 0;
+  uint64_t switch_waited = 0;
+  uint64_t switch_sent = 0;
+  auto hosts = [&](bool incast) {
+    host_waited += incast ? 600000 : 0;
+    host_sent += 400000;
+    for (const char* sender : {"h1", "h2"}) {
+      fabric_.Set(sender, host_wait, host_waited);
+      fabric_.Set(sender, host_data, host_sent);
+    }
+    fabric_.Set("h5", host_wait, 0);
+    fabric_.Set("h5", host_data, host_sent);
+  };
+  // `failed`: the port whose XmitData read failed in this sweep (a MAD timeout), if any.
+  auto sweep = [&](bool incast, const std::string& failed = "") {
+    switch_waited += incast ? 600000 : 0;
+    switch_sent += 400000;
+    for (const SwitchPort& port : tree) {
+      fabric_.Set("sweeper", SwitchCounter(families::kIbXmitWait, port.name, port.port, 32),
+                  switch_waited);
+      if (failed != port.name) {
+        fabric_.Set("sweeper", SwitchCounter(families::kIbXmitData, port.name, port.port, 64),
+                    switch_sent);
+      }
+    }
+    for (const SwitchPort& port : idle) {
+      fabric_.Set("sweeper", SwitchCounter(families::kIbXmitWait, port.name, port.port, 32), 0);
+      fabric_.Set("sweeper", SwitchCounter(families::kIbXmitData, port.name, port.port, 64),
+                  switch_sent);
+    }
+  };
+  for (int step = 0; step < 3; ++step) {  // healthy, both read every second
+    hosts(false);
+    sweep(false);
+    fabric_.Step();
+  }
+  // The incast starts; the sweep due now and the next one are late (nothing from the sweeper).
+  for (int step = 0; step < 3; ++step) {
+    hosts(true);
+    fabric_.Step();
+    EXPECT_TRUE(Active().empty()) << "step " << step << ": the switches are not read yet";
+  }
+  // The late sweep arrives, still covering mostly the time before the incast, then sweeps
+  // resume every second.
+  hosts(true);
+  sweep(false);
+  fabric_.Step();
+  EXPECT_TRUE(Active().empty()) << "a sweep that began before the senders waited decides nothing";
+  hosts(true);
+  sweep(true, "leaf1");
+  fabric_.Step();
+  // The tree beyond leaf1 is seen already; the senders are not in it yet.
+  EXPECT_EQ(Kinds(Active()), std::vector<std::string>{"congestion_spreading"})
+      << "leaf1/49 was not judged in this sweep: whether the senders wait on it is unknown";
+  for (int step = 0; step < 2; ++step) {
+    hosts(true);
+    sweep(true);
+    fabric_.Step();
+  }
+  auto active = Active();
+  ASSERT_EQ(Kinds(active), std::vector<std::string>{"congestion_spreading"});
+  EXPECT_EQ(active[0].finding.subject.ToString(), "switch leaf2/1");
+  EXPECT_LE(RaisedIncidents(*engine_, "congestion", "warning"), 0)
+      << "no plain congestion finding was ever raised for a sender";
+}
+
+// The other side of the same rule: a host port that waits while its swept switch does not is
+// plain congestion once the switch has been read since; a sweeper that stopped altogether does
+// not hold the finding back for more than four of its intervals.
+class LoneWaitingPortTest : public DetectorsTest {
+ protected:
+  LoneWaitingPortTest() {
+    FABRICMON_CHECK(engine_
+                        ->SetLinkList("h1/mlx5_0/1 switch:leaf1/1\n"
+                                      "h2/mlx5_0/1 switch:leaf1/2\n")
+                        .ok());
+  }
+  // One host sample of h1 (waiting from its first waiting sample on) and, when `swept`, one
+  // sweep of leaf1's ports, which never wait.
+  void Read(bool waits, bool swept) {
+    waited_ += waits ? 600000 : 0;
+    fabric_.Set("h1", HostCounter(families::kIbXmitWait, "mlx5_0", 1, 32), waited_);
+    fabric_.Set("h1", HostCounter(families::kIbXmitData, "mlx5_0", 1, 64), step_ * 400000u);
+    if (swept) {
+      for (int port : {1, 2}) {
+        fabric_.Set("sweeper", SwitchCounter(families::kIbXmitWait, "leaf1", port, 32), 0);
+        fabric_.Set("sweeper", SwitchCounter(families::kIbXmitData, "leaf1", port, 64),
+                    step_ * 400000u);
+      }
+    }
+    fabric_.Step();
+    ++step_;
+  }
+  uint64_t waited_ = 0;
+  uint64_t step_ = 0;
+};
+
+TEST_F(LoneWaitingPortTest, IsRaisedAfterTwoSamplesWhenTheSweepKeepsPace) {
+  Read(false, true);
+  Read(false, true);
+  Read(true, true);
+  EXPECT_TRUE(Active().empty());
+  Read(true, true);
+  EXPECT_EQ(Kinds(Active()), std::vector<std::string>{"congestion"})
+      << "two samples, and leaf1 read over an interval since h1 began to wait";
+}
+
+TEST_F(LoneWaitingPortTest, IsRaisedWithoutASweeperThatStopped) {
+  Read(false, true);
+  Read(false, true);
+  for (int step = 0; step < 5; ++step) {
+    Read(true, false);
+    EXPECT_TRUE(Active().empty()) << "step " << step << ": the sweep may still come";
+  }
+  Read(true, false);
+  EXPECT_EQ(Kinds(Active()), std::vector<std::string>{"congestion"})
+      << "four of the sweeper's intervals since h1 began to wait: judged without it";
 }
 
 TEST_F(DetectorsTest, BusyHealthyTrafficRaisesNothing) {
