@@ -236,8 +236,10 @@ void AggregatorProcess::Kill() {
   pid_ = -1;
 }
 
-double AggregatorProcess::CpuSeconds() const {
-  std::ifstream in(absl::StrCat("/proc/", pid_, "/stat"));
+double AggregatorProcess::CpuSeconds() const { return ProcessCpuSeconds(pid_); }
+
+double ProcessCpuSeconds(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/stat"));
   std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const size_t paren = stat.rfind(')');
   if (paren == std::string::npos) {

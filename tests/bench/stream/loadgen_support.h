@@ -60,6 +60,8 @@ double Percentile(std::vector<double> values, double p);
 
 // User + system CPU seconds of this process.
 double SelfCpuSeconds();
+// The same of process `pid`, from /proc (0 when it cannot be read).
+double ProcessCpuSeconds(pid_t pid);
 
 // The aggregator under test, as a child process that dies with us.
 class AggregatorProcess {
