@@ -369,8 +369,10 @@ void Generator::Run() {
         }
       }
       agents_[i]->Tick();
+      // Counted per tick, not per round: a window shorter than a round (a 60 s window at one
+      // cycle per 120 s) would otherwise see whole rounds or none.
+      cycles_.fetch_add(1, std::memory_order_relaxed);
     }
-    cycles_ += agents_.size();
     next += interval_;
     const absl::Time now = absl::Now();
     if (next < now) {

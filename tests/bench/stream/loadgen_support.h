@@ -165,7 +165,7 @@ class Generator {
 
   void Start();
   void Stop();
-  uint64_t cycles() const { return cycles_.load(); }
+  uint64_t cycles() const { return cycles_.load(); }  // agent ticks so far
   uint64_t overruns() const { return overruns_.load(); }
 
  private:
