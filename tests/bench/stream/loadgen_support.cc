@@ -236,6 +236,12 @@ void AggregatorProcess::Kill() {
   pid_ = -1;
 }
 
+void AggregatorProcess::SendKill() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);  // not reaped: the pid stays ours until Kill() or Stop() waits for it
+  }
+}
+
 double AggregatorProcess::CpuSeconds() const { return ProcessCpuSeconds(pid_); }
 
 double ProcessCpuSeconds(pid_t pid) {

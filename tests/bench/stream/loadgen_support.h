@@ -81,6 +81,9 @@ class AggregatorProcess {
   double Stop();
   // SIGKILL (a crash: nothing flushed, no stream ended cleanly), reaped.
   void Kill();
+  // SIGKILL without waiting for the exit (a large process' exit can take seconds on a loaded
+  // machine; whoever times what follows the crash must not wait for it). Kill() or Stop() reaps.
+  void SendKill();
 
   // User + system CPU seconds of the whole process (all threads, exited ones included).
   double CpuSeconds() const;
