@@ -69,7 +69,7 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
     uint64_t increase;
     double seconds;
     if (LatestIncrease(series, &increase, &seconds)) {
-      data_words[{node, view.PortOf(node, series.desc)}] = {
+      data_words[{node, view.PortOf(node, series)}] = {
           increase, series.Previous()->timestamp_unix_nanos, series.Latest()->timestamp_unix_nanos};
     }
   });
@@ -79,7 +79,7 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
     if (!LatestIncrease(series, &wait, &seconds)) {
       return;
     }
-    const Endpoint endpoint = view.PortOf(node, series.desc);
+    const Endpoint& endpoint = view.PortOf(node, series);
     auto data = data_words.find({node, endpoint});
     if (data == data_words.end() || data->second.from != series.Previous()->timestamp_unix_nanos ||
         data->second.to != series.Latest()->timestamp_unix_nanos) {
@@ -112,7 +112,7 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
     const double fraction =
         std::min(1.0, static_cast<double>(increase) * series.desc->scale / seconds);
     const bool tx = collectors::LabelValue(series.desc, "direction") == "tx";
-    const Endpoint endpoint = view.PortOf(node, series.desc);
+    const Endpoint& endpoint = view.PortOf(node, series);
     Measured& port = measured[endpoint];
     note_interval(port, series);
     port.threshold = options_.pause_fraction;

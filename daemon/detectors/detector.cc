@@ -1,5 +1,7 @@
 #include "daemon/detectors/detector.h"
 
+#include <atomic>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -16,8 +18,66 @@ void FabricView::ForEachSeries(
   }
 }
 
-Endpoint FabricView::PortOf(const std::string& node, const collectors::SeriesDesc& desc) const {
-  return topology_.Canonical(EndpointOf(node, desc));
+namespace {
+// PortCache epochs. 0 is no cache's (a series' memo starts there); after 2^32 resets an epoch
+// comes round again, and PortOf still checks the index it reads.
+std::atomic<uint32_t> last_port_cache_epoch{0};
+
+uint32_t NewPortCacheEpoch() {
+  uint32_t epoch;
+  do {
+    epoch = last_port_cache_epoch.fetch_add(1, std::memory_order_relaxed) + 1;
+  } while (epoch == 0);
+  return epoch;
+}
+}  // namespace
+
+PortCache::PortCache() : epoch_(NewPortCacheEpoch()) {}
+
+void PortCache::Reset() {
+  epoch_ = NewPortCacheEpoch();
+  index_by_endpoint_.clear();
+  endpoints_.clear();
+}
+
+void PortCache::StartTick() {
+  // Ports of series gone stay interned until the next rebuild; a topology that stays the same
+  // for days under series churn (container netdevs come and go) must not grow it without bound.
+  if (endpoints_.size() > 2 * lookups_ + 4096) {
+    Reset();
+  }
+  lookups_ = 0;
+}
+
+const Endpoint& PortCache::PortOf(const std::string& node, const store::Series& series,
+                                  const CableGraph& topology) {
+  ++lookups_;
+  if (series.memo_epoch == epoch_ && series.memo < endpoints_.size()) {
+    return endpoints_[series.memo];
+  }
+  Endpoint endpoint = topology.Canonical(EndpointOf(node, series.desc));
+  auto [it, added] =
+      index_by_endpoint_.try_emplace(endpoint, static_cast<uint32_t>(endpoints_.size()));
+  if (added) {
+    endpoints_.push_back(std::move(endpoint));
+  }
+  series.memo_epoch = epoch_;
+  series.memo = it->second;
+  return endpoints_[it->second];
+}
+
+FabricView::FabricView(std::vector<std::shared_ptr<store::NodeState>> nodes,
+                       const CableGraph& topology, int64_t now_unix_nanos, PortCache* ports)
+    : nodes_(std::move(nodes)), topology_(topology), now_(now_unix_nanos), ports_(ports) {
+  if (ports_ == nullptr) {
+    own_ports_ = std::make_unique<PortCache>();
+    ports_ = own_ports_.get();
+  }
+  ports_->StartTick();
+}
+
+const Endpoint& FabricView::PortOf(const std::string& node, const store::Series& series) const {
+  return ports_->PortOf(node, series, topology_);
 }
 
 void ReporterChoice::Offer(const Endpoint& endpoint, const std::string& node) {

@@ -6,6 +6,7 @@
 // never touch gRPC or Prometheus; the engine tracks onset/clear and exports.
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -16,22 +17,51 @@
 #include "absl/strings/string_view.h"
 #include "daemon/detectors/cable_graph.h"
 #include "daemon/detectors/finding.h"
+#include "daemon/detectors/series_key.h"
 #include "daemon/store/series_store.h"
 #include "fabricmon/v1/config.pb.h"
 
 namespace fabricmon::detectors {
 
+// The canonical endpoint of each port series, kept from tick to tick. Building one scans the
+// series' labels, copies strings and looks them up in the graph; every detector asked for it,
+// for every port series, every tick, and that was the largest part of a tick per series. The
+// endpoints are interned here; each series remembers its own in its memo (Series::memo), under
+// an epoch that is this cache's and this graph's alone, so a lookup is a compare and an index.
+// The engine calls Reset() when it rebuilds the topology. Not thread-safe: the detector
+// thread's, and a series' memo is read and written under its node's lock (ForEachSeries).
+class PortCache {
+ public:
+  PortCache();
+  // Forgets every endpoint: the graph they were made canonical in is gone.
+  void Reset();
+  // Call once per tick, before the lookups.
+  void StartTick();
+  // Valid until Reset(): endpoints are interned in a deque, whose elements never move.
+  const Endpoint& PortOf(const std::string& node, const store::Series& series,
+                         const CableGraph& topology);
+  size_t endpoints() const { return endpoints_.size(); }
+
+ private:
+  uint32_t epoch_;  // unique in the process: two caches never read each other's memos
+  absl::flat_hash_map<Endpoint, uint32_t> index_by_endpoint_;
+  std::deque<Endpoint> endpoints_;
+  size_t lookups_ = 0;  // in the current tick
+};
+
 // Read access for one tick. Cheap to build; valid for the tick only.
 class FabricView {
  public:
+  // `ports`: the engine's cache, kept between ticks (nullptr: one for this view only).
   FabricView(std::vector<std::shared_ptr<store::NodeState>> nodes, const CableGraph& topology,
-             int64_t now_unix_nanos)
-      : nodes_(std::move(nodes)), topology_(topology), now_(now_unix_nanos) {}
+             int64_t now_unix_nanos, PortCache* ports = nullptr);
 
   const CableGraph& topology() const { return topology_; }
   // The canonical endpoint of a port series reported by `node`: a fabric-swept CA port belongs to
-  // the node claiming its HCA, a netdev to its RDMA port, a switch to its graph name.
-  Endpoint PortOf(const std::string& node, const collectors::SeriesDesc& desc) const;
+  // the node claiming its HCA, a netdev to its RDMA port, a switch to its graph name. Valid for
+  // the tick. Call it from a ForEachSeries visitor: it keeps its answer in the series' memo,
+  // which the node's lock guards.
+  const Endpoint& PortOf(const std::string& node, const store::Series& series) const;
   int64_t now_unix_nanos() const { return now_; }
   const std::vector<std::shared_ptr<store::NodeState>>& nodes() const { return nodes_; }
 
@@ -45,6 +75,8 @@ class FabricView {
   std::vector<std::shared_ptr<store::NodeState>> nodes_;
   const CableGraph& topology_;
   const int64_t now_;
+  std::unique_ptr<PortCache> own_ports_;  // when the caller gave none
+  PortCache* ports_;
 };
 
 // Several nodes may report one port: its own agent, and fabric sweepers (a CA port swept from the

@@ -23,11 +23,11 @@ void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>
   for (const char* family : kErrorCounters) {
     ReporterChoice reporters(reporter_ports_hint_);
     view.ForEachSeries(family, [&](const std::string& node, const store::Series& series) {
-      reporters.Offer(view.PortOf(node, series.desc), node);
+      reporters.Offer(view.PortOf(node, series), node);
     });
     view.ForEachSeries(family, [&](const std::string& node, const store::Series& series) {
-      const Endpoint endpoint = view.PortOf(node, series.desc);
-      ForEachNewPair(series, &cursors_[{node, series.desc->fingerprint}],
+      const Endpoint& endpoint = view.PortOf(node, series);
+      ForEachNewPair(series, &cursors_[KeyOf(series)],
                      [&](const store::StoredSample& previous, const store::StoredSample& current) {
                        if (!reporters.Judges(endpoint, node)) {
                          return;  // another node's copy of the same errors

@@ -42,7 +42,7 @@ void LinkFlapDetector::Evaluate(const FabricView& view, std::vector<Finding>& ou
 
   for (const char* family : kFlapCounters) {
     view.ForEachSeries(family, [&](const std::string& node, const store::Series& series) {
-      const Endpoint endpoint = view.PortOf(node, series.desc);
+      const Endpoint& endpoint = view.PortOf(node, series);
       LinkEvents& link = links_[endpoint];
       if (family == families::kIbLinkDowned && series.saturated) {
         link.counter_saturated = true;  // for the summary's advice
@@ -51,7 +51,7 @@ void LinkFlapDetector::Evaluate(const FabricView& view, std::vector<Finding>& ou
       if (std::optional<Endpoint> peer = view.topology().PeerOf(endpoint)) {
         link.peer = *peer;
       }
-      const SeriesKey key{node, series.desc->fingerprint};
+      const SeriesKey key = KeyOf(series);
       ForEachNewPair(series, &cursors_[key],
                      [&](const store::StoredSample& previous, const store::StoredSample& current) {
                        const uint64_t increase = RawIncrease(series.desc, previous, current);
@@ -65,8 +65,8 @@ void LinkFlapDetector::Evaluate(const FabricView& view, std::vector<Finding>& ou
   }
   view.ForEachSeries(families::kIbPortState, [&](const std::string& node,
                                                  const store::Series& series) {
-    const Endpoint endpoint = view.PortOf(node, series.desc);
-    const SeriesKey key{node, series.desc->fingerprint};
+    const Endpoint& endpoint = view.PortOf(node, series);
+    const SeriesKey key = KeyOf(series);
     ForEachNewPair(series, &cursors_[key],
                    [&](const store::StoredSample& previous, const store::StoredSample& current) {
                      if (static_cast<int64_t>(previous.raw) == kIbPortActive &&

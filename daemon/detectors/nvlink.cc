@@ -65,7 +65,7 @@ void NvlinkDetector::Evaluate(const FabricView& view, std::vector<Finding>& out)
     if (latest->raw == 1) {
       ever_active_.insert(link);
     }
-    ForEachNewPair(series, &cursors_[{node, series.desc->fingerprint}],
+    ForEachNewPair(series, &cursors_[KeyOf(series)],
                    [&](const store::StoredSample& previous, const store::StoredSample& current) {
                      if (previous.raw == 1 || current.raw == 1) {
                        ever_active_.insert(link);

@@ -16,7 +16,7 @@ void PauseStormDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
   std::map<Endpoint, std::pair<double, Evidence>> storming;
   view.ForEachSeries(families::kRocePauseDuration, [&](const std::string& node,
                                                        const Series& series) {
-    const SeriesKey key{node, series.desc->fingerprint};
+    const SeriesKey key = KeyOf(series);
     Streak& streak = streaks_[key];
     ForEachNewPair(
         series, &cursors_[key], [&](const StoredSample& previous, const StoredSample& current) {
@@ -38,16 +38,16 @@ void PauseStormDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
           }
         });
     if (streak.intervals >= options_.consecutive_intervals) {
-      storming[view.PortOf(node, series.desc)] = {streak.fraction, streak.evidence};
+      storming[view.PortOf(node, series)] = {streak.fraction, streak.evidence};
     }
   });
   for (const char* family : {families::kRocePauseStormWarning, families::kRocePauseStormError}) {
     view.ForEachSeries(family, [&](const std::string& node, const Series& series) {
-      const SeriesKey key{node, series.desc->fingerprint};
+      const SeriesKey key = KeyOf(series);
       ForEachNewPair(series, &cursors_[key],
                      [&](const StoredSample& previous, const StoredSample& current) {
                        if (RawIncrease(series.desc, previous, current) > 0) {
-                         const Endpoint endpoint = view.PortOf(node, series.desc);
+                         const Endpoint& endpoint = view.PortOf(node, series);
                          storm_events_[endpoint] = current.timestamp_unix_nanos;
                          storm_evidence_[endpoint] =
                              MakeEvidence(series.desc, static_cast<double>(current.raw), 0,

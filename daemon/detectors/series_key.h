@@ -1,25 +1,26 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
+#include "daemon/store/series_store.h"
 
 namespace fabricmon::detectors {
 
-// Identifies one series of one node in detector state (node name + series fingerprint).
+// Identifies one series in detector state: the store's Series::id, unique in the process. A
+// series retired and declared again has a new id, so its state starts fresh.
 struct SeriesKey {
-  std::string node;
-  uint64_t fingerprint = 0;
-  bool operator==(const SeriesKey& other) const {
-    return fingerprint == other.fingerprint && node == other.node;
-  }
+  uint64_t series_id = 0;
+  bool operator==(const SeriesKey& other) const { return series_id == other.series_id; }
   template <typename H>
   friend H AbslHashValue(H h, const SeriesKey& key) {
-    return H::combine(std::move(h), key.node, key.fingerprint);
+    return H::combine(std::move(h), key.series_id);
   }
 };
+
+inline SeriesKey KeyOf(const store::Series& series) { return SeriesKey{series.id}; }
 
 // Per-series detector state (cursors, streaks) that forgets series gone from the store: the
 // aggregator retires series (processes, container veths), and state kept for them forever would

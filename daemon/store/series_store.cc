@@ -11,6 +11,9 @@
 namespace fabricmon::store {
 namespace {
 
+// Series::id. Starts at 1: 0 is a Series never declared.
+std::atomic<uint64_t> next_series_id{1};
+
 int64_t SaturatingAdd(int64_t a, int64_t b) {
   int64_t sum;
   if (__builtin_add_overflow(a, b, &sum)) {
@@ -228,6 +231,7 @@ absl::StatusOr<uint32_t> NodeState::DeclareLocked(const collectors::SeriesDesc& 
   }
   Series& series = series_[index];
   series.desc = ShareDesc(desc);
+  series.id = next_series_id.fetch_add(1, std::memory_order_relaxed);
   series.ring.resize(samples_per_series_);
   series.retired = false;
   series.absent = false;

@@ -129,7 +129,11 @@ struct Series {
   // lacks of C's series is absent now.
   bool absent = false;
   bool saturated = false;
-  uint32_t collector_id = 0;   // the node's number for desc.collector (NodeState's own)
+  uint32_t collector_id = 0;  // the node's number for desc.collector (NodeState's own)
+  // A reader's memo, written under the node's lock by whoever visits the series (the detectors
+  // keep the series' canonical port here: a hash lookup per series per tick missed the cache
+  // more often than not). `memo_epoch` says whose it is; 0: nobody's.
+  mutable uint32_t memo_epoch = 0;
   uint64_t last_sequence = 0;  // the batch that last carried a value
   // Aggregator clock time of the last stored sample (or of the declaration): what retirement
   // measures, so an agent's clock jump cannot retire anything.
@@ -137,8 +141,16 @@ struct Series {
   // Capacity fixed at creation (samples_per_series); the default 4 are held inline, without an
   // allocation of their own.
   absl::InlinedVector<StoredSample, 4> ring;
-  uint64_t resets = 0;
+  // Counter resets seen. 32 bits: a counter reset every second would take 136 years to wrap,
+  // and the bytes keep Series at 144 with memo and id added.
+  uint32_t resets = 0;
+  mutable uint32_t memo = 0;  // see memo_epoch
   SharedDesc desc;
+  // Unique in the process for as long as it runs: a declaration that creates the series (or
+  // reuses a retired slot) takes a new one. Readers that keep state per series (the detectors)
+  // key it by this number, not by node name and fingerprint: hashing a name per series per tick
+  // cost a fifth of a detector tick, and a series declared again starts fresh, as a new one does.
+  uint64_t id = 0;
 
   const StoredSample* Latest() const { return count ? &ring[head] : nullptr; }
   const StoredSample* Previous() const {

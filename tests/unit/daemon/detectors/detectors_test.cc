@@ -660,8 +660,8 @@ TEST_F(DetectorsTest, NvlinkGoingInactiveIsDownAndErrorsAreDegraded) {
 
 TEST(SeriesStatesTest, ForgetsSeriesNotLookedUpBetweenTwoSweeps) {
   SeriesStates<int64_t> states;
-  const SeriesKey kept{"n1", 1};
-  const SeriesKey gone{"n1", 2};
+  const SeriesKey kept{1};
+  const SeriesKey gone{2};
   states.StartTick();
   states[kept] = 10;
   states[gone] = 20;
@@ -674,32 +674,122 @@ TEST(SeriesStatesTest, ForgetsSeriesNotLookedUpBetweenTwoSweeps) {
   EXPECT_EQ(states[gone], 0) << "a series that comes back starts fresh";
 }
 
-TEST(SeriesStatesTest, KeepsOneStatePerNodeAndFingerprintWhateverTheLookupOrder) {
+TEST(SeriesStatesTest, KeepsOneStatePerSeriesOfEveryNodeWhateverTheLookupOrder) {
+  // The same series (name and labels, so the same fingerprint) on two nodes: two keys.
+  store::SeriesStore store(store::StoreOptions{4, 100, {}});
+  const auto desc = HostCounter(families::kIbSymbolError, "mlx5_0", 1);
+  const auto other = HostCounter(families::kIbSymbolError, "mlx5_1", 1);
+  std::vector<SeriesKey> keys;
+  for (const char* name : {"n1", "n2"}) {
+    v1::Hello hello;
+    hello.set_node_name(name);
+    hello.set_boot_id("boot");
+    auto attached = store.Attach(
+        hello, keys.size() + 1, [] {}, 1);
+    ASSERT_TRUE(attached.ok());
+    for (const auto& declared : {desc, other}) {
+      ASSERT_TRUE(attached->node->Declare(declared).ok());
+    }
+    attached->node->VisitFamily(families::kIbSymbolError, [&](const store::Series& series) {
+      keys.push_back(KeyOf(series));
+    });
+  }
+  ASSERT_EQ(keys.size(), 4u);
   SeriesStates<int64_t> states;
-  // The same series (fingerprint) on two nodes, looked up interleaved and in runs.
-  const SeriesKey n1_a{"n1", 7};
-  const SeriesKey n2_a{"n2", 7};
-  const SeriesKey n1_b{"n1", 8};
-  const SeriesKey n2_b{"n2", 8};
   states.StartTick();
-  states[n1_a] = 1;
-  states[n2_a] = 2;
-  states[n1_b] = 3;
-  states[n1_a] += 10;
-  states[n2_a] += 20;
-  EXPECT_EQ(states[n1_a], 11);
-  EXPECT_EQ(states[n2_a], 22);
-  EXPECT_EQ(states[n1_b], 3);
-  EXPECT_EQ(states[n2_b], 0);
+  states[keys[0]] = 1;
+  states[keys[2]] = 2;
+  states[keys[1]] = 3;
+  states[keys[0]] += 10;
+  states[keys[2]] += 20;
+  EXPECT_EQ(states[keys[0]], 11);
+  EXPECT_EQ(states[keys[2]], 22);
+  EXPECT_EQ(states[keys[1]], 3);
+  EXPECT_EQ(states[keys[3]], 0);
   EXPECT_EQ(states.size(), 4u);
   // A node none of whose series is looked up any more is forgotten whole; the others are kept,
   // and a lookup right after a sweep finds them.
   for (uint32_t tick = 1; tick < 2 * SeriesStates<int64_t>::kSweepEveryTicks; ++tick) {
     states.StartTick();
-    EXPECT_EQ(states[n2_a], 22);
+    EXPECT_EQ(states[keys[2]], 22);
   }
   EXPECT_EQ(states.size(), 1u);
-  EXPECT_EQ(states[n1_a], 0) << "a node that comes back starts fresh";
+  EXPECT_EQ(states[keys[0]], 0) << "a series that comes back starts fresh";
+}
+
+// Detectors keep each series' canonical port from tick to tick; a topology change is seen at
+// the next tick. A CA port swept from the fabric is the fabric CA's until a node claims that HCA,
+// and that node's port from then on.
+TEST_F(DetectorsTest, ASweptCaPortBecomesItsNodesPortWhenTheNodeClaimsTheHca) {
+  const auto swept = collectors::CounterSeries(
+      "ib_fabric", families::kIbSymbolError, "", collectors::Unit::kNone, 16,
+      collectors::Overflow::kSaturates, 1.0,
+      {{"ca", "gpu-host HCA-1"}, {"ca_guid", "0x0002c90300000001"}, {"port", "1"}});
+  uint64_t errors = 100;
+  auto sweep = [&](int samples) {
+    for (int i = 0; i < samples; ++i) {
+      fabric_.Set("sweeper", swept, errors += 5);
+      fabric_.Step();
+    }
+  };
+  sweep(4);
+  auto active = Active();
+  ASSERT_EQ(active.size(), 1u);
+  EXPECT_EQ(active[0].finding.kind, "link_degraded");
+  EXPECT_EQ(active[0].finding.subject.node, "ca:gpu-host HCA-1");
+
+  fabric_.Node("h1", testing::Hca("mlx5_3", "0x0002c90300000001"));
+  sweep(4);
+  bool moved = false;
+  for (const TrackedFinding& tracked : Active()) {
+    if (tracked.finding.kind == "link_degraded" && tracked.finding.subject.node == "h1") {
+      EXPECT_EQ(tracked.finding.subject.device, "mlx5_3");
+      moved = true;
+    }
+  }
+  EXPECT_TRUE(moved) << "the swept port still reads as the fabric CA's after h1 claimed the HCA";
+}
+
+// PortCache interns endpoints: series of one port share one; a Reset (new topology) builds anew.
+TEST(PortCacheTest, InternsOnePortPerEndpointAndForgetsThemAtReset) {
+  store::SeriesStore store(store::StoreOptions{4, 100, {}});
+  v1::Hello hello;
+  hello.set_node_name("n1");
+  hello.set_boot_id("boot");
+  auto attached = store.Attach(
+      hello, 1, [] {}, 1);
+  ASSERT_TRUE(attached.ok());
+  for (const char* family : {families::kIbSymbolError, families::kIbLinkDowned}) {
+    ASSERT_TRUE(attached->node->Declare(HostCounter(family, "mlx5_0", 1)).ok());
+  }
+  std::vector<const store::Series*> series;
+  for (const char* family : {families::kIbSymbolError, families::kIbLinkDowned}) {
+    attached->node->VisitFamily(family, [&](const store::Series& s) { series.push_back(&s); });
+  }
+  ASSERT_EQ(series.size(), 2u);
+
+  CableGraph graph;
+  PortCache ports;
+  ports.StartTick();
+  const Endpoint& first = ports.PortOf("n1", *series[0], graph);
+  EXPECT_EQ(first.ToString(), "n1 mlx5_0/1");
+  EXPECT_EQ(&ports.PortOf("n1", *series[1], graph), &first);
+  EXPECT_EQ(&ports.PortOf("n1", *series[0], graph), &first);
+  EXPECT_EQ(ports.endpoints(), 1u);
+
+  // Another cache (another engine) over the same series overwrites their memos; each still
+  // answers from its own endpoints.
+  PortCache other;
+  other.StartTick();
+  EXPECT_EQ(other.PortOf("n1", *series[0], graph).ToString(), "n1 mlx5_0/1");
+  EXPECT_NE(&other.PortOf("n1", *series[0], graph), &first);
+  EXPECT_EQ(&ports.PortOf("n1", *series[0], graph), &first);
+  EXPECT_EQ(ports.endpoints(), 1u);
+
+  ports.Reset();
+  EXPECT_EQ(ports.endpoints(), 0u);
+  EXPECT_EQ(ports.PortOf("n1", *series[1], graph).ToString(), "n1 mlx5_0/1");
+  EXPECT_EQ(ports.endpoints(), 1u);
 }
 
 TEST_F(DetectorsTest, FindingsAreExportedAsMetrics) {

@@ -487,6 +487,36 @@ TEST_F(NodeStateRetirementTest, SeriesWithoutSamplesForTheRetentionAreRetiredAnd
   EXPECT_THAT(Pids(), ::testing::UnorderedElementsAre("100", "300", "200"));
 }
 
+// Detectors key their per-series state by Series::id: unique across nodes, and new for a series
+// declared again in a retired slot (its state starts fresh, as a new series' does).
+TEST_F(NodeStateRetirementTest, EverySeriesHasItsOwnIdAndASlotReusedGetsANewOne) {
+  const SlotRef kept = *node_.DeclareSlot(Pid("100"), 0);
+  const SlotRef gone = *node_.DeclareSlot(Pid("200"), 0);
+  NodeState other("node-s", 4, 3);
+  ASSERT_TRUE(other.Declare(Pid("100")).ok());  // the same fingerprint on another node
+  auto id_of = [](const NodeState& node, uint32_t index) {
+    uint64_t id = 0;
+    node.WithSeries([&](const std::vector<Series>& all) { id = all[index].id; });
+    return id;
+  };
+  const uint64_t kept_id = id_of(node_, kept.index);
+  const uint64_t gone_id = id_of(node_, gone.index);
+  EXPECT_NE(kept_id, 0u);
+  EXPECT_NE(kept_id, gone_id);
+  EXPECT_NE(id_of(other, 0), kept_id);
+
+  Cycles(1, {kept, gone});
+  Cycles(9, {kept});  // pid 200 retired
+  ASSERT_EQ(retired_, 1u);
+  EXPECT_EQ(id_of(node_, gone.index), 0u) << "a retired slot holds no series";
+  const SlotRef fresh = *node_.DeclareSlot(Pid("200"), 0);
+  ASSERT_EQ(fresh.index, gone.index);
+  const uint64_t fresh_id = id_of(node_, fresh.index);
+  EXPECT_NE(fresh_id, 0u);
+  EXPECT_NE(fresh_id, gone_id);
+  EXPECT_EQ(id_of(node_, kept.index), kept_id) << "a live series keeps its id";
+}
+
 TEST_F(NodeStateRetirementTest, TheSeriesCapCountsLiveSeriesOnly) {
   const SlotRef a = *node_.DeclareSlot(Pid("1"), 0);
   ASSERT_THAT(node_.DeclareSlot(Pid("2"), 0).status(), IsOk());
