@@ -62,14 +62,15 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
     int64_t to;
   };
   // By reporting node and port: a host port is also swept from the fabric (a CA port), a switch
-  // port by every sweeper of its subnet, each on its own schedule.
-  absl::flat_hash_map<std::pair<std::string, Endpoint>, DataInterval> data_words;
+  // port by every sweeper of its subnet, each on its own schedule. The view's node names and
+  // ports stay put for the tick: their addresses and indexes are the key.
+  absl::flat_hash_map<std::pair<const std::string*, uint32_t>, DataInterval> data_words;
   data_words.reserve(data_words_hint_);
   view.ForEachSeries(families::kIbXmitData, [&](const std::string& node, const Series& series) {
     uint64_t increase;
     double seconds;
     if (LatestIncrease(series, &increase, &seconds)) {
-      data_words[{node, view.PortOf(node, series)}] = {
+      data_words[{&node, view.PortOf(node, series).index}] = {
           increase, series.Previous()->timestamp_unix_nanos, series.Latest()->timestamp_unix_nanos};
     }
   });
@@ -79,8 +80,9 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
     if (!LatestIncrease(series, &wait, &seconds)) {
       return;
     }
-    const Endpoint& endpoint = view.PortOf(node, series);
-    auto data = data_words.find({node, endpoint});
+    const Port& waiting = view.PortOf(node, series);
+    const Endpoint& endpoint = waiting.endpoint;
+    auto data = data_words.find({&node, waiting.index});
     if (data == data_words.end() || data->second.from != series.Previous()->timestamp_unix_nanos ||
         data->second.to != series.Latest()->timestamp_unix_nanos) {
       return;
@@ -112,7 +114,7 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
     const double fraction =
         std::min(1.0, static_cast<double>(increase) * series.desc->scale / seconds);
     const bool tx = collectors::LabelValue(series.desc, "direction") == "tx";
-    const Endpoint& endpoint = view.PortOf(node, series);
+    const Endpoint& endpoint = view.PortOf(node, series).endpoint;
     Measured& port = measured[endpoint];
     note_interval(port, series);
     port.threshold = options_.pause_fraction;

@@ -37,33 +37,35 @@ PortCache::PortCache() : epoch_(NewPortCacheEpoch()) {}
 void PortCache::Reset() {
   epoch_ = NewPortCacheEpoch();
   index_by_endpoint_.clear();
-  endpoints_.clear();
+  ports_.clear();
 }
 
 void PortCache::StartTick() {
   // Ports of series gone stay interned until the next rebuild; a topology that stays the same
   // for days under series churn (container netdevs come and go) must not grow it without bound.
-  if (endpoints_.size() > 2 * lookups_ + 4096) {
+  if (ports_.size() > 2 * lookups_ + 4096) {
     Reset();
   }
   lookups_ = 0;
 }
 
-const Endpoint& PortCache::PortOf(const std::string& node, const store::Series& series,
-                                  const CableGraph& topology) {
+const Port& PortCache::PortOf(const std::string& node, const store::Series& series,
+                              const CableGraph& topology) {
   ++lookups_;
-  if (series.memo_epoch == epoch_ && series.memo < endpoints_.size()) {
-    return endpoints_[series.memo];
+  if (series.memo_epoch == epoch_ && series.memo < ports_.size()) {
+    return ports_[series.memo];
   }
   Endpoint endpoint = topology.Canonical(EndpointOf(node, series.desc));
-  auto [it, added] =
-      index_by_endpoint_.try_emplace(endpoint, static_cast<uint32_t>(endpoints_.size()));
+  auto [it, added] = index_by_endpoint_.try_emplace(endpoint, static_cast<uint32_t>(ports_.size()));
   if (added) {
-    endpoints_.push_back(std::move(endpoint));
+    Port& port = ports_.emplace_back();
+    port.peer = topology.PeerOf(endpoint);
+    port.endpoint = std::move(endpoint);
+    port.index = it->second;
   }
   series.memo_epoch = epoch_;
   series.memo = it->second;
-  return endpoints_[it->second];
+  return ports_[it->second];
 }
 
 FabricView::FabricView(std::vector<std::shared_ptr<store::NodeState>> nodes,
@@ -76,23 +78,27 @@ FabricView::FabricView(std::vector<std::shared_ptr<store::NodeState>> nodes,
   ports_->StartTick();
 }
 
-const Endpoint& FabricView::PortOf(const std::string& node, const store::Series& series) const {
+const Port& FabricView::PortOf(const std::string& node, const store::Series& series) const {
   return ports_->PortOf(node, series, topology_);
 }
 
-void ReporterChoice::Offer(const Endpoint& endpoint, const std::string& node) {
-  auto [it, inserted] = chosen_.emplace(endpoint, node);
-  if (inserted || it->second == endpoint.node) {
+void ReporterChoice::Offer(const Port& port, const std::string& node) {
+  const std::string*& chosen = chosen_[port];
+  if (chosen == nullptr) {
+    chosen = &node;
     return;
   }
-  if (node == endpoint.node || node < it->second) {
-    it->second = node;
+  if (*chosen == port.endpoint.node) {
+    return;  // the port's own node reports it
+  }
+  if (node == port.endpoint.node || node < *chosen) {
+    chosen = &node;
   }
 }
 
-bool ReporterChoice::Judges(const Endpoint& endpoint, const std::string& node) const {
-  auto it = chosen_.find(endpoint);
-  return it == chosen_.end() || it->second == node;
+bool ReporterChoice::Judges(const Port& port, const std::string& node) const {
+  const std::string* const* chosen = chosen_.Find(port);
+  return chosen == nullptr || *chosen == nullptr || **chosen == node;
 }
 
 bool Debounce::Observe(bool holds, int64_t sample_time) {

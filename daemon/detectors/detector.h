@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,15 @@
 #include "fabricmon/v1/config.pb.h"
 
 namespace fabricmon::detectors {
+
+// A port as the detectors see it under one topology: its canonical endpoint, the other end of its
+// cable, and a dense index that per-tick tables can be keyed by (PortTable) instead of hashing or
+// comparing endpoints.
+struct Port {
+  Endpoint endpoint;
+  std::optional<Endpoint> peer;  // the topology's, when it names one
+  uint32_t index = 0;            // 0, 1, 2… in the order interned; new after every Reset()
+};
 
 // The canonical endpoint of each port series, kept from tick to tick. Building one scans the
 // series' labels, copies strings and looks them up in the graph; every detector asked for it,
@@ -37,15 +47,18 @@ class PortCache {
   void Reset();
   // Call once per tick, before the lookups.
   void StartTick();
-  // Valid until Reset(): endpoints are interned in a deque, whose elements never move.
-  const Endpoint& PortOf(const std::string& node, const store::Series& series,
-                         const CableGraph& topology);
-  size_t endpoints() const { return endpoints_.size(); }
+  // Valid until Reset(): ports are interned in a deque, whose elements never move.
+  const Port& PortOf(const std::string& node, const store::Series& series,
+                     const CableGraph& topology);
+  size_t ports() const { return ports_.size(); }
+  // Changes at every Reset(): a detector that keeps something by Port::index across ticks
+  // drops it when this changes.
+  uint32_t epoch() const { return epoch_; }
 
  private:
   uint32_t epoch_;  // unique in the process: two caches never read each other's memos
   absl::flat_hash_map<Endpoint, uint32_t> index_by_endpoint_;
-  std::deque<Endpoint> endpoints_;
+  std::deque<Port> ports_;
   size_t lookups_ = 0;  // in the current tick
 };
 
@@ -61,7 +74,9 @@ class FabricView {
   // the node claiming its HCA, a netdev to its RDMA port, a switch to its graph name. Valid for
   // the tick. Call it from a ForEachSeries visitor: it keeps its answer in the series' memo,
   // which the node's lock guards.
-  const Endpoint& PortOf(const std::string& node, const store::Series& series) const;
+  const Port& PortOf(const std::string& node, const store::Series& series) const;
+  // Identifies the Port::index numbering (see PortCache::epoch()).
+  uint32_t port_epoch() const { return ports_->epoch(); }
   int64_t now_unix_nanos() const { return now_; }
   const std::vector<std::shared_ptr<store::NodeState>>& nodes() const { return nodes_; }
 
@@ -79,22 +94,58 @@ class FabricView {
   PortCache* ports_;
 };
 
+// A table with one entry per port of a tick, indexed by Port::index (a vector: no hashing).
+// Entries are value-initialized; valid for one tick (indexes change when the topology does).
+template <typename T>
+class PortTable {
+ public:
+  T& operator[](const Port& port) {
+    if (port.index >= entries_.size()) {
+      entries_.resize(static_cast<size_t>(port.index) + 1);
+    }
+    return entries_[port.index];
+  }
+  const T* Find(const Port& port) const {
+    return port.index < entries_.size() ? &entries_[port.index] : nullptr;
+  }
+
+ private:
+  std::vector<T> entries_;
+};
+
+// Per-node entries filled from ForEachSeries passes. A pass visits a node's series one after the
+// other, so the entry of the last node visited is remembered: the map is searched once per node
+// and pass, not once per series (node names share long prefixes, and each search compares
+// several of them).
+template <typename T>
+class ByNode {
+ public:
+  T& operator[](const std::string& node) {
+    if (last_ == nullptr || last_->first != node) {
+      last_ = &*entries_.try_emplace(node).first;
+    }
+    return last_->second;
+  }
+  std::map<std::string, T>& entries() { return entries_; }
+
+ private:
+  std::map<std::string, T> entries_;
+  std::pair<const std::string, T>* last_ = nullptr;  // map nodes never move
+};
+
 // Several nodes may report one port: its own agent, and fabric sweepers (a CA port swept from the
 // fabric; a switch port by every sweeper of its subnet), each on its own schedule. A detector that
 // accumulates events from a port must judge one of them, or count every event twice: the port's
 // own node where it reports the port, else the smallest node name (stable whatever order the
-// store lists nodes in). Offer() every reporter of a family, then ask Judges().
+// store lists nodes in). Offer() every reporter of a family, then ask Judges(). The node names
+// must outlive the choice (a FabricView's node names do, for its tick).
 class ReporterChoice {
  public:
-  // `expected_ports`: room reserved up front (a tick's table grown from empty spends more time
-  // rehashing than looking up).
-  explicit ReporterChoice(size_t expected_ports = 0) { chosen_.reserve(expected_ports); }
-  void Offer(const Endpoint& endpoint, const std::string& node);
-  bool Judges(const Endpoint& endpoint, const std::string& node) const;
-  size_t ports() const { return chosen_.size(); }
+  void Offer(const Port& port, const std::string& node);
+  bool Judges(const Port& port, const std::string& node) const;
 
  private:
-  absl::flat_hash_map<Endpoint, std::string> chosen_;  // looked up only, never iterated
+  PortTable<const std::string*> chosen_;  // nullptr: no reporter offered
 };
 
 // Debounces a condition judged once per sample: raised after `n` consecutive samples in which it

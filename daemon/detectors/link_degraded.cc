@@ -21,33 +21,44 @@ void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>
   cursors_.StartTick();
   const int64_t now = view.now_unix_nanos();
   for (const char* family : kErrorCounters) {
-    ReporterChoice reporters(reporter_ports_hint_);
+    // One pass over the family: offer every reporter and keep the increases; which reporter's
+    // increases count is known only once every reporter has been offered.
+    struct Increase {
+      const Port* port;
+      const std::string* node;  // the view's: valid for the tick
+      int64_t time;
+      uint64_t errors;
+      Evidence evidence;
+    };
+    std::vector<Increase> increases;
+    ReporterChoice reporters;
     view.ForEachSeries(family, [&](const std::string& node, const store::Series& series) {
-      reporters.Offer(view.PortOf(node, series), node);
-    });
-    view.ForEachSeries(family, [&](const std::string& node, const store::Series& series) {
-      const Endpoint& endpoint = view.PortOf(node, series);
+      const Port& port = view.PortOf(node, series);
+      reporters.Offer(port, node);
       ForEachNewPair(series, &cursors_[KeyOf(series)],
                      [&](const store::StoredSample& previous, const store::StoredSample& current) {
-                       if (!reporters.Judges(endpoint, node)) {
-                         return;  // another node's copy of the same errors
-                       }
                        const uint64_t increase = RawIncrease(series.desc, previous, current);
                        if (increase == 0) {
                          return;
                        }
-                       PortErrors& port = ports_[endpoint];
-                       port.events.emplace_back(current.timestamp_unix_nanos, increase);
                        const double seconds = static_cast<double>(current.timestamp_unix_nanos -
                                                                   previous.timestamp_unix_nanos) /
                                               1e9;
-                       port.evidence[family] =
-                           MakeEvidence(series.desc, static_cast<double>(current.raw),
-                                        seconds > 0 ? static_cast<double>(increase) / seconds : 0,
-                                        absl::StrCat("+", increase, " in ", seconds, " s"));
+                       increases.push_back(
+                           {&port, &node, current.timestamp_unix_nanos, increase,
+                            MakeEvidence(series.desc, static_cast<double>(current.raw),
+                                         seconds > 0 ? static_cast<double>(increase) / seconds : 0,
+                                         absl::StrCat("+", increase, " in ", seconds, " s"))});
                      });
     });
-    reporter_ports_hint_ = std::max(reporter_ports_hint_, reporters.ports());
+    for (Increase& increase : increases) {
+      if (!reporters.Judges(*increase.port, *increase.node)) {
+        continue;  // another node's copy of the same errors
+      }
+      PortErrors& port = ports_[increase.port->endpoint];
+      port.events.emplace_back(increase.time, increase.errors);
+      port.evidence[family] = std::move(increase.evidence);
+    }
   }
   // Expire old events; the ports still in their window are judged in endpoint order, so that the
   // findings come out in the same order every tick.

@@ -33,7 +33,6 @@ class LinkDegradedDetector final : public Detector {
   };
   const LinkDegradedOptions options_;
   SeriesStates<int64_t> cursors_;
-  size_t reporter_ports_hint_ = 0;  // most ports one family had so far: ReporterChoice's room
   // Hashed: looked up per error event; the findings are emitted in endpoint order.
   absl::flat_hash_map<Endpoint, PortErrors> ports_;
 };

@@ -23,9 +23,23 @@ constexpr int kIbPortActive = 4;
 
 }  // namespace
 
-void LinkFlapDetector::Record(const Endpoint& endpoint, const SeriesKey& witness, int64_t timestamp,
+LinkFlapDetector::LinkEvents& LinkFlapDetector::LinkOf(const FabricView& view, const Port& port) {
+  if (port_epoch_ != view.port_epoch()) {
+    port_epoch_ = view.port_epoch();
+    link_by_port_.clear();
+  }
+  if (port.index >= link_by_port_.size()) {
+    link_by_port_.resize(static_cast<size_t>(port.index) + 1, nullptr);
+  }
+  LinkEvents*& link = link_by_port_[port.index];
+  if (link == nullptr) {
+    link = &links_[port.endpoint];
+  }
+  return *link;
+}
+
+void LinkFlapDetector::Record(LinkEvents& link, const SeriesKey& witness, int64_t timestamp,
                               uint64_t count, Evidence evidence) {
-  LinkEvents& link = links_[endpoint];
   Witness& seen = link.witnesses[witness];
   for (uint64_t i = 0; i < count && i < 1000; ++i) {
     seen.events.push_back(timestamp);
@@ -42,21 +56,21 @@ void LinkFlapDetector::Evaluate(const FabricView& view, std::vector<Finding>& ou
 
   for (const char* family : kFlapCounters) {
     view.ForEachSeries(family, [&](const std::string& node, const store::Series& series) {
-      const Endpoint& endpoint = view.PortOf(node, series);
-      LinkEvents& link = links_[endpoint];
+      const Port& port = view.PortOf(node, series);
+      LinkEvents& link = LinkOf(view, port);
       if (family == families::kIbLinkDowned && series.saturated) {
         link.counter_saturated = true;  // for the summary's advice
       }
       // Every counted port remembers the other end of its cable while the topology names it.
-      if (std::optional<Endpoint> peer = view.topology().PeerOf(endpoint)) {
-        link.peer = *peer;
+      if (port.peer.has_value()) {
+        link.peer = port.peer;
       }
       const SeriesKey key = KeyOf(series);
       ForEachNewPair(series, &cursors_[key],
                      [&](const store::StoredSample& previous, const store::StoredSample& current) {
                        const uint64_t increase = RawIncrease(series.desc, previous, current);
                        if (increase > 0) {
-                         Record(endpoint, key, current.timestamp_unix_nanos, increase,
+                         Record(link, key, current.timestamp_unix_nanos, increase,
                                 MakeEvidence(series.desc, static_cast<double>(current.raw), 0,
                                              absl::StrCat("+", increase, " link down")));
                        }
@@ -65,13 +79,13 @@ void LinkFlapDetector::Evaluate(const FabricView& view, std::vector<Finding>& ou
   }
   view.ForEachSeries(families::kIbPortState, [&](const std::string& node,
                                                  const store::Series& series) {
-    const Endpoint& endpoint = view.PortOf(node, series);
+    const Port& port = view.PortOf(node, series);
     const SeriesKey key = KeyOf(series);
     ForEachNewPair(series, &cursors_[key],
                    [&](const store::StoredSample& previous, const store::StoredSample& current) {
                      if (static_cast<int64_t>(previous.raw) == kIbPortActive &&
                          static_cast<int64_t>(current.raw) != kIbPortActive) {
-                       Record(endpoint, key, current.timestamp_unix_nanos, 1,
+                       Record(LinkOf(view, port), key, current.timestamp_unix_nanos, 1,
                               MakeEvidence(series.desc, static_cast<double>(current.raw), 0,
                                            "port left ACTIVE"));
                      }

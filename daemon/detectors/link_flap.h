@@ -53,12 +53,16 @@ class LinkFlapDetector final : public Detector {
     std::vector<Evidence> evidence;  // latest series that saw an event
     std::optional<Endpoint> peer;    // the cable's other end, as last resolved
   };
-  void Record(const Endpoint& endpoint, const SeriesKey& witness, int64_t timestamp, uint64_t count,
-              Evidence evidence);
+  static void Record(LinkEvents& link, const SeriesKey& witness, int64_t timestamp, uint64_t count,
+                     Evidence evidence);
+  // The port's entry in links_, found by its index after the first lookup under a topology.
+  LinkEvents& LinkOf(const FabricView& view, const Port& port);
 
   const LinkFlapOptions options_;
   SeriesStates<int64_t> cursors_;
-  std::map<Endpoint, LinkEvents> links_;
+  std::map<Endpoint, LinkEvents> links_;   // entries are never erased: their addresses stay
+  std::vector<LinkEvents*> link_by_port_;  // by Port::index under port_epoch_
+  uint32_t port_epoch_ = 0;
 };
 
 }  // namespace fabricmon::detectors

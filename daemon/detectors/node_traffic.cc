@@ -1,7 +1,9 @@
 #include "daemon/detectors/node_traffic.h"
 
 #include <algorithm>
+#include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "daemon/detectors/families.h"
 
 namespace fabricmon::detectors {
@@ -58,21 +60,28 @@ struct Partial {
 
 std::map<std::string, NodeTrafficReading> ReadNodeTraffic(const FabricView& view,
                                                           const std::set<std::string>& only) {
-  std::map<std::string, Partial> nodes;
-  auto wanted = [&only](const std::string& node) { return only.empty() || only.count(node) > 0; };
+  ByNode<Partial> nodes;
+  ByNode<bool> is_wanted;  // whether `only` names the node, asked once per node and pass
+  auto wanted = [&](const std::string& node) {
+    if (only.empty()) return true;
+    bool& answer = is_wanted[node];
+    answer = answer || only.count(node) > 0;
+    return answer;
+  };
 
-  std::map<std::pair<std::string, std::string>, std::string> kinds;  // (node, netdev) → kind
+  ByNode<std::map<std::string, std::string, std::less<>>> kinds;  // node → netdev → kind
   view.ForEachSeries(families::kNetdevInfo, [&](const std::string& node, const Series& series) {
     if (wanted(node)) {
-      kinds[{node, std::string(collectors::LabelValue(series.desc, "netdev"))}] =
+      kinds[node][std::string(collectors::LabelValue(series.desc, "netdev"))] =
           std::string(collectors::LabelValue(series.desc, "kind"));
     }
   });
   for (const char* family : {families::kNetdevRxBytes, families::kNetdevTxBytes}) {
     view.ForEachSeries(family, [&](const std::string& node, const Series& series) {
       if (!wanted(node)) return;
-      auto kind = kinds.find({node, std::string(collectors::LabelValue(series.desc, "netdev"))});
-      if (kind == kinds.end() || kind->second == "loopback" || kind->second == "virtual" ||
+      const auto& netdev_kinds = kinds[node];
+      auto kind = netdev_kinds.find(collectors::LabelValue(series.desc, "netdev"));
+      if (kind == netdev_kinds.end() || kind->second == "loopback" || kind->second == "virtual" ||
           kind->second.empty()) {
         return;  // container veths and bridges double-count host traffic
       }
@@ -112,13 +121,15 @@ std::map<std::string, NodeTrafficReading> ReadNodeTraffic(const FabricView& view
 
   // IB wait fraction: XmitWait against XmitData of the same port over the same interval (both
   // come from one read of the port; an interval they do not share is not judged).
-  std::map<std::pair<std::string, std::string>, std::pair<uint64_t, int64_t>> data_words;
+  // By node and port: the view's node names and ports stay put for the tick.
+  absl::flat_hash_map<std::pair<const std::string*, uint32_t>, std::pair<uint64_t, int64_t>>
+      data_words;
   view.ForEachSeries(families::kIbXmitData, [&](const std::string& node, const Series& series) {
     uint64_t words;
     double seconds;
     int64_t at;
     if (wanted(node) && !SweptFromFabric(series) && LatestIncrease(series, &words, &seconds, &at)) {
-      data_words[{node, EndpointOf(node, series.desc).ToString()}] = {words, at};
+      data_words[{&node, view.PortOf(node, series).index}] = {words, at};
     }
   });
   view.ForEachSeries(families::kIbXmitWait, [&](const std::string& node, const Series& series) {
@@ -128,7 +139,7 @@ std::map<std::string, NodeTrafficReading> ReadNodeTraffic(const FabricView& view
     if (!wanted(node) || SweptFromFabric(series) || !LatestIncrease(series, &wait, &seconds, &at)) {
       return;
     }
-    auto data = data_words.find({node, EndpointOf(node, series.desc).ToString()});
+    auto data = data_words.find({&node, view.PortOf(node, series).index});
     if (data == data_words.end() || data->second.second != at) {
       return;
     }
@@ -164,7 +175,7 @@ std::map<std::string, NodeTrafficReading> ReadNodeTraffic(const FabricView& view
   });
 
   std::map<std::string, NodeTrafficReading> readings;
-  for (auto& [node, partial] : nodes) {
+  for (auto& [node, partial] : nodes.entries()) {
     NodeTrafficReading& reading = partial.reading;
     if (partial.has_roce) {
       reading.has_rdma = true;

@@ -38,7 +38,7 @@ void PauseStormDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
           }
         });
     if (streak.intervals >= options_.consecutive_intervals) {
-      storming[view.PortOf(node, series)] = {streak.fraction, streak.evidence};
+      storming[view.PortOf(node, series).endpoint] = {streak.fraction, streak.evidence};
     }
   });
   for (const char* family : {families::kRocePauseStormWarning, families::kRocePauseStormError}) {
@@ -47,7 +47,7 @@ void PauseStormDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
       ForEachNewPair(series, &cursors_[key],
                      [&](const StoredSample& previous, const StoredSample& current) {
                        if (RawIncrease(series.desc, previous, current) > 0) {
-                         const Endpoint& endpoint = view.PortOf(node, series);
+                         const Endpoint& endpoint = view.PortOf(node, series).endpoint;
                          storm_events_[endpoint] = current.timestamp_unix_nanos;
                          storm_evidence_[endpoint] =
                              MakeEvidence(series.desc, static_cast<double>(current.raw), 0,

@@ -89,21 +89,23 @@ GpuProcessQps InspectGpuProcessQps(const store::NodeState& node) {
 }
 
 void TcpFallbackDetector::Evaluate(const FabricView& view, std::vector<Finding>& out) {
-  std::map<std::string, NodeTraffic> nodes;
-  // netdev kinds from the info series: (node, netdev) → kind.
-  std::map<std::pair<std::string, std::string>, std::string> kinds;
+  ByNode<NodeTraffic> nodes;
+  // netdev kinds from the info series, by node and netdev.
+  ByNode<std::map<std::string, std::string, std::less<>>> kinds;
   view.ForEachSeries(families::kNetdevInfo, [&](const std::string& node, const Series& series) {
-    kinds[{node, std::string(collectors::LabelValue(series.desc, "netdev"))}] =
+    kinds[node][std::string(collectors::LabelValue(series.desc, "netdev"))] =
         std::string(collectors::LabelValue(series.desc, "kind"));
   });
   for (const char* family : {families::kNetdevRxBytes, families::kNetdevTxBytes}) {
     const bool rx = family == families::kNetdevRxBytes;
     view.ForEachSeries(family, [&](const std::string& node, const Series& series) {
-      const std::string netdev(collectors::LabelValue(series.desc, "netdev"));
-      const std::string& kind = kinds[{node, netdev}];
-      if (kind == "loopback" || kind == "virtual" || kind.empty()) {
+      const auto& netdev_kinds = kinds[node];
+      auto found = netdev_kinds.find(collectors::LabelValue(series.desc, "netdev"));
+      if (found == netdev_kinds.end() || found->second == "loopback" ||
+          found->second == "virtual" || found->second.empty()) {
         return;  // container veths and bridges double-count host traffic
       }
+      const std::string& kind = found->second;
       const double rate = RateOf(series);
       NodeTraffic& traffic = nodes[node];
       traffic.kernel += rate;
@@ -140,14 +142,15 @@ void TcpFallbackDetector::Evaluate(const FabricView& view, std::vector<Finding>&
   view.ForEachSeries(families::kGpuUtilization, [&](const std::string& node, const Series& series) {
     if (const store::StoredSample* latest = series.Latest()) {
       const double utilization = collectors::ExportedValue(series.desc, latest->raw);
-      nodes[node].gpu = std::max(nodes[node].gpu, utilization);
+      NodeTraffic& traffic = nodes[node];
+      traffic.gpu = std::max(traffic.gpu, utilization);
     }
   });
 
   // What "normal" looks like: the median RDMA rate of the nodes that have RDMA devices (context
   // for the summary; the peers alone never qualify a node).
   std::vector<double> rdma_rates;
-  for (const auto& [node, traffic] : nodes) {
+  for (const auto& [node, traffic] : nodes.entries()) {
     if (traffic.has_rdma) {
       rdma_rates.push_back(traffic.Rdma());
     }
@@ -156,7 +159,7 @@ void TcpFallbackDetector::Evaluate(const FabricView& view, std::vector<Finding>&
   const double median_rdma = rdma_rates.empty() ? 0 : rdma_rates[rdma_rates.size() / 2];
   const int64_t now = view.now_unix_nanos();
 
-  for (auto& [node, traffic] : nodes) {
+  for (auto& [node, traffic] : nodes.entries()) {
     NodeState& state =
         state_.try_emplace(node, NodeState{Debounce(options_.consecutive_ticks)}).first->second;
     const double rdma = traffic.Rdma();

@@ -750,7 +750,8 @@ TEST_F(DetectorsTest, ASweptCaPortBecomesItsNodesPortWhenTheNodeClaimsTheHca) {
   EXPECT_TRUE(moved) << "the swept port still reads as the fabric CA's after h1 claimed the HCA";
 }
 
-// PortCache interns endpoints: series of one port share one; a Reset (new topology) builds anew.
+// PortCache interns ports: series of one port share one, numbered from 0 and knowing the other
+// end of their cable; a Reset (new topology) builds anew.
 TEST(PortCacheTest, InternsOnePortPerEndpointAndForgetsThemAtReset) {
   store::SeriesStore store(store::StoreOptions{4, 100, {}});
   v1::Hello hello;
@@ -762,34 +763,98 @@ TEST(PortCacheTest, InternsOnePortPerEndpointAndForgetsThemAtReset) {
   for (const char* family : {families::kIbSymbolError, families::kIbLinkDowned}) {
     ASSERT_TRUE(attached->node->Declare(HostCounter(family, "mlx5_0", 1)).ok());
   }
+  ASSERT_TRUE(attached->node->Declare(HostCounter(families::kIbSymbolError, "mlx5_1", 1)).ok());
   std::vector<const store::Series*> series;
   for (const char* family : {families::kIbSymbolError, families::kIbLinkDowned}) {
     attached->node->VisitFamily(family, [&](const store::Series& s) { series.push_back(&s); });
   }
-  ASSERT_EQ(series.size(), 2u);
+  ASSERT_EQ(series.size(), 3u);
+  auto device_of = [](const store::Series* s) {
+    return std::string(collectors::LabelValue(s->desc, "device"));
+  };
+  // mlx5_0's two series, then mlx5_1's.
+  std::stable_sort(series.begin(), series.end(),
+                   [&](const auto* a, const auto* b) { return device_of(a) < device_of(b); });
 
   CableGraph graph;
+  ASSERT_TRUE(graph.AddLinkList("n1/mlx5_0/1 switch:leaf01/7\n").ok());
   PortCache ports;
   ports.StartTick();
-  const Endpoint& first = ports.PortOf("n1", *series[0], graph);
-  EXPECT_EQ(first.ToString(), "n1 mlx5_0/1");
+  const Port& first = ports.PortOf("n1", *series[0], graph);
+  EXPECT_EQ(first.endpoint.ToString(), "n1 mlx5_0/1");
+  EXPECT_EQ(first.index, 0u);
+  ASSERT_TRUE(first.peer.has_value());
+  EXPECT_EQ(first.peer->ToString(), "switch leaf01/7");
   EXPECT_EQ(&ports.PortOf("n1", *series[1], graph), &first);
   EXPECT_EQ(&ports.PortOf("n1", *series[0], graph), &first);
-  EXPECT_EQ(ports.endpoints(), 1u);
+  const Port& second = ports.PortOf("n1", *series[2], graph);
+  EXPECT_EQ(second.endpoint.ToString(), "n1 mlx5_1/1");
+  EXPECT_EQ(second.index, 1u);
+  EXPECT_FALSE(second.peer.has_value());
+  EXPECT_EQ(ports.ports(), 2u);
 
   // Another cache (another engine) over the same series overwrites their memos; each still
-  // answers from its own endpoints.
+  // answers from its own ports.
   PortCache other;
   other.StartTick();
-  EXPECT_EQ(other.PortOf("n1", *series[0], graph).ToString(), "n1 mlx5_0/1");
+  EXPECT_EQ(other.PortOf("n1", *series[0], graph).endpoint.ToString(), "n1 mlx5_0/1");
   EXPECT_NE(&other.PortOf("n1", *series[0], graph), &first);
   EXPECT_EQ(&ports.PortOf("n1", *series[0], graph), &first);
-  EXPECT_EQ(ports.endpoints(), 1u);
+  EXPECT_EQ(ports.ports(), 2u);
 
+  const uint32_t epoch = ports.epoch();
   ports.Reset();
-  EXPECT_EQ(ports.endpoints(), 0u);
-  EXPECT_EQ(ports.PortOf("n1", *series[1], graph).ToString(), "n1 mlx5_0/1");
-  EXPECT_EQ(ports.endpoints(), 1u);
+  EXPECT_NE(ports.epoch(), epoch);
+  EXPECT_EQ(ports.ports(), 0u);
+  const Port& again = ports.PortOf("n1", *series[2], graph);
+  EXPECT_EQ(again.endpoint.ToString(), "n1 mlx5_1/1");
+  EXPECT_EQ(again.index, 0u);
+  EXPECT_EQ(ports.ports(), 1u);
+}
+
+// One reporter is judged per port: the port's own node wherever it reports it, else the smallest
+// node name, whatever order they were offered in.
+TEST(ReporterChoiceTest, JudgesThePortsOwnNodeElseTheSmallestName) {
+  Port own;
+  own.endpoint.node = "h1";
+  own.endpoint.device = "mlx5_0";
+  own.endpoint.port = 1;
+  own.index = 0;
+  Port swept;
+  swept.endpoint.node = "leaf01";
+  swept.endpoint.is_switch = true;
+  swept.endpoint.port = 7;
+  swept.index = 3;
+  Port unoffered;
+  unoffered.index = 9;
+  const std::string h1 = "h1", sweeper_a = "sweeper-a", sweeper_b = "sweeper-b";
+  for (bool reversed : {false, true}) {
+    ReporterChoice reporters;
+    std::vector<const std::string*> order = {&sweeper_b, &h1, &sweeper_a};
+    if (reversed) std::reverse(order.begin(), order.end());
+    for (const std::string* node : order) {
+      reporters.Offer(own, *node);
+      if (node != &h1) reporters.Offer(swept, *node);
+    }
+    EXPECT_TRUE(reporters.Judges(own, h1));
+    EXPECT_FALSE(reporters.Judges(own, sweeper_a));
+    EXPECT_FALSE(reporters.Judges(own, sweeper_b));
+    EXPECT_TRUE(reporters.Judges(swept, sweeper_a));
+    EXPECT_FALSE(reporters.Judges(swept, sweeper_b));
+    // A port nobody offered: whoever reports it is judged.
+    EXPECT_TRUE(reporters.Judges(unoffered, sweeper_b));
+  }
+}
+
+// ByNode finds each node's entry whether the node was the last one asked or not.
+TEST(ByNodeTest, KeepsOneEntryPerNodeInAnyOrder) {
+  ByNode<int> counts;
+  for (const char* node : {"n2", "n2", "n1", "n2", "n10", "n1", "n1"}) {
+    ++counts[node];
+  }
+  std::vector<std::pair<std::string, int>> entries(counts.entries().begin(),
+                                                   counts.entries().end());
+  EXPECT_EQ(entries, (std::vector<std::pair<std::string, int>>{{"n1", 3}, {"n10", 1}, {"n2", 3}}));
 }
 
 TEST_F(DetectorsTest, FindingsAreExportedAsMetrics) {
