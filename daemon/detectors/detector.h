@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <optional>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
 #include "daemon/detectors/cable_graph.h"
 #include "daemon/detectors/finding.h"
@@ -132,6 +134,21 @@ class ByNode {
   std::map<std::string, T> entries_;
   std::pair<const std::string, T>* last_ = nullptr;  // map nodes never move
 };
+
+// Drops the entries of nodes the view does not hold: the store forgot them (silent longer than
+// node_retention). A detector that keeps state by node name would otherwise keep every name it
+// ever saw, for as long as the aggregator runs.
+template <typename T>
+void ForgetNodesNotIn(const FabricView& view, std::map<std::string, T>& by_node) {
+  absl::flat_hash_set<absl::string_view> held;
+  held.reserve(view.nodes().size());
+  for (const auto& node : view.nodes()) {
+    held.insert(node->name());
+  }
+  for (auto it = by_node.begin(); it != by_node.end();) {
+    it = held.contains(it->first) ? std::next(it) : by_node.erase(it);
+  }
+}
 
 // Several nodes may report one port: its own agent, and fabric sweepers (a CA port swept from the
 // fabric; a switch port by every sweeper of its subnet), each on its own schedule. A detector that

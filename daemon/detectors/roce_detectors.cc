@@ -137,6 +137,7 @@ void EcnMisconfigDetector::Evaluate(const FabricView& view, std::vector<Finding>
           }
         }
       });
+  ForgetNodesNotIn(view, nodes_);
   for (auto& [node, rates] : nodes) {
     std::string summary;
     const bool ignoring = options_.cnp_ignored_per_second > 0

@@ -159,6 +159,7 @@ void TcpFallbackDetector::Evaluate(const FabricView& view, std::vector<Finding>&
   const double median_rdma = rdma_rates.empty() ? 0 : rdma_rates[rdma_rates.size() / 2];
   const int64_t now = view.now_unix_nanos();
 
+  ForgetNodesNotIn(view, state_);
   for (auto& [node, traffic] : nodes.entries()) {
     NodeState& state =
         state_.try_emplace(node, NodeState{Debounce(options_.consecutive_ticks)}).first->second;

@@ -857,6 +857,26 @@ TEST(ByNodeTest, KeepsOneEntryPerNodeInAnyOrder) {
   EXPECT_EQ(entries, (std::vector<std::pair<std::string, int>>{{"n1", 3}, {"n10", 1}, {"n2", 3}}));
 }
 
+// Per-node detector state of a node the store forgot is dropped; the held nodes keep theirs.
+TEST(ForgetNodesNotInTest, DropsTheNodesTheViewDoesNotHold) {
+  store::SeriesStore store(store::StoreOptions{4, 100, {}});
+  std::vector<std::shared_ptr<store::NodeState>> nodes;
+  for (const char* name : {"n1", "n2"}) {
+    v1::Hello hello;
+    hello.set_node_name(name);
+    hello.set_boot_id(std::string("boot-") + name);
+    auto attached = store.Attach(
+        hello, nodes.size() + 1, [] {}, 1);
+    ASSERT_TRUE(attached.ok());
+    nodes.push_back(attached->node);
+  }
+  const CableGraph graph;
+  const FabricView view(nodes, graph, 1);
+  std::map<std::string, int> state = {{"n1", 1}, {"gone", 2}, {"n2", 3}, {"n10", 4}};
+  ForgetNodesNotIn(view, state);
+  EXPECT_EQ(state, (std::map<std::string, int>{{"n1", 1}, {"n2", 3}}));
+}
+
 TEST_F(DetectorsTest, FindingsAreExportedAsMetrics) {
   // Before any finding every kind's counter is there at 0 (increase() sees the first one).
   auto raised = [&](const std::string& kind, const std::string& severity) {
