@@ -1,6 +1,7 @@
 #include "daemon/detectors/node_traffic.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -61,12 +62,12 @@ struct Partial {
 std::map<std::string, NodeTrafficReading> ReadNodeTraffic(const FabricView& view,
                                                           const std::set<std::string>& only) {
   ByNode<Partial> nodes;
-  ByNode<bool> is_wanted;  // whether `only` names the node, asked once per node and pass
+  ByNode<std::optional<bool>> is_wanted;  // whether `only` names the node, asked once per node
   auto wanted = [&](const std::string& node) {
     if (only.empty()) return true;
-    bool& answer = is_wanted[node];
-    answer = answer || only.count(node) > 0;
-    return answer;
+    std::optional<bool>& answer = is_wanted[node];
+    if (!answer.has_value()) answer = only.count(node) > 0;
+    return *answer;
   };
 
   ByNode<std::map<std::string, std::string, std::less<>>> kinds;  // node → netdev → kind
