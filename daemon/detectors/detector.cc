@@ -19,41 +19,93 @@ void FabricView::ForEachSeries(
 }
 
 namespace {
-// PortCache epochs. 0 is no cache's (a series' memo starts there); after 2^32 resets an epoch
-// comes round again, and PortOf still checks the index it reads.
-std::atomic<uint32_t> last_port_cache_epoch{0};
+// Numbers unique in the process (0 is nobody's: a series' memo starts there). After 2^32 of
+// them a tag comes round again; the lookups still check the slot's series id.
+std::atomic<uint32_t> last_tag{0};
+std::atomic<uint64_t> last_serial{0};
 
-uint32_t NewPortCacheEpoch() {
-  uint32_t epoch;
+uint32_t NewTag() {
+  uint32_t tag;
   do {
-    epoch = last_port_cache_epoch.fetch_add(1, std::memory_order_relaxed) + 1;
-  } while (epoch == 0);
-  return epoch;
+    tag = last_tag.fetch_add(1, std::memory_order_relaxed) + 1;
+  } while (tag == 0);
+  return tag;
 }
 }  // namespace
 
-PortCache::PortCache() : epoch_(NewPortCacheEpoch()) {}
+SeriesCache::SeriesCache() : memo_tag_(NewTag()), port_epoch_(NewTag()) {}
 
-void PortCache::Reset() {
-  epoch_ = NewPortCacheEpoch();
+void SeriesCache::ResetPorts() {
+  port_epoch_ = NewTag();
   index_by_endpoint_.clear();
   ports_.clear();
 }
 
-void PortCache::StartTick() {
+void SeriesCache::StartTick() {
   // Ports of series gone stay interned until the next rebuild; a topology that stays the same
   // for days under series churn (container netdevs come and go) must not grow it without bound.
-  if (ports_.size() > 2 * lookups_ + 4096) {
-    Reset();
+  if (ports_.size() > 2 * port_lookups_ + 4096) {
+    ResetPorts();
   }
-  lookups_ = 0;
+  port_lookups_ = 0;
+  if (++tick_ % kSweepEveryTicks == 0) {
+    Sweep();
+  }
 }
 
-const Port& PortCache::PortOf(const std::string& node, const store::Series& series,
-                              const CableGraph& topology) {
-  ++lookups_;
-  if (series.memo_epoch == epoch_ && series.memo < ports_.size()) {
-    return ports_[series.memo];
+void SeriesCache::Sweep() {
+  for (auto it = slot_by_series_id_.begin(); it != slot_by_series_id_.end();) {
+    Slot& slot = slots_[it->second];
+    if (tick_ - slot.last_tick >= kSweepEveryTicks) {
+      slot = Slot{};
+      free_slots_.push_back(it->second);
+      slot_by_series_id_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+SeriesCache::Slot& SeriesCache::SlotOf(const Series& series) {
+  if (series.memo_epoch == memo_tag_ && series.memo < slots_.size()) {
+    Slot& slot = slots_[series.memo];
+    if (slot.serial != 0 && slot.series_id == series.id) {
+      slot.last_tick = tick_;
+      return slot;
+    }
+  }
+  // First sight, or the memo was another cache's: find the slot by the series' id.
+  auto [it, added] = slot_by_series_id_.try_emplace(series.id, 0);
+  if (added) {
+    if (free_slots_.empty()) {
+      it->second = static_cast<uint32_t>(slots_.size());
+      slots_.emplace_back();
+    } else {
+      it->second = free_slots_.back();
+      free_slots_.pop_back();
+    }
+    Slot& slot = slots_[it->second];
+    slot.series_id = series.id;
+    slot.serial = last_serial.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
+  series.memo_epoch = memo_tag_;
+  series.memo = it->second;
+  Slot& slot = slots_[it->second];
+  slot.last_tick = tick_;
+  return slot;
+}
+
+SeriesKey SeriesCache::KeyOf(const Series& series) {
+  const Slot& slot = SlotOf(series);
+  return SeriesKey{series.memo, slot.serial};
+}
+
+const Port& SeriesCache::PortOf(const std::string& node, const Series& series,
+                                const CableGraph& topology) {
+  ++port_lookups_;
+  Slot& slot = SlotOf(series);
+  if (slot.port_epoch == port_epoch_ && slot.port < ports_.size()) {
+    return ports_[slot.port];
   }
   Endpoint endpoint = topology.Canonical(EndpointOf(node, series.desc));
   auto [it, added] = index_by_endpoint_.try_emplace(endpoint, static_cast<uint32_t>(ports_.size()));
@@ -63,23 +115,23 @@ const Port& PortCache::PortOf(const std::string& node, const store::Series& seri
     port.endpoint = std::move(endpoint);
     port.index = it->second;
   }
-  series.memo_epoch = epoch_;
-  series.memo = it->second;
+  slot.port = it->second;
+  slot.port_epoch = port_epoch_;
   return ports_[it->second];
 }
 
 FabricView::FabricView(std::vector<std::shared_ptr<store::NodeState>> nodes,
-                       const CableGraph& topology, int64_t now_unix_nanos, PortCache* ports)
-    : nodes_(std::move(nodes)), topology_(topology), now_(now_unix_nanos), ports_(ports) {
-  if (ports_ == nullptr) {
-    own_ports_ = std::make_unique<PortCache>();
-    ports_ = own_ports_.get();
+                       const CableGraph& topology, int64_t now_unix_nanos, SeriesCache* cache)
+    : nodes_(std::move(nodes)), topology_(topology), now_(now_unix_nanos), cache_(cache) {
+  if (cache_ == nullptr) {
+    own_cache_ = std::make_unique<SeriesCache>();
+    cache_ = own_cache_.get();
   }
-  ports_->StartTick();
+  cache_->StartTick();
 }
 
 const Port& FabricView::PortOf(const std::string& node, const store::Series& series) const {
-  return ports_->PortOf(node, series, topology_);
+  return cache_->PortOf(node, series, topology_);
 }
 
 void ReporterChoice::Offer(const Port& port, const std::string& node) {

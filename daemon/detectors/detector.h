@@ -35,41 +35,72 @@ struct Port {
   uint32_t index = 0;            // 0, 1, 2… in the order interned; new after every Reset()
 };
 
-// The canonical endpoint of each port series, kept from tick to tick. Building one scans the
-// series' labels, copies strings and looks them up in the graph; every detector asked for it,
-// for every port series, every tick, and that was the largest part of a tick per series. The
-// endpoints are interned here; each series remembers its own in its memo (Series::memo), under
-// an epoch that is this cache's and this graph's alone, so a lookup is a compare and an index.
-// The engine calls Reset() when it rebuilds the topology. Not thread-safe: the detector
-// thread's, and a series' memo is read and written under its node's lock (ForEachSeries).
-class PortCache {
+// What the detectors keep per series from tick to tick, found through the series' memo
+// (Series::memo) instead of a hash lookup: at 1,000 nodes, hashing each series into every
+// detector's state missed the cache more often than not and was a fifth of a tick.
+//
+// - A **slot** per series: a dense number that detector state is kept by (SeriesStates, a vector
+//   indexed by it, visited in about the order the series are). A slot also carries a serial,
+//   unique in the process, so state left by another series that held the slot starts fresh.
+//   A slot not looked up for kSweepEveryTicks ticks is freed (a series retired, a netdev gone);
+//   the series, if it comes back, gets a new serial and starts fresh, as a new one does.
+// - The series' canonical **port** (for port series): building one scans the labels, copies
+//   strings and looks them up in the graph. Ports are interned; ResetPorts() forgets them when
+//   the graph they were made canonical in is rebuilt.
+//
+// The memo is tagged with this cache's own number: another cache (the diagnostics' traffic
+// reader builds one per request) may overwrite it, and the next lookup here finds the slot again
+// by the series' id. Not thread-safe: the detector thread's; a series' memo is read and written
+// under its node's lock (ForEachSeries).
+class SeriesCache {
  public:
-  PortCache();
-  // Forgets every endpoint: the graph they were made canonical in is gone.
-  void Reset();
+  static constexpr uint32_t kSweepEveryTicks = 600;  // ten minutes at the default tick
+
+  SeriesCache();
+  // Forgets every port: the graph they were made canonical in is gone. Slots stay.
+  void ResetPorts();
   // Call once per tick, before the lookups.
   void StartTick();
-  // Valid until Reset(): ports are interned in a deque, whose elements never move.
+  SeriesKey KeyOf(const store::Series& series);
+  // Valid until ResetPorts(): ports are interned in a deque, whose elements never move.
   const Port& PortOf(const std::string& node, const store::Series& series,
                      const CableGraph& topology);
   size_t ports() const { return ports_.size(); }
-  // Changes at every Reset(): a detector that keeps something by Port::index across ticks
+  size_t series() const { return slot_by_series_id_.size(); }
+  // Changes at every ResetPorts(): a detector that keeps something by Port::index across ticks
   // drops it when this changes.
-  uint32_t epoch() const { return epoch_; }
+  uint32_t port_epoch() const { return port_epoch_; }
 
  private:
-  uint32_t epoch_;  // unique in the process: two caches never read each other's memos
+  static constexpr uint32_t kNoPort = UINT32_MAX;
+  struct Slot {
+    uint64_t series_id = 0;
+    uint64_t serial = 0;  // 0: free
+    uint32_t port = kNoPort;
+    uint32_t port_epoch = 0;
+    uint32_t last_tick = 0;
+  };
+  Slot& SlotOf(const store::Series& series);
+  void Sweep();
+
+  const uint32_t memo_tag_;  // unique in the process: two caches never read each other's memos
+  uint32_t port_epoch_;
+  uint32_t tick_ = 0;
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> free_slots_;
+  absl::flat_hash_map<uint64_t, uint32_t> slot_by_series_id_;
   absl::flat_hash_map<Endpoint, uint32_t> index_by_endpoint_;
   std::deque<Port> ports_;
-  size_t lookups_ = 0;  // in the current tick
+  size_t port_lookups_ = 0;  // in the current tick
 };
 
 // Read access for one tick. Cheap to build; valid for the tick only.
 class FabricView {
  public:
-  // `ports`: the engine's cache, kept between ticks (nullptr: one for this view only).
+  // `cache`: the engine's, kept between ticks (nullptr: one for this view only, so detector state
+  // kept by its keys lasts one view).
   FabricView(std::vector<std::shared_ptr<store::NodeState>> nodes, const CableGraph& topology,
-             int64_t now_unix_nanos, PortCache* ports = nullptr);
+             int64_t now_unix_nanos, SeriesCache* cache = nullptr);
 
   const CableGraph& topology() const { return topology_; }
   // The canonical endpoint of a port series reported by `node`: a fabric-swept CA port belongs to
@@ -77,8 +108,11 @@ class FabricView {
   // the tick. Call it from a ForEachSeries visitor: it keeps its answer in the series' memo,
   // which the node's lock guards.
   const Port& PortOf(const std::string& node, const store::Series& series) const;
-  // Identifies the Port::index numbering (see PortCache::epoch()).
-  uint32_t port_epoch() const { return ports_->epoch(); }
+  // Identifies the Port::index numbering (see SeriesCache::port_epoch()).
+  uint32_t port_epoch() const { return cache_->port_epoch(); }
+  // The key of a series' detector state (SeriesStates). Call it from a ForEachSeries visitor,
+  // like PortOf.
+  SeriesKey KeyOf(const store::Series& series) const { return cache_->KeyOf(series); }
   int64_t now_unix_nanos() const { return now_; }
   const std::vector<std::shared_ptr<store::NodeState>>& nodes() const { return nodes_; }
 
@@ -92,8 +126,8 @@ class FabricView {
   std::vector<std::shared_ptr<store::NodeState>> nodes_;
   const CableGraph& topology_;
   const int64_t now_;
-  std::unique_ptr<PortCache> own_ports_;  // when the caller gave none
-  PortCache* ports_;
+  std::unique_ptr<SeriesCache> own_cache_;  // when the caller gave none
+  SeriesCache* cache_;
 };
 
 // A table with one entry per port of a tick, indexed by Port::index (a vector: no hashing).

@@ -267,14 +267,14 @@ void DetectionEngine::Tick() {
   std::optional<std::vector<TopologyLink>> new_links;
   if (topology_ == nullptr || !(inputs == topology_inputs_)) {
     topology_ = std::make_unique<CableGraph>(BuildTopology(nodes));
-    ports_.Reset();
+    series_cache_.ResetPorts();
     topology_inputs_ = std::move(inputs);
     new_links = topology_->Links();
     topology_builds_.fetch_add(1, std::memory_order_relaxed);
     PublishProblems(*topology_);
   }
 
-  FabricView view(nodes, *topology_, clock_.NowUnixNanos(), &ports_);
+  FabricView view(nodes, *topology_, clock_.NowUnixNanos(), &series_cache_);
   std::vector<Finding> findings;
   for (const auto& detector : detectors_) {
     detector->Evaluate(view, findings);

@@ -126,7 +126,7 @@ class DetectionEngine final : public FindingsProvider, public TopologyProvider {
   // The last tick's topology, kept while its inputs stay the same: resolving it costs as much as
   // all detectors together at 1,000 nodes (tests/bench/stream/detector_bench.cc).
   std::unique_ptr<CableGraph> topology_ ABSL_GUARDED_BY(tick_mu_);
-  PortCache ports_ ABSL_GUARDED_BY(tick_mu_);  // canonical in topology_: reset with it
+  SeriesCache series_cache_ ABSL_GUARDED_BY(tick_mu_);  // its ports are topology_'s: reset with it
   TopologyInputs topology_inputs_ ABSL_GUARDED_BY(tick_mu_);
   std::atomic<uint64_t> topology_builds_{0};
   std::atomic<int64_t> last_tick_end_nanos_{0};

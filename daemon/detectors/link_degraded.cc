@@ -18,7 +18,6 @@ constexpr const char* kErrorCounters[] = {
 }  // namespace
 
 void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>& out) {
-  cursors_.StartTick();
   const int64_t now = view.now_unix_nanos();
   for (const char* family : kErrorCounters) {
     // One pass over the family: offer every reporter and keep the increases; which reporter's
@@ -35,7 +34,7 @@ void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>
     view.ForEachSeries(family, [&](const std::string& node, const store::Series& series) {
       const Port& port = view.PortOf(node, series);
       reporters.Offer(port, node);
-      ForEachNewPair(series, &cursors_[KeyOf(series)],
+      ForEachNewPair(series, &cursors_[view.KeyOf(series)],
                      [&](const store::StoredSample& previous, const store::StoredSample& current) {
                        const uint64_t increase = RawIncrease(series.desc, previous, current);
                        if (increase == 0) {

@@ -51,7 +51,6 @@ void LinkFlapDetector::Record(LinkEvents& link, const SeriesKey& witness, int64_
 }
 
 void LinkFlapDetector::Evaluate(const FabricView& view, std::vector<Finding>& out) {
-  cursors_.StartTick();
   const int64_t now = view.now_unix_nanos();
 
   for (const char* family : kFlapCounters) {
@@ -65,7 +64,7 @@ void LinkFlapDetector::Evaluate(const FabricView& view, std::vector<Finding>& ou
       if (port.peer.has_value()) {
         link.peer = port.peer;
       }
-      const SeriesKey key = KeyOf(series);
+      const SeriesKey key = view.KeyOf(series);
       ForEachNewPair(series, &cursors_[key],
                      [&](const store::StoredSample& previous, const store::StoredSample& current) {
                        const uint64_t increase = RawIncrease(series.desc, previous, current);
@@ -80,7 +79,7 @@ void LinkFlapDetector::Evaluate(const FabricView& view, std::vector<Finding>& ou
   view.ForEachSeries(families::kIbPortState, [&](const std::string& node,
                                                  const store::Series& series) {
     const Port& port = view.PortOf(node, series);
-    const SeriesKey key = KeyOf(series);
+    const SeriesKey key = view.KeyOf(series);
     ForEachNewPair(series, &cursors_[key],
                    [&](const store::StoredSample& previous, const store::StoredSample& current) {
                      if (static_cast<int64_t>(previous.raw) == kIbPortActive &&

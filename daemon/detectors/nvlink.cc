@@ -22,7 +22,6 @@ Endpoint LinkEndpoint(const std::string& node, const collectors::SeriesDesc& des
 }  // namespace
 
 void NvlinkDetector::Evaluate(const FabricView& view, std::vector<Finding>& out) {
-  cursors_.StartTick();
   std::map<Endpoint, std::pair<double, std::vector<Evidence>>> degraded;
   for (const char* family : {families::kNvlinkErrors, families::kNvlinkRecoveryEvents}) {
     view.ForEachSeries(family, [&](const std::string& node, const store::Series& series) {
@@ -65,7 +64,7 @@ void NvlinkDetector::Evaluate(const FabricView& view, std::vector<Finding>& out)
     if (latest->raw == 1) {
       ever_active_.insert(link);
     }
-    ForEachNewPair(series, &cursors_[KeyOf(series)],
+    ForEachNewPair(series, &cursors_[view.KeyOf(series)],
                    [&](const store::StoredSample& previous, const store::StoredSample& current) {
                      if (previous.raw == 1 || current.raw == 1) {
                        ever_active_.insert(link);

@@ -10,13 +10,11 @@ using store::Series;
 using store::StoredSample;
 
 void PauseStormDetector::Evaluate(const FabricView& view, std::vector<Finding>& out) {
-  cursors_.StartTick();
-  streaks_.StartTick();
   const int64_t now = view.now_unix_nanos();
   std::map<Endpoint, std::pair<double, Evidence>> storming;
   view.ForEachSeries(families::kRocePauseDuration, [&](const std::string& node,
                                                        const Series& series) {
-    const SeriesKey key = KeyOf(series);
+    const SeriesKey key = view.KeyOf(series);
     Streak& streak = streaks_[key];
     ForEachNewPair(
         series, &cursors_[key], [&](const StoredSample& previous, const StoredSample& current) {
@@ -43,7 +41,7 @@ void PauseStormDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
   });
   for (const char* family : {families::kRocePauseStormWarning, families::kRocePauseStormError}) {
     view.ForEachSeries(family, [&](const std::string& node, const Series& series) {
-      const SeriesKey key = KeyOf(series);
+      const SeriesKey key = view.KeyOf(series);
       ForEachNewPair(series, &cursors_[key],
                      [&](const StoredSample& previous, const StoredSample& current) {
                        if (RawIncrease(series.desc, previous, current) > 0) {

@@ -2,66 +2,52 @@
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
-#include "daemon/store/series_store.h"
 
 namespace fabricmon::detectors {
 
-// Identifies one series in detector state: the store's Series::id, unique in the process. A
-// series retired and declared again has a new id, so its state starts fresh.
+// Identifies one series in detector state (SeriesCache::KeyOf): its slot, a dense index that
+// state is kept by, and the slot's serial, unique in the process. A slot freed and given to
+// another series, or to the same series after it was forgotten, has a new serial, so the state
+// found there starts fresh, as a new series' does.
 struct SeriesKey {
-  uint64_t series_id = 0;
-  bool operator==(const SeriesKey& other) const { return series_id == other.series_id; }
+  uint32_t slot = 0;
+  uint64_t serial = 0;
+  bool operator==(const SeriesKey& other) const { return serial == other.serial; }
+  bool operator!=(const SeriesKey& other) const { return serial != other.serial; }
   template <typename H>
   friend H AbslHashValue(H h, const SeriesKey& key) {
-    return H::combine(std::move(h), key.series_id);
+    return H::combine(std::move(h), key.serial);
   }
 };
 
-inline SeriesKey KeyOf(const store::Series& series) { return SeriesKey{series.id}; }
-
-// Per-series detector state (cursors, streaks) that forgets series gone from the store: the
-// aggregator retires series (processes, container veths), and state kept for them forever would
-// grow for as long as the aggregator runs. An entry not looked up between two sweeps (every
-// kSweepEveryTicks evaluations: ten minutes at the default tick) is dropped; a series that is
-// still there is looked up every tick. A series that comes back starts fresh, as a new one does.
+// Per-series detector state (cursors, streaks): a vector indexed by the key's slot, each entry
+// remembering whose it is. Its size is bounded by the slots the cache holds at once; the cache
+// frees the slots of series no longer looked up (retired series, processes, container veths),
+// and their entries are overwritten when the slots are given again.
 template <typename V>
 class SeriesStates {
  public:
-  static constexpr uint32_t kSweepEveryTicks = 600;
-
   V& operator[](const SeriesKey& key) {
-    Entry& entry = entries_[key];
-    entry.generation = generation_;
+    if (key.slot >= entries_.size()) {
+      entries_.resize(static_cast<size_t>(key.slot) + 1);
+    }
+    Entry& entry = entries_[key.slot];
+    if (entry.serial != key.serial) {
+      entry.serial = key.serial;
+      entry.value = V{};
+    }
     return entry.value;
   }
-  // Call once per evaluation, before the lookups.
-  void StartTick() {
-    if (++ticks_ < kSweepEveryTicks) {
-      return;
-    }
-    ticks_ = 0;
-    for (auto it = entries_.begin(); it != entries_.end();) {
-      if (it->second.generation != generation_) {
-        entries_.erase(it++);
-      } else {
-        ++it;
-      }
-    }
-    ++generation_;
-  }
-  size_t size() const { return entries_.size(); }
 
  private:
   struct Entry {
+    uint64_t serial = 0;
     V value{};
-    uint64_t generation = 0;
   };
-  absl::flat_hash_map<SeriesKey, Entry> entries_;
-  uint64_t generation_ = 0;
-  uint32_t ticks_ = 0;
+  std::vector<Entry> entries_;
 };
 
 }  // namespace fabricmon::detectors

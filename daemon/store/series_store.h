@@ -131,8 +131,8 @@ struct Series {
   bool saturated = false;
   uint32_t collector_id = 0;  // the node's number for desc.collector (NodeState's own)
   // A reader's memo, written under the node's lock by whoever visits the series (the detectors
-  // keep the series' canonical port here: a hash lookup per series per tick missed the cache
-  // more often than not). `memo_epoch` says whose it is; 0: nobody's.
+  // keep the series' slot in their cache here: a hash lookup per series per tick missed the
+  // CPU cache more often than not). `memo_epoch` says whose it is; 0: nobody's.
   mutable uint32_t memo_epoch = 0;
   uint64_t last_sequence = 0;  // the batch that last carried a value
   // Aggregator clock time of the last stored sample (or of the declaration): what retirement
@@ -148,8 +148,8 @@ struct Series {
   SharedDesc desc;
   // Unique in the process for as long as it runs: a declaration that creates the series (or
   // reuses a retired slot) takes a new one. Readers that keep state per series (the detectors)
-  // key it by this number, not by node name and fingerprint: hashing a name per series per tick
-  // cost a fifth of a detector tick, and a series declared again starts fresh, as a new one does.
+  // tell series apart by this number, not by node name and fingerprint, so a series declared
+  // again starts fresh, as a new one does.
   uint64_t id = 0;
 
   const StoredSample* Latest() const { return count ? &ring[head] : nullptr; }

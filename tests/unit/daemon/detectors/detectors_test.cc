@@ -658,45 +658,54 @@ TEST_F(DetectorsTest, NvlinkGoingInactiveIsDownAndErrorsAreDegraded) {
   }
 }
 
-TEST(SeriesStatesTest, ForgetsSeriesNotLookedUpBetweenTwoSweeps) {
+TEST(SeriesStatesTest, AnEntryLeftByAnotherSerialStartsFresh) {
+  const SeriesKey first{0, 1}, other{3, 2}, unused{1, 9}, next_owner{0, 4};
   SeriesStates<int64_t> states;
-  const SeriesKey kept{1};
-  const SeriesKey gone{2};
-  states.StartTick();
-  states[kept] = 10;
-  states[gone] = 20;
-  // `gone` is retired from the store and never looked up again; `kept` is, every tick.
-  for (uint32_t tick = 1; tick < 2 * SeriesStates<int64_t>::kSweepEveryTicks; ++tick) {
-    states.StartTick();
-    EXPECT_EQ(states[kept], 10);
-  }
-  EXPECT_EQ(states.size(), 1u);
-  EXPECT_EQ(states[gone], 0) << "a series that comes back starts fresh";
+  states[first] = 10;
+  states[other] = 30;
+  EXPECT_EQ(states[first], 10);
+  EXPECT_EQ(states[other], 30);
+  EXPECT_EQ(states[unused], 0) << "a slot never used";
+  EXPECT_EQ(states[next_owner], 0) << "slot 0 given to another series";
+  EXPECT_EQ(states[first], 0) << "and its first owner, back, starts fresh too";
 }
 
-TEST(SeriesStatesTest, KeepsOneStatePerSeriesOfEveryNodeWhateverTheLookupOrder) {
+// The keys of one node's series, looked up through `cache` from a visitor (as detectors do).
+std::vector<SeriesKey> KeysOf(SeriesCache& cache, const store::NodeState& node,
+                              absl::string_view family) {
+  std::vector<SeriesKey> keys;
+  node.VisitFamily(family,
+                   [&](const store::Series& series) { keys.push_back(cache.KeyOf(series)); });
+  return keys;
+}
+
+TEST(SeriesCacheTest, KeepsOneStatePerSeriesOfEveryNodeWhateverTheLookupOrder) {
   // The same series (name and labels, so the same fingerprint) on two nodes: two keys.
   store::SeriesStore store(store::StoreOptions{4, 100, {}});
   const auto desc = HostCounter(families::kIbSymbolError, "mlx5_0", 1);
   const auto other = HostCounter(families::kIbSymbolError, "mlx5_1", 1);
-  std::vector<SeriesKey> keys;
+  std::vector<std::shared_ptr<store::NodeState>> nodes;
   for (const char* name : {"n1", "n2"}) {
     v1::Hello hello;
     hello.set_node_name(name);
     hello.set_boot_id("boot");
     auto attached = store.Attach(
-        hello, keys.size() + 1, [] {}, 1);
+        hello, nodes.size() + 1, [] {}, 1);
     ASSERT_TRUE(attached.ok());
     for (const auto& declared : {desc, other}) {
       ASSERT_TRUE(attached->node->Declare(declared).ok());
     }
-    attached->node->VisitFamily(families::kIbSymbolError, [&](const store::Series& series) {
-      keys.push_back(KeyOf(series));
-    });
+    nodes.push_back(attached->node);
+  }
+  SeriesCache cache;
+  cache.StartTick();
+  std::vector<SeriesKey> keys = KeysOf(cache, *nodes[1], families::kIbSymbolError);
+  for (const SeriesKey& key : KeysOf(cache, *nodes[0], families::kIbSymbolError)) {
+    keys.push_back(key);
   }
   ASSERT_EQ(keys.size(), 4u);
+  EXPECT_EQ(cache.series(), 4u);
   SeriesStates<int64_t> states;
-  states.StartTick();
   states[keys[0]] = 1;
   states[keys[2]] = 2;
   states[keys[1]] = 3;
@@ -706,15 +715,60 @@ TEST(SeriesStatesTest, KeepsOneStatePerSeriesOfEveryNodeWhateverTheLookupOrder) 
   EXPECT_EQ(states[keys[2]], 22);
   EXPECT_EQ(states[keys[1]], 3);
   EXPECT_EQ(states[keys[3]], 0);
-  EXPECT_EQ(states.size(), 4u);
-  // A node none of whose series is looked up any more is forgotten whole; the others are kept,
-  // and a lookup right after a sweep finds them.
-  for (uint32_t tick = 1; tick < 2 * SeriesStates<int64_t>::kSweepEveryTicks; ++tick) {
-    states.StartTick();
-    EXPECT_EQ(states[keys[2]], 22);
+
+  // Another cache (the diagnostics' traffic reader) overwrites the series' memos: this cache
+  // finds the same keys, the same state, at the next tick.
+  SeriesCache reader;
+  reader.StartTick();
+  for (const auto& node : nodes) {
+    for (const SeriesKey& key : KeysOf(reader, *node, families::kIbSymbolError)) {
+      EXPECT_TRUE(std::find(keys.begin(), keys.end(), key) == keys.end());
+    }
   }
-  EXPECT_EQ(states.size(), 1u);
-  EXPECT_EQ(states[keys[0]], 0) << "a series that comes back starts fresh";
+  cache.StartTick();
+  std::vector<SeriesKey> again = KeysOf(cache, *nodes[1], families::kIbSymbolError);
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(again[0], keys[0]);
+  EXPECT_EQ(again[0].slot, keys[0].slot);
+  EXPECT_EQ(states[again[0]], 11);
+  EXPECT_EQ(states[again[1]], 3);
+  EXPECT_EQ(cache.series(), 4u);
+}
+
+// A series not looked up for a sweep period (retired, its netdev gone, its family no longer
+// read) is forgotten: its slot goes to the next new series, and the series itself, if it comes
+// back, starts fresh.
+TEST(SeriesCacheTest, ForgetsSeriesNotLookedUpForASweepPeriod) {
+  store::SeriesStore store(store::StoreOptions{4, 100, {}});
+  v1::Hello hello;
+  hello.set_node_name("n1");
+  hello.set_boot_id("boot");
+  auto attached = store.Attach(
+      hello, 1, [] {}, 1);
+  ASSERT_TRUE(attached.ok());
+  ASSERT_TRUE(attached->node->Declare(HostCounter(families::kIbSymbolError, "mlx5_0", 1)).ok());
+  ASSERT_TRUE(attached->node->Declare(HostCounter(families::kIbLinkDowned, "mlx5_0", 1)).ok());
+  const store::NodeState& node = *attached->node;
+
+  SeriesCache cache;
+  SeriesStates<int64_t> states;
+  cache.StartTick();
+  const SeriesKey kept = KeysOf(cache, node, families::kIbSymbolError).at(0);
+  const SeriesKey gone = KeysOf(cache, node, families::kIbLinkDowned).at(0);
+  states[kept] = 10;
+  states[gone] = 20;
+  for (uint32_t tick = 1; tick < 2 * SeriesCache::kSweepEveryTicks; ++tick) {
+    cache.StartTick();
+    const SeriesKey key = KeysOf(cache, node, families::kIbSymbolError).at(0);
+    EXPECT_EQ(key, kept);
+    EXPECT_EQ(states[key], 10);
+  }
+  EXPECT_EQ(cache.series(), 1u);
+  const SeriesKey back = KeysOf(cache, node, families::kIbLinkDowned).at(0);
+  EXPECT_NE(back, gone);
+  EXPECT_EQ(back.slot, gone.slot) << "the freed slot is given again";
+  EXPECT_EQ(states[back], 0) << "a series that comes back starts fresh";
+  EXPECT_EQ(cache.series(), 2u);
 }
 
 // Detectors keep each series' canonical port from tick to tick; a topology change is seen at
@@ -750,9 +804,9 @@ TEST_F(DetectorsTest, ASweptCaPortBecomesItsNodesPortWhenTheNodeClaimsTheHca) {
   EXPECT_TRUE(moved) << "the swept port still reads as the fabric CA's after h1 claimed the HCA";
 }
 
-// PortCache interns ports: series of one port share one, numbered from 0 and knowing the other
-// end of their cable; a Reset (new topology) builds anew.
-TEST(PortCacheTest, InternsOnePortPerEndpointAndForgetsThemAtReset) {
+// SeriesCache interns ports: series of one port share one, numbered from 0 and knowing the other
+// end of their cable; ResetPorts (a new topology) builds anew.
+TEST(SeriesCacheTest, InternsOnePortPerEndpointAndForgetsThemAtReset) {
   store::SeriesStore store(store::StoreOptions{4, 100, {}});
   v1::Hello hello;
   hello.set_node_name("n1");
@@ -778,7 +832,7 @@ TEST(PortCacheTest, InternsOnePortPerEndpointAndForgetsThemAtReset) {
 
   CableGraph graph;
   ASSERT_TRUE(graph.AddLinkList("n1/mlx5_0/1 switch:leaf01/7\n").ok());
-  PortCache ports;
+  SeriesCache ports;
   ports.StartTick();
   const Port& first = ports.PortOf("n1", *series[0], graph);
   EXPECT_EQ(first.endpoint.ToString(), "n1 mlx5_0/1");
@@ -795,16 +849,16 @@ TEST(PortCacheTest, InternsOnePortPerEndpointAndForgetsThemAtReset) {
 
   // Another cache (another engine) over the same series overwrites their memos; each still
   // answers from its own ports.
-  PortCache other;
+  SeriesCache other;
   other.StartTick();
   EXPECT_EQ(other.PortOf("n1", *series[0], graph).endpoint.ToString(), "n1 mlx5_0/1");
   EXPECT_NE(&other.PortOf("n1", *series[0], graph), &first);
   EXPECT_EQ(&ports.PortOf("n1", *series[0], graph), &first);
   EXPECT_EQ(ports.ports(), 2u);
 
-  const uint32_t epoch = ports.epoch();
-  ports.Reset();
-  EXPECT_NE(ports.epoch(), epoch);
+  const uint32_t epoch = ports.port_epoch();
+  ports.ResetPorts();
+  EXPECT_NE(ports.port_epoch(), epoch);
   EXPECT_EQ(ports.ports(), 0u);
   const Port& again = ports.PortOf("n1", *series[2], graph);
   EXPECT_EQ(again.endpoint.ToString(), "n1 mlx5_1/1");
