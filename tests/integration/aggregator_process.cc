@@ -47,12 +47,25 @@ AggregatorProcess::AggregatorProcess(std::string work_dir, std::string netns)
 AggregatorProcess::~AggregatorProcess() { Kill(); }
 
 bool AggregatorProcess::Start(const std::string& grpc_host) {
+  // FreePort's port can be taken before the aggregator binds it (on loopback, by an outgoing
+  // connection's local port or one still closing): the aggregator then exits 2 ("cannot listen
+  // on"), and another free port is tried. In a fresh namespace nothing else listens.
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    if (StartOnce(grpc_host)) {
+      return true;
+    }
+    if (process_ == nullptr || process_->running()) {
+      return false;  // it did not exit: not a port taken
+    }
+  }
+  return false;
+}
+
+bool AggregatorProcess::StartOnce(const std::string& grpc_host) {
   Kill();
   ++starts_;
   const std::string port_file = absl::StrCat(work_dir_, "/aggregator-", starts_, ".port");
   unlink(port_file.c_str());
-  // In a fresh namespace nothing else listens; on loopback FreePort's race is harmless here (a
-  // taken port makes the start fail visibly).
   metrics_port_ = FreePort();
   std::vector<std::string> argv;
   if (!netns_.empty()) {
@@ -72,7 +85,8 @@ bool AggregatorProcess::Start(const std::string& grpc_host) {
     return false;
   }
   grpc_port_ = port;
-  return true;
+  // The port file is written once gRPC listens, before /metrics binds.
+  return Scrape().ok();
 }
 
 void AggregatorProcess::Kill() {

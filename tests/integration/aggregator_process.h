@@ -21,8 +21,9 @@ class AggregatorProcess {
   ~AggregatorProcess();  // kills the process if it runs (also when stopped)
 
   // Starts the process listening for agents on `grpc_host`: on a free port the first time, on the
-  // same port after that. Waits (bounded) until the gRPC port is bound. False, with the reason in
-  // the log, if it did not start.
+  // same port after that. Waits (bounded) until the gRPC port is bound and /metrics answers; a
+  // start that exits (a /metrics port taken meanwhile) is tried again on another, up to three
+  // times. False, with the reason in the log, if it did not start.
   bool Start(const std::string& grpc_host = "127.0.0.1");
   void Kill();      // SIGKILL: no shutdown, the kernel resets its connections
   void Hang();      // SIGSTOP: connections stay open, nothing is read or answered
@@ -40,6 +41,8 @@ class AggregatorProcess {
   int starts_ = 0;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
+
+  bool StartOnce(const std::string& grpc_host);
 };
 
 }  // namespace fabricmon::testing

@@ -143,6 +143,27 @@ AggregatorProcess::AggregatorProcess(std::string binary, std::string workdir, in
 }
 
 bool AggregatorProcess::Start(int grpc_port) {
+  // FreePort's port can be taken before the aggregator binds it (an outgoing connection's local
+  // port, or one still closing from the previous run's connections): the aggregator then exits 2
+  // ("cannot listen on"), and another free port is tried.
+  for (int attempt = 1;; ++attempt) {
+    switch (StartOnce(grpc_port)) {
+      case StartResult::kStarted:
+        return true;
+      case StartResult::kTimedOut:
+        return false;
+      case StartResult::kExited:
+        if (attempt == 3) {
+          return false;
+        }
+        std::cerr << "trying another /metrics port\n";
+        metrics_port_ = 0;
+        break;
+    }
+  }
+}
+
+AggregatorProcess::StartResult AggregatorProcess::StartOnce(int grpc_port) {
   unlink(port_file_.c_str());
   if (metrics_port_ == 0) {
     metrics_port_ = FreePort();
@@ -179,12 +200,18 @@ bool AggregatorProcess::Start(int grpc_port) {
   // Bounded wait for the port file (written once the gRPC server listens) and /metrics.
   grpc_port_ = 0;
   const auto deadline = Clock::now() + std::chrono::seconds(20);
-  while (Clock::now() < deadline) {
+  auto exited = [&] {
     int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      std::cerr << "aggregator exited during start-up; see " << log_path << "\n";
-      pid_ = -1;
+    if (waitpid(pid_, &status, WNOHANG) != pid_) {
       return false;
+    }
+    std::cerr << "aggregator exited during start-up; see " << log_path << "\n";
+    pid_ = -1;
+    return true;
+  };
+  while (Clock::now() < deadline) {
+    if (exited()) {
+      return StartResult::kExited;
     }
     std::ifstream in(port_file_);
     int port = 0;
@@ -196,15 +223,19 @@ bool AggregatorProcess::Start(int grpc_port) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   if (grpc_port_ == 0) {
-    return false;
+    return StartResult::kTimedOut;
   }
+  // The port file is written once gRPC listens, before /metrics binds.
   while (Clock::now() < deadline) {
+    if (exited()) {
+      return StartResult::kExited;
+    }
     if (!HttpGet(metrics_port_, "/metrics").empty()) {
-      return true;
+      return StartResult::kStarted;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return false;
+  return StartResult::kTimedOut;
 }
 
 double AggregatorProcess::Stop() {

@@ -75,7 +75,8 @@ class AggregatorProcess {
                     const std::string& extra_config, size_t total_series);
   ~AggregatorProcess() { Stop(); }
 
-  // Starts it; `grpc_port` 0 picks one (read back from --port_file). False on failure.
+  // Starts it; `grpc_port` 0 picks one (read back from --port_file). False on failure. Up to
+  // three tries when it exits during start-up (a /metrics port taken meanwhile).
   bool Start(int grpc_port);
   // SIGTERM, then SIGKILL after 10 s. Returns the time it took to exit.
   double Stop();
@@ -107,6 +108,9 @@ class AggregatorProcess {
   int grpc_port_ = 0;
   int metrics_port_ = 0;
   Clock::time_point listening_;
+
+  enum class StartResult { kStarted, kExited, kTimedOut };
+  StartResult StartOnce(int grpc_port);
 };
 
 struct SimAgentOptions {
