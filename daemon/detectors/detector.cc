@@ -13,8 +13,13 @@ using store::StoredSample;
 void FabricView::ForEachSeries(
     absl::string_view family,
     const std::function<void(const std::string&, const Series&)>& visit) const {
+  if (nodes_.empty()) {
+    return;
+  }
+  // The nodes of a view share one store: the family is looked up there once for all of them.
+  const store::FamilyKey key = nodes_.front()->KeyOfFamily(family);
   for (const auto& node : nodes_) {
-    node->VisitFamily(family, [&](const Series& series) { visit(node->name(), series); });
+    node->VisitFamily(key, [&](const Series& series) { visit(node->name(), series); });
   }
 }
 

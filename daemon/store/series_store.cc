@@ -116,6 +116,31 @@ SharedDesc DescTable::Intern(const collectors::SeriesDesc& desc) {
   return SharedDesc(std::move(made));
 }
 
+std::optional<uint32_t> DescTable::NumberFamily(absl::string_view family) {
+  absl::MutexLock lock(&mu_);
+  if (auto it = family_numbers_.find(family); it != family_numbers_.end()) {
+    return it->second;
+  }
+  if (family_numbers_.size() >= kMaxFamilyNumbers) {
+    return std::nullopt;
+  }
+  const auto number = static_cast<uint32_t>(family_numbers_.size());
+  family_numbers_.emplace(family, number);
+  return number;
+}
+
+FamilyKey DescTable::KeyOfFamily(absl::string_view family) const {
+  absl::MutexLock lock(&mu_);
+  FamilyKey key{family, this};
+  if (auto it = family_numbers_.find(family); it != family_numbers_.end()) {
+    key.number = it->second;
+  } else if (family_numbers_.size() < kMaxFamilyNumbers) {
+    // Every name declared while the table had room was numbered, and it still has room.
+    key.held_nowhere = true;
+  }
+  return key;
+}
+
 size_t DescTable::size() const {
   absl::MutexLock lock(&mu_);
   return by_fingerprint_.size();
@@ -237,7 +262,16 @@ absl::StatusOr<uint32_t> NodeState::DeclareLocked(const collectors::SeriesDesc& 
   series.absent = false;
   series.last_stored_unix_nanos = last_seen_;
   by_fingerprint_.emplace(identity, index);
-  by_family_[desc.name].push_back(index);
+  auto [family, new_family] = by_family_.try_emplace(desc.name);
+  family->second.push_back(index);
+  if (new_family && descs_ != nullptr) {
+    if (std::optional<uint32_t> number = descs_->NumberFamily(desc.name)) {
+      if (*number >= by_family_number_.size()) {
+        by_family_number_.resize(static_cast<size_t>(*number) + 1, nullptr);
+      }
+      by_family_number_[*number] = &family->second;
+    }
+  }
   // Collector numbers are never reused within a node: a node has a handful of collectors.
   auto [collector, added] =
       collector_ids_.try_emplace(desc.collector, static_cast<uint32_t>(by_collector_.size()));
@@ -432,6 +466,12 @@ uint64_t NodeState::RetireStaleLocked(int64_t now_unix_nanos) {
     }
     drop_stale(it->second);
     if (it->second.empty()) {
+      if (descs_ != nullptr) {
+        if (std::optional<uint32_t> number = descs_->KeyOfFamily(family).number;
+            number.has_value() && *number < by_family_number_.size()) {
+          by_family_number_[*number] = nullptr;
+        }
+      }
       by_family_.erase(it);
     }
   }
@@ -523,6 +563,34 @@ void NodeState::VisitFamily(absl::string_view family,
   for (uint32_t index : it->second) {
     visit(series_[index]);
   }
+}
+
+void NodeState::VisitFamily(const FamilyKey& family,
+                            const std::function<void(const Series&)>& visit) const {
+  if (family.table != descs_.get() || family.table == nullptr) {
+    VisitFamily(family.name, visit);
+    return;
+  }
+  if (family.held_nowhere) {
+    return;
+  }
+  if (!family.number.has_value()) {
+    VisitFamily(family.name, visit);
+    return;
+  }
+  absl::MutexLock lock(&mu_);
+  if (*family.number >= by_family_number_.size()) {
+    return;
+  }
+  if (const std::vector<uint32_t>* indices = by_family_number_[*family.number]) {
+    for (uint32_t index : *indices) {
+      visit(series_[index]);
+    }
+  }
+}
+
+FamilyKey NodeState::KeyOfFamily(absl::string_view family) const {
+  return descs_ != nullptr ? descs_->KeyOfFamily(family) : FamilyKey{family};
 }
 
 void NodeState::WithSeries(const std::function<void(const std::vector<Series>&)>& visit) const {

@@ -37,6 +37,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -100,19 +101,41 @@ class SharedDesc {
   std::shared_ptr<const collectors::SeriesDesc> desc_;  // never null
 };
 
+// A metric family looked up once for a pass over many nodes (NodeState::KeyOfFamily).
+class DescTable;
+struct FamilyKey {
+  absl::string_view name;
+  const DescTable* table = nullptr;  // whose numbers: a node of another store looks up by name
+  std::optional<uint32_t> number;    // the table's number for it, when it has one
+  bool held_nowhere = false;         // no node of that store has declared it (nothing to visit)
+};
+
 // The store's shared descriptions, by fingerprint. A description is shared only when equal in
 // every field (a fingerprint is a hash: two different descriptions that collide are each kept
 // on their own). Entries are weak: a description lives while a series holds it. Thread-safe.
+//
+// It also numbers metric family names, so that a reader visiting one family on every node (the
+// detectors, dozens of families a tick) finds each node's list by index instead of hashing and
+// comparing the name on every node. The first kMaxFamilyNumbers names get a number, kept for the
+// process's life (agents' names are untrusted: the table stops growing there, and families
+// beyond it are looked up by name).
 class DescTable {
  public:
+  static constexpr size_t kMaxFamilyNumbers = 4096;
+
   SharedDesc Intern(const collectors::SeriesDesc& desc) ABSL_LOCKS_EXCLUDED(mu_);
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_);  // entries, expired ones included
+
+  // The family's number, given now if it has none and the table is not full.
+  std::optional<uint32_t> NumberFamily(absl::string_view family) ABSL_LOCKS_EXCLUDED(mu_);
+  FamilyKey KeyOfFamily(absl::string_view family) const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   mutable absl::Mutex mu_;
   absl::flat_hash_map<uint64_t, std::weak_ptr<const collectors::SeriesDesc>> by_fingerprint_
       ABSL_GUARDED_BY(mu_);
   size_t purge_at_ ABSL_GUARDED_BY(mu_) = 1024;  // drop expired entries beyond this size
+  absl::flat_hash_map<std::string, uint32_t> family_numbers_ ABSL_GUARDED_BY(mu_);
 };
 
 // One series of one node. What every stored sample reads and writes comes first, so that a
@@ -317,6 +340,11 @@ class NodeState {
   // Visits the series of one metric family (by exact name), under the node's lock.
   void VisitFamily(absl::string_view family, const std::function<void(const Series&)>& visit) const
       ABSL_LOCKS_EXCLUDED(mu_);
+  // The same for a family looked up once (KeyOfFamily) for a pass over many nodes of one store.
+  void VisitFamily(const FamilyKey& family, const std::function<void(const Series&)>& visit) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // `family` as this node's store numbers it (by name only for a node outside a store).
+  FamilyKey KeyOfFamily(absl::string_view family) const;
   // Calls `visit` once with all series, under the node's lock (same rules as ForEachSeries;
   // retired slots are in the vector: they are absent and hold no sample).
   void WithSeries(const std::function<void(const std::vector<Series>&)>& visit) const
@@ -378,7 +406,9 @@ class NodeState {
   std::vector<uint32_t> free_slots_ ABSL_GUARDED_BY(mu_);  // retired slots, reused first
   int64_t last_sweep_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<uint64_t, uint32_t> by_fingerprint_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, std::vector<uint32_t>> by_family_ ABSL_GUARDED_BY(mu_);
+  // Node-based: by_family_number_ points at its lists (nullptr: none on this node).
+  absl::node_hash_map<std::string, std::vector<uint32_t>> by_family_ ABSL_GUARDED_BY(mu_);
+  std::vector<const std::vector<uint32_t>*> by_family_number_ ABSL_GUARDED_BY(mu_);
   // Collectors by the number their series carry (Series::collector_id), and their series: a
   // batch marks absence by number, without comparing names.
   absl::flat_hash_map<std::string, uint32_t> collector_ids_ ABSL_GUARDED_BY(mu_);

@@ -419,6 +419,69 @@ TEST(NodeStatePresenceTest, SeriesMissingFromTheirCollectorsLastBatchAreAbsent) 
   EXPECT_TRUE(absent(p1));
 }
 
+// Readers visiting one family on many nodes (the detectors) look it up once in the store's table
+// and find each node's list by its number: they visit what a lookup by name visits.
+TEST(FamilyKeyTest, VisitsWhatTheNameVisitsOnEveryNodeOfTheStore) {
+  auto descs = std::make_shared<DescTable>();
+  NodeState a("a", 4, 100, {}, 0, nullptr, descs);
+  NodeState b("b", 4, 100, {}, 0, nullptr, descs);
+  NodeState outside("c", 4, 100);  // in no store
+  auto series = [](const char* family, const char* device) {
+    return CounterSeries("test", family, "h", Unit::kNone, 64, Overflow::kSaturates, 1.0,
+                         {{"device", device}});
+  };
+  ASSERT_TRUE(a.Declare(series("fabricmon_x_total", "mlx5_0")).ok());
+  ASSERT_TRUE(a.Declare(series("fabricmon_x_total", "mlx5_1")).ok());
+  ASSERT_TRUE(a.Declare(series("fabricmon_y_total", "mlx5_0")).ok());
+  ASSERT_TRUE(b.Declare(series("fabricmon_y_total", "mlx5_0")).ok());
+  ASSERT_TRUE(outside.Declare(series("fabricmon_x_total", "mlx5_0")).ok());
+  auto count = [](const NodeState& node, const FamilyKey& key) {
+    int visited = 0;
+    node.VisitFamily(key, [&](const Series&) { ++visited; });
+    return visited;
+  };
+  const FamilyKey x = b.KeyOfFamily("fabricmon_x_total");
+  ASSERT_TRUE(x.number.has_value());
+  EXPECT_EQ(count(a, x), 2);
+  EXPECT_EQ(count(b, x), 0);
+  EXPECT_EQ(count(outside, x), 1) << "a node of another store looks the name up";
+  const FamilyKey y = a.KeyOfFamily("fabricmon_y_total");
+  EXPECT_NE(y.number, x.number);
+  EXPECT_EQ(count(a, y), 1);
+  EXPECT_EQ(count(b, y), 1);
+  const FamilyKey z = a.KeyOfFamily("fabricmon_z_total");
+  EXPECT_TRUE(z.held_nowhere);
+  EXPECT_EQ(count(a, z), 0);
+  const FamilyKey by_name = outside.KeyOfFamily("fabricmon_x_total");
+  EXPECT_FALSE(by_name.number.has_value());
+  EXPECT_FALSE(by_name.held_nowhere);
+  EXPECT_EQ(count(outside, by_name), 1);
+}
+
+// Family names come from agents: the table numbers a bounded count of them, and the families
+// beyond it are still found, by name.
+TEST(FamilyKeyTest, FamiliesBeyondTheTablesBoundAreFoundByName) {
+  auto descs = std::make_shared<DescTable>();
+  EXPECT_EQ(descs->NumberFamily("f0"), 0u);
+  EXPECT_EQ(descs->NumberFamily("f0"), 0u);
+  for (size_t i = 1; i < DescTable::kMaxFamilyNumbers; ++i) {
+    ASSERT_TRUE(descs->NumberFamily(absl::StrCat("f", i)).has_value());
+  }
+  EXPECT_FALSE(descs->NumberFamily("fabricmon_late_total").has_value());
+  EXPECT_EQ(descs->KeyOfFamily("f7").number, 7u);
+  const FamilyKey late = descs->KeyOfFamily("fabricmon_late_total");
+  EXPECT_FALSE(late.number.has_value());
+  EXPECT_FALSE(late.held_nowhere) << "a full table cannot tell that no node holds it";
+
+  NodeState node("a", 4, 100, {}, 0, nullptr, descs);
+  ASSERT_TRUE(node.Declare(CounterSeries("test", "fabricmon_late_total", "h", Unit::kNone, 64,
+                                         Overflow::kSaturates, 1.0, {}))
+                  .ok());
+  int visited = 0;
+  node.VisitFamily(node.KeyOfFamily("fabricmon_late_total"), [&](const Series&) { ++visited; });
+  EXPECT_EQ(visited, 1);
+}
+
 // Retirement: series without a sample for the retention are freed while the node keeps sending;
 // a writer's stale slot can never write into the series that reuses it.
 class NodeStateRetirementTest : public ::testing::Test {
@@ -445,7 +508,9 @@ class NodeStateRetirementTest : public ::testing::Test {
     return pids;
   }
 
-  NodeState node_{"node-r", 4, 3, {}, kRetention};
+  // In a store's table, so that families are numbered as a store's node numbers them.
+  std::shared_ptr<DescTable> descs_ = std::make_shared<DescTable>();
+  NodeState node_{"node-r", 4, 3, {}, kRetention, nullptr, descs_};
   int64_t now_ = kT0;
   uint64_t sequence_ = 0;
   uint64_t retired_ = 0;
@@ -485,6 +550,28 @@ TEST_F(NodeStateRetirementTest, SeriesWithoutSamplesForTheRetentionAreRetiredAnd
   Cycles(1, {kept, fresh, back});
   EXPECT_TRUE(last_.retired_positions.empty());
   EXPECT_THAT(Pids(), ::testing::UnorderedElementsAre("100", "300", "200"));
+}
+
+// A family whose last series retires leaves the node's numbered lists; declared again, it is found
+// by its number again.
+TEST_F(NodeStateRetirementTest, AFamilyRetiredWholeIsNoLongerVisitedByItsNumber) {
+  EXPECT_TRUE(node_.KeyOfFamily("fabricmon_rdma_process_qps").held_nowhere);
+  const SlotRef only = *node_.DeclareSlot(Pid("100"), 0);
+  const FamilyKey key = node_.KeyOfFamily("fabricmon_rdma_process_qps");
+  ASSERT_TRUE(key.number.has_value());
+  EXPECT_FALSE(key.held_nowhere);
+  auto visits = [&] {
+    int visited = 0;
+    node_.VisitFamily(key, [&](const Series&) { ++visited; });
+    return visited;
+  };
+  EXPECT_EQ(visits(), 1);
+  Cycles(1, {only});
+  Cycles(10, {});
+  EXPECT_EQ(retired_, 1u);
+  EXPECT_EQ(visits(), 0);
+  ASSERT_TRUE(node_.DeclareSlot(Pid("200"), 0).ok());
+  EXPECT_EQ(visits(), 1);
 }
 
 // Detectors key their per-series state by Series::id: unique across nodes, and new for a series
