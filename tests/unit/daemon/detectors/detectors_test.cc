@@ -670,6 +670,17 @@ TEST(SeriesStatesTest, AnEntryLeftByAnotherSerialStartsFresh) {
   EXPECT_EQ(states[first], 0) << "and its first owner, back, starts fresh too";
 }
 
+// A node attached to `store` as a stream attaches it (nullptr if refused).
+std::shared_ptr<store::NodeState> AttachNode(store::SeriesStore& store, const char* name) {
+  v1::Hello hello;
+  hello.set_node_name(name);
+  hello.set_boot_id("boot");
+  static uint64_t stream = 0;
+  auto attached = store.Attach(
+      hello, ++stream, [] {}, 1);
+  return attached.ok() ? attached->node : nullptr;
+}
+
 // The keys of one node's series, looked up through `cache` from a visitor (as detectors do).
 std::vector<SeriesKey> KeysOf(SeriesCache& cache, const store::NodeState& node,
                               absl::string_view family) {
@@ -686,16 +697,11 @@ TEST(SeriesCacheTest, KeepsOneStatePerSeriesOfEveryNodeWhateverTheLookupOrder) {
   const auto other = HostCounter(families::kIbSymbolError, "mlx5_1", 1);
   std::vector<std::shared_ptr<store::NodeState>> nodes;
   for (const char* name : {"n1", "n2"}) {
-    v1::Hello hello;
-    hello.set_node_name(name);
-    hello.set_boot_id("boot");
-    auto attached = store.Attach(
-        hello, nodes.size() + 1, [] {}, 1);
-    ASSERT_TRUE(attached.ok());
+    nodes.push_back(AttachNode(store, name));
+    ASSERT_NE(nodes.back(), nullptr);
     for (const auto& declared : {desc, other}) {
-      ASSERT_TRUE(attached->node->Declare(declared).ok());
+      ASSERT_TRUE(nodes.back()->Declare(declared).ok());
     }
-    nodes.push_back(attached->node);
   }
   SeriesCache cache;
   cache.StartTick();
@@ -740,15 +746,11 @@ TEST(SeriesCacheTest, KeepsOneStatePerSeriesOfEveryNodeWhateverTheLookupOrder) {
 // back, starts fresh.
 TEST(SeriesCacheTest, ForgetsSeriesNotLookedUpForASweepPeriod) {
   store::SeriesStore store(store::StoreOptions{4, 100, {}});
-  v1::Hello hello;
-  hello.set_node_name("n1");
-  hello.set_boot_id("boot");
-  auto attached = store.Attach(
-      hello, 1, [] {}, 1);
-  ASSERT_TRUE(attached.ok());
-  ASSERT_TRUE(attached->node->Declare(HostCounter(families::kIbSymbolError, "mlx5_0", 1)).ok());
-  ASSERT_TRUE(attached->node->Declare(HostCounter(families::kIbLinkDowned, "mlx5_0", 1)).ok());
-  const store::NodeState& node = *attached->node;
+  std::shared_ptr<store::NodeState> node_state = AttachNode(store, "n1");
+  ASSERT_NE(node_state, nullptr);
+  ASSERT_TRUE(node_state->Declare(HostCounter(families::kIbSymbolError, "mlx5_0", 1)).ok());
+  ASSERT_TRUE(node_state->Declare(HostCounter(families::kIbLinkDowned, "mlx5_0", 1)).ok());
+  const store::NodeState& node = *node_state;
 
   SeriesCache cache;
   SeriesStates<int64_t> states;
@@ -808,19 +810,15 @@ TEST_F(DetectorsTest, ASweptCaPortBecomesItsNodesPortWhenTheNodeClaimsTheHca) {
 // end of their cable; ResetPorts (a new topology) builds anew.
 TEST(SeriesCacheTest, InternsOnePortPerEndpointAndForgetsThemAtReset) {
   store::SeriesStore store(store::StoreOptions{4, 100, {}});
-  v1::Hello hello;
-  hello.set_node_name("n1");
-  hello.set_boot_id("boot");
-  auto attached = store.Attach(
-      hello, 1, [] {}, 1);
-  ASSERT_TRUE(attached.ok());
+  std::shared_ptr<store::NodeState> node_state = AttachNode(store, "n1");
+  ASSERT_NE(node_state, nullptr);
   for (const char* family : {families::kIbSymbolError, families::kIbLinkDowned}) {
-    ASSERT_TRUE(attached->node->Declare(HostCounter(family, "mlx5_0", 1)).ok());
+    ASSERT_TRUE(node_state->Declare(HostCounter(family, "mlx5_0", 1)).ok());
   }
-  ASSERT_TRUE(attached->node->Declare(HostCounter(families::kIbSymbolError, "mlx5_1", 1)).ok());
+  ASSERT_TRUE(node_state->Declare(HostCounter(families::kIbSymbolError, "mlx5_1", 1)).ok());
   std::vector<const store::Series*> series;
   for (const char* family : {families::kIbSymbolError, families::kIbLinkDowned}) {
-    attached->node->VisitFamily(family, [&](const store::Series& s) { series.push_back(&s); });
+    node_state->VisitFamily(family, [&](const store::Series& s) { series.push_back(&s); });
   }
   ASSERT_EQ(series.size(), 3u);
   auto device_of = [](const store::Series* s) {
