@@ -974,8 +974,18 @@ def run_receiver(args, workdir, procs):
         receiver = restarted.start(port)
         daemons.wait_batches(metric(scrape(daemons.metrics_port),
                                     "fabricmon_aggregator_batches_total") + 2)
-        wait_for("the agent's held batches acknowledged once delivered",
-                 lambda: agent_holds() <= 1, timeout_s=10, interval_s=0.2, procs=procs)
+        try:
+            wait_for("the agent's held batches acknowledged once delivered",
+                     lambda: agent_holds() <= 1, timeout_s=10, interval_s=0.2, procs=procs)
+        except Failure as e:
+            # What each side saw, so that a failure here says where the batches stuck.
+            aggregator = http_get("http://127.0.0.1:%d/metrics" % daemons.metrics_port)
+            agent = http_get("http://127.0.0.1:%d/metrics" % daemons.agent_metrics_ports["nodeA"])
+            lines = [l for l in (aggregator + agent).splitlines() if not l.startswith("#") and (
+                "remote_write" in l or "fabricmon_agent_replay" in l or "fabricmon_agent_stream" in l
+                or "fabricmon_aggregator_batches_total" in l)]
+            raise Failure("%s; the receiver got %d requests; metrics:\n%s" %
+                          (e, len(receiver.snapshot()), "\n".join(lines)))
         daemons.stop_agents()
         final = daemons.wait_drained(["fake"])
     finally:
