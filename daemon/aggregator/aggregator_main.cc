@@ -44,6 +44,9 @@ ABSL_FLAG(std::string, topology_file, "",
 ABSL_FLAG(std::string, port_file, "",
           "Write the bound gRPC port to this file once listening (for --grpc_listen=...:0). "
           "Created before anything listens (exit 2 if it cannot be) and renamed into place.");
+ABSL_FLAG(std::string, metrics_port_file, "",
+          "Write the bound /metrics port to this file once serving (for --metrics_listen=...:0). "
+          "Created before anything listens (exit 2 if it cannot be) and renamed into place.");
 ABSL_FLAG(bool, insecure_plaintext, false,
           "Serve agents and the CLI WITHOUT TLS (same as tls { insecure_plaintext: true }). "
           "Without TLS files and without this the aggregator refuses to start.");
@@ -94,17 +97,30 @@ int Run(const v1::AggregatorConfig& config, bool check) {
     std::cout << "config OK\n";
     return kExitOk;
   }
-  // The port file is created before anything listens: an unwritable path stops the start.
+  // The port files are created before anything listens: an unwritable path stops the start.
   std::optional<PortFile> port_file;
-  if (!absl::GetFlag(FLAGS_port_file).empty()) {
-    absl::StatusOr<PortFile> prepared = PortFile::Prepare(absl::GetFlag(FLAGS_port_file));
+  std::optional<PortFile> metrics_port_file;
+  struct PortFileFlag {
+    const absl::Flag<std::string>* flag;
+    absl::string_view name;
+    std::optional<PortFile>* file;
+  };
+  for (const PortFileFlag& wanted :
+       {PortFileFlag{&FLAGS_port_file, "port_file", &port_file},
+        PortFileFlag{&FLAGS_metrics_port_file, "metrics_port_file", &metrics_port_file}}) {
+    const std::string path = absl::GetFlag(*wanted.flag);
+    if (path.empty()) {
+      continue;
+    }
+    absl::StatusOr<PortFile> prepared = PortFile::Prepare(path, wanted.name);
     if (!prepared.ok()) {
       Err() << prepared.status() << "\n";
       return kExitUsage;
     }
-    port_file = *std::move(prepared);
+    *wanted.file = *std::move(prepared);
   }
-  if (absl::Status started = (*server)->Start(std::move(port_file)); !started.ok()) {
+  if (absl::Status started = (*server)->Start(std::move(port_file), std::move(metrics_port_file));
+      !started.ok()) {
     Err() << started.message() << "\n";
     return kExitUsage;
   }
@@ -147,7 +163,8 @@ int main(int argc, char** argv) {
       "Prometheus /metrics and the fabricmon CLI";
   info.usage = {
       "fabricmon-aggregator --grpc_listen=HOST:PORT --metrics_listen=HOST:PORT [--config=FILE] "
-      "[--topology_file=FILE] [--link_list=FILE] [--port_file=FILE] [--insecure_plaintext] "
+      "[--topology_file=FILE] [--link_list=FILE] [--port_file=FILE] [--metrics_port_file=FILE] "
+      "[--insecure_plaintext] "
       "[--shard=NAME]",
       "fabricmon-aggregator --check_config --config=FILE [flags]",
   };
@@ -156,10 +173,15 @@ int main(int argc, char** argv) {
       {"1", "--check_config: the configuration is invalid (the errors are printed)"},
       {"2", "bad flags or configuration, an unreadable file, a port that cannot be bound"},
   };
-  info.value_names = {
-      {"config", "FILE"},     {"grpc_listen", "HOST:PORT"},    {"link_list", "FILE"},
-      {"log_level", "LEVEL"}, {"metrics_listen", "HOST:PORT"}, {"port_file", "FILE"},
-      {"shard", "NAME"},      {"topology_file", "FILE"}};
+  info.value_names = {{"config", "FILE"},
+                      {"grpc_listen", "HOST:PORT"},
+                      {"link_list", "FILE"},
+                      {"log_level", "LEVEL"},
+                      {"metrics_listen", "HOST:PORT"},
+                      {"port_file", "FILE"},
+                      {"metrics_port_file", "FILE"},
+                      {"shard", "NAME"},
+                      {"topology_file", "FILE"}};
   info.flags_file = __FILE__;
   // absl::Mutex deadlock detection (on in this absl build) walks a lock graph on every
   // acquisition: a few percent of ingest. Lock order stays checked in the tests, which keep it on.

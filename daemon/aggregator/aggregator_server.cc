@@ -369,7 +369,8 @@ std::vector<std::shared_ptr<prometheus::Collectable>> AggregatorServer::Collecta
   return collectables;
 }
 
-absl::Status AggregatorServer::Start(std::optional<PortFile> port_file) {
+absl::Status AggregatorServer::Start(std::optional<PortFile> port_file,
+                                     std::optional<PortFile> metrics_port_file) {
   if (mode_ != Mode::kServe || started_) {
     return absl::FailedPreconditionError("the aggregator was built to check, or already started");
   }
@@ -437,6 +438,12 @@ absl::Status AggregatorServer::Start(std::optional<PortFile> port_file) {
     return absl::UnavailableError(metrics.status().message());
   }
   metrics_ = *std::move(metrics);
+  if (metrics_port_file.has_value()) {
+    if (absl::Status written = metrics_port_file->Commit(metrics_->port()); !written.ok()) {
+      StopStarted();
+      return absl::UnavailableError(written.ToString());
+    }
+  }
   if (remote_write_feed_ != nullptr) {
     // Everything /metrics serves beside the stored samples, so that remote storage alone serves
     // the dashboards and alerts: findings, node health, jobs, the recording's state.

@@ -11,7 +11,7 @@
 //
 // Lifecycle: Create() builds everything and loads the operator's files (link list, topology) but
 // opens no port and starts no thread of its own beyond the recorder's and remote write's;
-// Start() binds gRPC (and diagnostics_listen) and /metrics, writes the port file and starts the
+// Start() binds gRPC (and diagnostics_listen) and /metrics, writes the port files and starts the
 // detector ticker; Shutdown() stops them in the order that loses nothing (metrics cleared, ticker
 // stopped, streams ended, then remote write flushed). A server that is never started is a
 // complete in-process aggregator whose services a test registers on a server of its own.
@@ -98,10 +98,12 @@ class AggregatorServer {
   AggregatorServer& operator=(const AggregatorServer&) = delete;
 
   // Listens (gRPC, diagnostics_listen, /metrics), writes `port_file` (when given) once gRPC is
-  // bound, starts the detector ticker. Unavailable (message: the line to print) when a listener
-  // cannot bind or the port file cannot be written; what was started is stopped again. Not in
-  // Mode::kCheck (FailedPrecondition). Call at most once.
-  absl::Status Start(std::optional<PortFile> port_file = std::nullopt);
+  // bound and `metrics_port_file` once /metrics is, starts the detector ticker. Unavailable
+  // (message: the line to print) when a listener cannot bind or a port file cannot be written;
+  // what was started is stopped again. Not in Mode::kCheck (FailedPrecondition). Call at most
+  // once.
+  absl::Status Start(std::optional<PortFile> port_file = std::nullopt,
+                     std::optional<PortFile> metrics_port_file = std::nullopt);
 
   // Serves until one of `stop_signals` (blocked by the caller before Create, so that no thread
   // takes them) arrives. Under a systemd watchdog (WATCHDOG_USEC) pings WATCHDOG=1 at half its

@@ -97,24 +97,27 @@ absl::StatusOr<std::string> ReadOperatorFile(const std::string& path, size_t max
   return content;
 }
 
-absl::StatusOr<PortFile> PortFile::Prepare(const std::string& path) {
+absl::StatusOr<PortFile> PortFile::Prepare(const std::string& path, absl::string_view what) {
   struct stat st;
   if (lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(Name("port_file", path), " is ", KindOf(st.st_mode), ", not a regular file"));
+        absl::StrCat(Name(what, path), " is ", KindOf(st.st_mode), ", not a regular file"));
   }
   std::string tmp = absl::StrCat(path, ".tmp.", getpid());
   const int fd =
       open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0644);
   if (fd < 0) {
-    return ErrnoToStatus(errno, absl::StrCat(Name("port_file", path), " cannot be written (",
-                                             "creating ", tmp, ")"));
+    return ErrnoToStatus(
+        errno, absl::StrCat(Name(what, path), " cannot be written (", "creating ", tmp, ")"));
   }
-  return PortFile(fd, path, std::move(tmp));
+  return PortFile(fd, std::string(what), path, std::move(tmp));
 }
 
 PortFile::PortFile(PortFile&& other) noexcept
-    : fd_(other.fd_), path_(std::move(other.path_)), tmp_path_(std::move(other.tmp_path_)) {
+    : fd_(other.fd_),
+      what_(std::move(other.what_)),
+      path_(std::move(other.path_)),
+      tmp_path_(std::move(other.tmp_path_)) {
   other.fd_ = -1;
   other.tmp_path_.clear();
 }
@@ -123,6 +126,7 @@ PortFile& PortFile::operator=(PortFile&& other) noexcept {
   if (this != &other) {
     Abandon();
     fd_ = other.fd_;
+    what_ = std::move(other.what_);
     path_ = std::move(other.path_);
     tmp_path_ = std::move(other.tmp_path_);
     other.fd_ = -1;
@@ -146,7 +150,7 @@ void PortFile::Abandon() {
 
 absl::Status PortFile::Commit(int port) {
   if (fd_ < 0) {
-    return absl::FailedPreconditionError(absl::StrCat(Name("port_file", path_), " not prepared"));
+    return absl::FailedPreconditionError(absl::StrCat(Name(what_, path_), " not prepared"));
   }
   const std::string text = absl::StrCat(port, "\n");
   size_t written = 0;
@@ -156,7 +160,7 @@ absl::Status PortFile::Commit(int port) {
       if (errno == EINTR) continue;
       const int error = errno;
       Abandon();
-      return ErrnoToStatus(error, absl::StrCat("write ", Name("port_file", path_)));
+      return ErrnoToStatus(error, absl::StrCat("write ", Name(what_, path_)));
     }
     written += static_cast<size_t>(n);
   }
@@ -164,13 +168,13 @@ absl::Status PortFile::Commit(int port) {
     fd_ = -1;
     const int error = errno;
     Abandon();
-    return ErrnoToStatus(error, absl::StrCat("write ", Name("port_file", path_)));
+    return ErrnoToStatus(error, absl::StrCat("write ", Name(what_, path_)));
   }
   fd_ = -1;
   if (rename(tmp_path_.c_str(), path_.c_str()) != 0) {
     const int error = errno;
     Abandon();
-    return ErrnoToStatus(error, absl::StrCat("rename into ", Name("port_file", path_)));
+    return ErrnoToStatus(error, absl::StrCat("rename into ", Name(what_, path_)));
   }
   tmp_path_.clear();
   return absl::OkStatus();

@@ -38,7 +38,9 @@ class PortFile {
   // Creates `path`'s temporary sibling (`path`.tmp.<pid>) for writing: fails (with `path` and
   // the errno text in the message) when the directory is missing or not writable, or when `path`
   // exists and is not a regular file.
-  static absl::StatusOr<PortFile> Prepare(const std::string& path);
+  // `what` names the file in errors (the flag that gave it).
+  static absl::StatusOr<PortFile> Prepare(const std::string& path,
+                                          absl::string_view what = "port_file");
   PortFile() = default;
   PortFile(PortFile&& other) noexcept;
   PortFile& operator=(PortFile&& other) noexcept;
@@ -51,11 +53,12 @@ class PortFile {
   const std::string& path() const { return path_; }
 
  private:
-  PortFile(int fd, std::string path, std::string tmp_path)
-      : fd_(fd), path_(std::move(path)), tmp_path_(std::move(tmp_path)) {}
+  PortFile(int fd, std::string what, std::string path, std::string tmp_path)
+      : fd_(fd), what_(std::move(what)), path_(std::move(path)), tmp_path_(std::move(tmp_path)) {}
   void Abandon();
 
   int fd_ = -1;
+  std::string what_;
   std::string path_;
   std::string tmp_path_;
 };

@@ -47,26 +47,12 @@ AggregatorProcess::AggregatorProcess(std::string work_dir, std::string netns)
 AggregatorProcess::~AggregatorProcess() { Kill(); }
 
 bool AggregatorProcess::Start(const std::string& grpc_host) {
-  // FreePort's port can be taken before the aggregator binds it (on loopback, by an outgoing
-  // connection's local port or one still closing): the aggregator then exits 2 ("cannot listen
-  // on"), and another free port is tried. In a fresh namespace nothing else listens.
-  for (int attempt = 1; attempt <= 3; ++attempt) {
-    if (StartOnce(grpc_host)) {
-      return true;
-    }
-    if (process_ == nullptr || process_->running()) {
-      return false;  // it did not exit: not a port taken
-    }
-  }
-  return false;
-}
-
-bool AggregatorProcess::StartOnce(const std::string& grpc_host) {
   Kill();
   ++starts_;
   const std::string port_file = absl::StrCat(work_dir_, "/aggregator-", starts_, ".port");
+  const std::string metrics_port_file = port_file + ".metrics";
   unlink(port_file.c_str());
-  metrics_port_ = FreePort();
+  unlink(metrics_port_file.c_str());
   std::vector<std::string> argv;
   if (!netns_.empty()) {
     argv = {"/usr/bin/env", "ip", "netns", "exec", netns_};
@@ -74,18 +60,18 @@ bool AggregatorProcess::StartOnce(const std::string& grpc_host) {
   argv.insert(argv.end(),
               {BuildPath("daemon/aggregator/fabricmon-aggregator"), "--insecure_plaintext",
                absl::StrCat("--grpc_listen=", grpc_host, ":", grpc_port_),
-               absl::StrCat("--metrics_listen=127.0.0.1:", metrics_port_),
-               "--port_file=" + port_file, "--log_level=warning"});
+               "--metrics_listen=127.0.0.1:0", "--port_file=" + port_file,
+               "--metrics_port_file=" + metrics_port_file, "--log_level=warning"});
   process_ = std::make_unique<DaemonProcess>();
   if (!process_->Start(argv, work_dir_ + "/aggregator.log")) {
     return false;
   }
   const int port = WaitForPortFile(port_file, *process_, absl::Seconds(30));
-  if (port == 0) {
+  metrics_port_ = port == 0 ? 0 : WaitForPortFile(metrics_port_file, *process_, absl::Seconds(30));
+  if (metrics_port_ == 0) {
     return false;
   }
   grpc_port_ = port;
-  // The port file is written once gRPC listens, before /metrics binds.
   return Scrape().ok();
 }
 

@@ -20,10 +20,11 @@ class AggregatorProcess {
   explicit AggregatorProcess(std::string work_dir, std::string netns = "");
   ~AggregatorProcess();  // kills the process if it runs (also when stopped)
 
-  // Starts the process listening for agents on `grpc_host`: on a free port the first time, on the
-  // same port after that. Waits (bounded) until the gRPC port is bound and /metrics answers; a
-  // start that exits (a /metrics port taken meanwhile) is tried again on another, up to three
-  // times. False, with the reason in the log, if it did not start.
+  // Starts the process listening for agents on `grpc_host`: on a port of its choosing the first
+  // time, on the same port after that; /metrics on a port of its choosing each time (both read
+  // from its port files, so no port picked beforehand can be taken meanwhile). Waits (bounded)
+  // until both are bound and /metrics answers. False, with the reason in the log, if it did not
+  // start.
   bool Start(const std::string& grpc_host = "127.0.0.1");
   void Kill();      // SIGKILL: no shutdown, the kernel resets its connections
   void Hang();      // SIGSTOP: connections stay open, nothing is read or answered
@@ -41,8 +42,6 @@ class AggregatorProcess {
   int starts_ = 0;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
-
-  bool StartOnce(const std::string& grpc_host);
 };
 
 }  // namespace fabricmon::testing

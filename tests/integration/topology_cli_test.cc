@@ -34,7 +34,7 @@ class TopologyCliTest : public ::testing::Test {
             "--topology_file=" + topology_file,
             "--insecure_plaintext",
             "--grpc_listen=127.0.0.1:0",
-            absl::StrCat("--metrics_listen=127.0.0.1:", FreePort()),
+            "--metrics_listen=127.0.0.1:0",
             "--port_file=" + tree_.root() + "/port",
             "--log_level=info"};
   }

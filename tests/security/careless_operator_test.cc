@@ -156,6 +156,11 @@ TEST_F(CarelessOperatorTest, UnwritablePortFile) {
                 {"port_file \"" + port_file + "\""});
   ExpectRefused(Aggregator({"--insecure_plaintext", "--port_file=" + dir_}),
                 {"port_file \"" + dir_ + "\" is a directory"});
+  // The /metrics port's file likewise, named by its own flag.
+  ExpectRefused(Aggregator({"--insecure_plaintext", "--metrics_port_file=" + port_file}),
+                {"metrics_port_file \"" + port_file + "\""});
+  ExpectRefused(Aggregator({"--insecure_plaintext", "--metrics_port_file=" + dir_}),
+                {"metrics_port_file \"" + dir_ + "\" is a directory"});
 }
 
 TEST_F(CarelessOperatorTest, TopologyAndLinkListOverTheirLimit) {

@@ -144,15 +144,17 @@ CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration ti
   return result;
 }
 
-std::vector<std::string> AggregatorArgv(const std::string& config, const std::string& port_file,
-                                        int metrics_port) {
+std::vector<std::string> AggregatorArgv(const std::string& config, const std::string& port_file) {
   return {BuildPath("daemon/aggregator/fabricmon-aggregator"),
           "--config=" + config,
           "--grpc_listen=127.0.0.1:0",
           "--port_file=" + port_file,
-          absl::StrCat("--metrics_listen=127.0.0.1:", metrics_port),
+          "--metrics_listen=127.0.0.1:0",
+          "--metrics_port_file=" + MetricsPortFile(port_file),
           "--log_level=info"};
 }
+
+std::string MetricsPortFile(const std::string& port_file) { return port_file + ".metrics"; }
 
 int EstablishedConnectionsOnPort(pid_t pid, int port) {
   // Socket inodes of established connections whose local end is `port` (hex in the table).

@@ -62,9 +62,10 @@ struct CommandResult {
 CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration timeout);
 
 // The command line of the built fabricmon-aggregator as the security tests start it: `config`,
-// gRPC on a port of its choosing written to `port_file`, /metrics on `metrics_port` (loopback).
-std::vector<std::string> AggregatorArgv(const std::string& config, const std::string& port_file,
-                                        int metrics_port);
+// gRPC and /metrics on loopback ports of its choosing, written to `port_file` and to
+// MetricsPortFile(`port_file`): no port is picked before the start, so none can be taken meanwhile.
+std::vector<std::string> AggregatorArgv(const std::string& config, const std::string& port_file);
+std::string MetricsPortFile(const std::string& port_file);
 
 // TCP connections on local `port` that process `pid` has accepted and that are still established
 // (its socket fds matched with /proc/<pid>/net/tcp{,6}), -1 if they cannot be read. Falls by one

@@ -86,15 +86,18 @@ class MtlsTest : public ::testing::Test {
                        bool expect_up = true) {
     const std::string config = dir_ + "/aggregator.textproto";
     std::ofstream(config) << tls_text;
-    metrics_port_ = FreePort();
-    std::vector<std::string> argv = AggregatorArgv(config, dir_ + "/port", metrics_port_);
+    std::vector<std::string> argv = AggregatorArgv(config, dir_ + "/port");
     argv.insert(argv.end(), extra.begin(), extra.end());
     if (!aggregator_.Start(argv, dir_ + "/aggregator.log")) {
       ADD_FAILURE() << "cannot start " << argv[0];
       return false;
     }
     grpc_port_ = WaitForPortFile(dir_ + "/port", aggregator_, absl::Seconds(20));
-    if (grpc_port_ == 0) {
+    if (grpc_port_ != 0) {
+      metrics_port_ =
+          WaitForPortFile(MetricsPortFile(dir_ + "/port"), aggregator_, absl::Seconds(20));
+    }
+    if (grpc_port_ == 0 || metrics_port_ == 0) {
       if (expect_up) {
         ADD_FAILURE() << "aggregator did not listen; log:\n" << aggregator_.Log();
       }

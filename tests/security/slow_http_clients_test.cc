@@ -106,14 +106,16 @@ class SlowHttpClientsTest : public ::testing::Test {
   int StartAggregator(const std::string& config_text) {
     const std::string config = tree_.root() + "/aggregator.textproto";
     std::ofstream(config) << config_text;
-    const int metrics_port = FreePort();
-    std::vector<std::string> argv = AggregatorArgv(config, tree_.root() + "/port", metrics_port);
+    const std::string port_file = tree_.root() + "/port";
+    std::vector<std::string> argv = AggregatorArgv(config, port_file);
     argv.push_back("--insecure_plaintext");
     if (!process_.Start(argv, tree_.root() + "/aggregator.log")) {
       ADD_FAILURE() << "cannot start " << argv[0];
       return 0;
     }
-    if (WaitForPortFile(tree_.root() + "/port", process_, absl::Seconds(30)) == 0 ||
+    const int metrics_port =
+        WaitForPortFile(MetricsPortFile(port_file), process_, absl::Seconds(30));
+    if (metrics_port == 0 ||
         !WaitUntil([&] { return HttpGet(metrics_port, "/metrics").ok(); }, absl::Seconds(30))) {
       ADD_FAILURE() << "aggregator did not come up; log:\n" << process_.Log();
       return 0;

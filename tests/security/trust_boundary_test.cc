@@ -124,8 +124,7 @@ class TrustBoundaryTest : public ::testing::Test {
     }
     out << extra_config << "\n";
     out.close();
-    metrics_port_ = FreePort();
-    std::vector<std::string> argv = AggregatorArgv(config, dir_ + "/port", metrics_port_);
+    std::vector<std::string> argv = AggregatorArgv(config, dir_ + "/port");
     if (!mtls) {
       argv.push_back("--insecure_plaintext");
     }
@@ -134,7 +133,9 @@ class TrustBoundaryTest : public ::testing::Test {
       return false;
     }
     grpc_port_ = WaitForPortFile(dir_ + "/port", aggregator_, absl::Seconds(20));
-    if (grpc_port_ == 0) {
+    metrics_port_ =
+        WaitForPortFile(MetricsPortFile(dir_ + "/port"), aggregator_, absl::Seconds(20));
+    if (grpc_port_ == 0 || metrics_port_ == 0) {
       ADD_FAILURE() << "aggregator did not listen; log:\n" << aggregator_.Log();
       return false;
     }
