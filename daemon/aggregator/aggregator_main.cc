@@ -164,8 +164,7 @@ int main(int argc, char** argv) {
   info.usage = {
       "fabricmon-aggregator --grpc_listen=HOST:PORT --metrics_listen=HOST:PORT [--config=FILE] "
       "[--topology_file=FILE] [--link_list=FILE] [--port_file=FILE] [--metrics_port_file=FILE] "
-      "[--insecure_plaintext] "
-      "[--shard=NAME]",
+      "[--insecure_plaintext] [--shard=NAME]",
       "fabricmon-aggregator --check_config --config=FILE [flags]",
   };
   info.exit_statuses = {

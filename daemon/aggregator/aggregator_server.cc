@@ -438,12 +438,6 @@ absl::Status AggregatorServer::Start(std::optional<PortFile> port_file,
     return absl::UnavailableError(metrics.status().message());
   }
   metrics_ = *std::move(metrics);
-  if (metrics_port_file.has_value()) {
-    if (absl::Status written = metrics_port_file->Commit(metrics_->port()); !written.ok()) {
-      StopStarted();
-      return absl::UnavailableError(written.ToString());
-    }
-  }
   if (remote_write_feed_ != nullptr) {
     // Everything /metrics serves beside the stored samples, so that remote storage alone serves
     // the dashboards and alerts: findings, node health, jobs, the recording's state.
@@ -462,6 +456,13 @@ absl::Status AggregatorServer::Start(std::optional<PortFile> port_file,
         std::max<int64_t>(settings_.detector_tick_nanos / 4, 10000000));
   }
   metrics_->Serve(exporter_, Collectables());
+  // Written once /metrics serves, so that whoever reads the port finds the page there.
+  if (metrics_port_file.has_value()) {
+    if (absl::Status written = metrics_port_file->Commit(metrics_->port()); !written.ok()) {
+      StopStarted();
+      return absl::UnavailableError(written.ToString());
+    }
+  }
   ticker_ = std::make_unique<DetectorTicker>(*engine_);
   ticker_->Start();
   FABRICMON_LOG(Info) << "/metrics on " << settings_.metrics_listen << " (port " << metrics_->port()

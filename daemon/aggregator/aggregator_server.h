@@ -98,7 +98,7 @@ class AggregatorServer {
   AggregatorServer& operator=(const AggregatorServer&) = delete;
 
   // Listens (gRPC, diagnostics_listen, /metrics), writes `port_file` (when given) once gRPC is
-  // bound and `metrics_port_file` once /metrics is, starts the detector ticker. Unavailable
+  // bound and `metrics_port_file` once /metrics serves, starts the detector ticker. Unavailable
   // (message: the line to print) when a listener cannot bind or a port file cannot be written;
   // what was started is stopped again. Not in Mode::kCheck (FailedPrecondition). Call at most
   // once.
