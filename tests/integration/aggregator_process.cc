@@ -50,7 +50,7 @@ bool AggregatorProcess::Start(const std::string& grpc_host) {
   Kill();
   ++starts_;
   const std::string port_file = absl::StrCat(work_dir_, "/aggregator-", starts_, ".port");
-  const std::string metrics_port_file = port_file + ".metrics";
+  const std::string metrics_port_file = MetricsPortFile(port_file);
   unlink(port_file.c_str());
   unlink(metrics_port_file.c_str());
   std::vector<std::string> argv;
@@ -66,12 +66,12 @@ bool AggregatorProcess::Start(const std::string& grpc_host) {
   if (!process_->Start(argv, work_dir_ + "/aggregator.log")) {
     return false;
   }
-  const int port = WaitForPortFile(port_file, *process_, absl::Seconds(30));
-  metrics_port_ = port == 0 ? 0 : WaitForPortFile(metrics_port_file, *process_, absl::Seconds(30));
-  if (metrics_port_ == 0) {
+  const AggregatorPorts ports = WaitForAggregatorPorts(port_file, *process_, absl::Seconds(30));
+  if (!ports.up()) {
     return false;
   }
-  grpc_port_ = port;
+  grpc_port_ = ports.grpc;
+  metrics_port_ = ports.metrics;
   return Scrape().ok();
 }
 

@@ -156,6 +156,16 @@ std::vector<std::string> AggregatorArgv(const std::string& config, const std::st
 
 std::string MetricsPortFile(const std::string& port_file) { return port_file + ".metrics"; }
 
+AggregatorPorts WaitForAggregatorPorts(const std::string& port_file, DaemonProcess& process,
+                                       absl::Duration timeout) {
+  AggregatorPorts ports;
+  ports.grpc = WaitForPortFile(port_file, process, timeout);
+  if (ports.grpc != 0) {
+    ports.metrics = WaitForPortFile(MetricsPortFile(port_file), process, timeout);
+  }
+  return ports;
+}
+
 int EstablishedConnectionsOnPort(pid_t pid, int port) {
   // Socket inodes of established connections whose local end is `port` (hex in the table).
   const std::string port_hex = absl::StrFormat(":%04X", port);

@@ -67,6 +67,17 @@ CommandResult RunCommand(const std::vector<std::string>& argv, absl::Duration ti
 std::vector<std::string> AggregatorArgv(const std::string& config, const std::string& port_file);
 std::string MetricsPortFile(const std::string& port_file);
 
+// The ports an aggregator started with `port_file` and MetricsPortFile(`port_file`) wrote: each 0
+// if not written within `timeout` (each) or the process exited first. The /metrics file is
+// written after the gRPC one, once the page serves.
+struct AggregatorPorts {
+  int grpc = 0;
+  int metrics = 0;
+  bool up() const { return grpc != 0 && metrics != 0; }
+};
+AggregatorPorts WaitForAggregatorPorts(const std::string& port_file, DaemonProcess& process,
+                                       absl::Duration timeout);
+
 // TCP connections on local `port` that process `pid` has accepted and that are still established
 // (its socket fds matched with /proc/<pid>/net/tcp{,6}), -1 if they cannot be read. Falls by one
 // for each connection the server closes, whatever else the process opens or closes meanwhile, so

@@ -113,8 +113,7 @@ class SlowHttpClientsTest : public ::testing::Test {
       ADD_FAILURE() << "cannot start " << argv[0];
       return 0;
     }
-    const int metrics_port =
-        WaitForPortFile(MetricsPortFile(port_file), process_, absl::Seconds(30));
+    const int metrics_port = WaitForAggregatorPorts(port_file, process_, absl::Seconds(30)).metrics;
     if (metrics_port == 0 ||
         !WaitUntil([&] { return HttpGet(metrics_port, "/metrics").ok(); }, absl::Seconds(30))) {
       ADD_FAILURE() << "aggregator did not come up; log:\n" << process_.Log();

@@ -132,10 +132,11 @@ class TrustBoundaryTest : public ::testing::Test {
       ADD_FAILURE() << "cannot start " << argv[0];
       return false;
     }
-    grpc_port_ = WaitForPortFile(dir_ + "/port", aggregator_, absl::Seconds(20));
-    metrics_port_ =
-        WaitForPortFile(MetricsPortFile(dir_ + "/port"), aggregator_, absl::Seconds(20));
-    if (grpc_port_ == 0 || metrics_port_ == 0) {
+    const AggregatorPorts ports =
+        WaitForAggregatorPorts(dir_ + "/port", aggregator_, absl::Seconds(20));
+    grpc_port_ = ports.grpc;
+    metrics_port_ = ports.metrics;
+    if (!ports.up()) {
       ADD_FAILURE() << "aggregator did not listen; log:\n" << aggregator_.Log();
       return false;
     }
