@@ -208,7 +208,7 @@ absl::StatusOr<uint32_t> NodeState::DeclareLocked(const collectors::SeriesDesc& 
     if (existing.desc->type != desc.type || existing.desc->width_bits != desc.width_bits ||
         existing.desc->scale != desc.scale) {
       // Same name and labels, new semantics (agent upgrade): restart the series.
-      existing.desc = ShareDesc(desc);
+      existing.SetDesc(ShareDesc(desc));
       existing.count = 0;
     }
     return it->second;
@@ -255,7 +255,7 @@ absl::StatusOr<uint32_t> NodeState::DeclareLocked(const collectors::SeriesDesc& 
     series_.emplace_back();
   }
   Series& series = series_[index];
-  series.desc = ShareDesc(desc);
+  series.SetDesc(ShareDesc(desc));
   series.id = next_series_id.fetch_add(1, std::memory_order_relaxed);
   series.ring.resize(samples_per_series_);
   series.retired = false;
@@ -263,15 +263,11 @@ absl::StatusOr<uint32_t> NodeState::DeclareLocked(const collectors::SeriesDesc& 
   series.last_stored_unix_nanos = last_seen_;
   by_fingerprint_.emplace(identity, index);
   auto [family, new_family] = by_family_.try_emplace(desc.name);
-  family->second.push_back(index);
+  family->second.indices.push_back(index);
   if (new_family && descs_ != nullptr) {
-    if (std::optional<uint32_t> number = descs_->NumberFamily(desc.name)) {
-      if (*number >= by_family_number_.size()) {
-        by_family_number_.resize(static_cast<size_t>(*number) + 1, nullptr);
-      }
-      by_family_number_[*number] = &family->second;
-    }
+    family->second.number = descs_->NumberFamily(desc.name);
   }
+  RepointFamilyLocked(family->second);
   // Collector numbers are never reused within a node: a node has a handful of collectors.
   auto [collector, added] =
       collector_ids_.try_emplace(desc.collector, static_cast<uint32_t>(by_collector_.size()));
@@ -342,10 +338,10 @@ NodeState::AppendResult NodeState::AppendBatchLocked(uint64_t sequence, uint64_t
       continue;
     }
     const Series& series = series_[slots[i].index];
-    if (series.desc->type == MetricType::kCounter && values[i] > series.desc->MaxRaw()) {
+    if (series.IsCounter() && values[i] > series.MaxRaw()) {
       ++counters_.values_out_of_range;
       result.out_of_range_position = static_cast<uint32_t>(i);
-      result.out_of_range_width = series.desc->width_bits;
+      result.out_of_range_width = series.width_bits;
       return result;
     }
     if (series.count > 0 && series.ring[series.head].timestamp_unix_nanos > newest) {
@@ -376,8 +372,12 @@ NodeState::AppendResult NodeState::AppendBatchLocked(uint64_t sequence, uint64_t
   counters_.agent_dropped_batches += dropped_before;
   last_stored_sequence_ = sequence;
   ++counters_.batches;
+  BatchCollectors collectors;
   for (size_t i = 0; i < slots.size(); ++i) {
     if (!present[i]) {
+      if (Holds(slots[i])) {
+        collectors.Note(series_[slots[i].index].collector_id, /*carried=*/false);
+      }
       continue;
     }
     if (slots[i].index == SlotRef::kUnstored) {
@@ -391,14 +391,17 @@ NodeState::AppendResult NodeState::AppendBatchLocked(uint64_t sequence, uint64_t
       continue;
     }
     Series& series = series_[slots[i].index];
+    // A series named twice in one batch counts once (its last value is the one kept).
+    collectors.Note(series.collector_id, /*carried=*/series.last_sequence != sequence);
     series.last_sequence = sequence;
     series.last_stored_unix_nanos = now_unix_nanos;
+    series.absent = false;
     const uint64_t raw = values[i];
     if (series.count > 0) {
       const StoredSample& last = series.ring[series.head];
-      if (series.desc->type == MetricType::kCounter && raw < last.raw) {
-        const bool wrapped = series.desc->overflow == Overflow::kWraps &&
-                             series.desc->width_bits < 64 && last.raw > series.desc->MaxRaw() / 2;
+      if (series.IsCounter() && raw < last.raw) {
+        const bool wrapped = series.overflow == Overflow::kWraps && series.width_bits < 64 &&
+                             last.raw > series.MaxRaw() / 2;
         if (!wrapped) {
           // Reset (driver reload, perfquery -R, reboot): the new value is a new baseline.
           ++series.resets;
@@ -412,11 +415,11 @@ NodeState::AppendResult NodeState::AppendBatchLocked(uint64_t sequence, uint64_t
     if (series.count < series.ring.size()) {
       ++series.count;
     }
-    series.saturated = series.desc->IsSaturated(raw);
+    series.saturated = series.IsSaturated(raw);
     ++counters_.samples;
     ++result.samples;
   }
-  MarkAbsentLocked(sequence, slots);
+  MarkAbsentLocked(sequence, collectors);
   // Sweep a few times per retention period; at least every minute keeps a retired series' stay
   // close to the retention.
   const int64_t sweep_every = std::min<int64_t>(retention_ / 4, 60'000'000'000);
@@ -464,14 +467,9 @@ uint64_t NodeState::RetireStaleLocked(int64_t now_unix_nanos) {
     if (it == by_family_.end()) {
       continue;
     }
-    drop_stale(it->second);
-    if (it->second.empty()) {
-      if (descs_ != nullptr) {
-        if (std::optional<uint32_t> number = descs_->KeyOfFamily(family).number;
-            number.has_value() && *number < by_family_number_.size()) {
-          by_family_number_[*number] = nullptr;
-        }
-      }
+    drop_stale(it->second.indices);
+    RepointFamilyLocked(it->second);
+    if (it->second.indices.empty()) {
       by_family_.erase(it);
     }
   }
@@ -508,26 +506,16 @@ uint64_t NodeState::SeriesRoom() const {
   return room;
 }
 
-void NodeState::MarkAbsentLocked(uint64_t sequence, absl::Span<const SlotRef> slots) {
-  // The collectors of this batch (one, from an honest agent; a few at most).
-  absl::InlinedVector<uint32_t, 8> collectors;
-  for (const SlotRef& slot : slots) {
-    if (!Holds(slot)) {
-      continue;
-    }
-    const uint32_t collector = series_[slot.index].collector_id;
-    if (!collectors.empty() && collectors.back() == collector) {
-      continue;  // the common case: the same collector as the previous series
-    }
-    if (std::find(collectors.begin(), collectors.end(), collector) == collectors.end()) {
-      collectors.push_back(collector);
-      if (collectors.size() > 8) {
-        return;  // not one collector's cycle; leave presence as it was
-      }
-    }
+void NodeState::MarkAbsentLocked(uint64_t sequence, const BatchCollectors& collectors) {
+  if (collectors.overflowed) {
+    return;  // not one collector's cycle; leave the others' presence as it was
   }
-  for (uint32_t collector : collectors) {
-    for (uint32_t index : by_collector_[collector]) {
+  for (const BatchCollectors::Tally& tally : collectors.tallies) {
+    const std::vector<uint32_t>& indices = by_collector_[tally.collector];
+    if (tally.carried == indices.size()) {
+      continue;  // the batch carried every series of its collector: all marked present already
+    }
+    for (uint32_t index : indices) {
       series_[index].absent = series_[index].last_sequence != sequence;
     }
   }
@@ -553,6 +541,16 @@ void NodeState::ForEachSeries(const std::function<void(const Series&)>& visit) c
   }
 }
 
+void NodeState::RepointFamilyLocked(const FamilyList& family) {
+  if (!family.number.has_value()) {
+    return;
+  }
+  if (*family.number >= by_family_number_.size()) {
+    by_family_number_.resize(static_cast<size_t>(*family.number) + 1);
+  }
+  by_family_number_[*family.number] = family.indices;
+}
+
 void NodeState::VisitFamily(absl::string_view family,
                             const std::function<void(const Series&)>& visit) const {
   absl::MutexLock lock(&mu_);
@@ -560,7 +558,7 @@ void NodeState::VisitFamily(absl::string_view family,
   if (it == by_family_.end()) {
     return;
   }
-  for (uint32_t index : it->second) {
+  for (uint32_t index : it->second.indices) {
     visit(series_[index]);
   }
 }
@@ -582,10 +580,8 @@ void NodeState::VisitFamily(const FamilyKey& family,
   if (*family.number >= by_family_number_.size()) {
     return;
   }
-  if (const std::vector<uint32_t>* indices = by_family_number_[*family.number]) {
-    for (uint32_t index : *indices) {
-      visit(series_[index]);
-    }
+  for (uint32_t index : by_family_number_[*family.number]) {
+    visit(series_[index]);
   }
 }
 

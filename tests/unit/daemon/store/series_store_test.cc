@@ -419,6 +419,59 @@ TEST(NodeStatePresenceTest, SeriesMissingFromTheirCollectorsLastBatchAreAbsent) 
   EXPECT_TRUE(absent(p1));
 }
 
+// A batch that names one series twice has not carried its collector's other series: counting
+// the series it carried must not count that one twice.
+TEST(NodeStatePresenceTest, ASeriesNamedTwiceDoesNotStandInForAMissingOne) {
+  NodeState node("node-p", 4, 100);
+  auto series_of = [](const char* pid) {
+    return GaugeSeries("rdma_qp", "fabricmon_rdma_process_qps", "h", Unit::kNone, 1.0,
+                       {{"pid", pid}});
+  };
+  const uint32_t p1 = *node.Declare(series_of("100"));
+  const uint32_t p2 = *node.Declare(series_of("200"));
+  node.AppendBatch(1, 0, kT0, {p1, p2}, {4, 8}, {true, true}, kT0);
+  node.AppendBatch(2, 0, kT0 + kSecond, {p1, p1}, {5, 6}, {true, true}, kT0);
+  node.WithSeries([&](const std::vector<Series>& all) {
+    EXPECT_FALSE(all[p1].absent);
+    EXPECT_TRUE(all[p2].absent);
+    EXPECT_EQ(all[p1].Latest()->raw, 6u);
+  });
+}
+
+// A batch naming series of more than 8 collectors is not one collector's cycle: it marks what it
+// carried present and leaves the rest as it was (nothing is marked absent on its account).
+TEST(NodeStatePresenceTest, ABatchOfManyCollectorsMarksNothingAbsent) {
+  NodeState node("node-p", 4, 100);
+  std::vector<uint32_t> first;   // one series of each of 9 collectors, carried
+  std::vector<uint32_t> second;  // another of each, left out of the batch
+  for (int c = 0; c < 9; ++c) {
+    const std::string collector = absl::StrCat("c", c);
+    first.push_back(*node.Declare(GaugeSeries(collector, "fabricmon_g", "h", Unit::kNone, 1.0,
+                                              {{"k", absl::StrCat(c, "a")}})));
+    second.push_back(*node.Declare(GaugeSeries(collector, "fabricmon_g", "h", Unit::kNone, 1.0,
+                                               {{"k", absl::StrCat(c, "b")}})));
+  }
+  std::vector<uint64_t> values(first.size(), 1);
+  node.AppendBatch(1, 0, kT0, first, values, std::vector<bool>(first.size(), true), kT0);
+  node.WithSeries([&](const std::vector<Series>& all) {
+    for (size_t c = 0; c < first.size(); ++c) {
+      EXPECT_FALSE(all[first[c]].absent) << c;
+      EXPECT_FALSE(all[second[c]].absent) << c;
+    }
+  });
+  // With 8 collectors it is their cycle: each one's series left out is absent.
+  first.pop_back();
+  values.pop_back();
+  node.AppendBatch(2, 0, kT0 + kSecond, first, values, std::vector<bool>(first.size(), true), kT0);
+  node.WithSeries([&](const std::vector<Series>& all) {
+    for (size_t c = 0; c < first.size(); ++c) {
+      EXPECT_FALSE(all[first[c]].absent) << c;
+      EXPECT_TRUE(all[second[c]].absent) << c;
+    }
+    EXPECT_FALSE(all[second.back()].absent);  // the ninth collector was not in that batch
+  });
+}
+
 // Readers visiting one family on many nodes (the detectors) look it up once in the store's table
 // and find each node's list by its number: they visit what a lookup by name visits.
 TEST(FamilyKeyTest, VisitsWhatTheNameVisitsOnEveryNodeOfTheStore) {
@@ -660,8 +713,19 @@ TEST(NodeStateDeclareTest, IsIdempotentCapsSeriesAndRestartsChangedSemantics) {
   node.WithSeries([&](const std::vector<Series>& all) {
     EXPECT_EQ(all[*first].count, 0u);
     EXPECT_EQ(all[*first].desc->width_bits, 64);
+    EXPECT_EQ(all[*first].width_bits, 64);  // the copy the append path reads
   });
   EXPECT_EQ(node.GetSummary(false).series, 2u);
+  // The new width is what the batch is checked against: a 33-bit value is no longer refused.
+  const NodeState::AppendResult wide =
+      node.AppendBatch(2, 0, kT0 + kSecond, {*first}, {uint64_t{1} << 33}, {true}, kT0);
+  EXPECT_TRUE(wide.stored);
+  EXPECT_EQ(wide.samples, 1u);
+  // And back to 8 bits with saturation: the width's all-ones value reads as saturated.
+  ASSERT_THAT(node.Declare(Counter(8, Overflow::kSaturates, 1.0, "fabricmon_a_total")), IsOk());
+  EXPECT_FALSE(node.AppendBatch(3, 0, kT0 + 2 * kSecond, {*first}, {256}, {true}, kT0).stored);
+  EXPECT_TRUE(node.AppendBatch(4, 0, kT0 + 3 * kSecond, {*first}, {255}, {true}, kT0).stored);
+  node.WithSeries([&](const std::vector<Series>& all) { EXPECT_TRUE(all[*first].saturated); });
 }
 
 // The new-series limit, on explicit monotonic times: a series the node does not hold takes a
