@@ -1,7 +1,5 @@
 #include "collectors/core/sample.h"
 
-#include <limits>
-
 #include "absl/hash/hash.h"
 #include "collectors/core/family_spec.h"
 
@@ -15,13 +13,6 @@ void SeriesDesc::Finalize() {
 }
 
 uint64_t SeriesIdentity(const SeriesDesc& desc) { return absl::HashOf(desc.name, desc.labels); }
-
-uint64_t SeriesDesc::MaxRaw() const {
-  if (width_bits == 0 || width_bits >= 64) {
-    return std::numeric_limits<uint64_t>::max();
-  }
-  return (uint64_t{1} << width_bits) - 1;
-}
 
 SeriesDesc CounterSeries(absl::string_view collector, std::string name, std::string help, Unit unit,
                          uint8_t width_bits, Overflow overflow, double scale, Labels labels) {

@@ -42,6 +42,18 @@ enum class Unit : uint8_t {
 
 using Labels = std::vector<std::pair<std::string, std::string>>;
 
+// Largest raw value a counter `width_bits` wide can hold: 2^width_bits - 1 (UINT64_MAX for 64 or
+// 0, the width of a counter not declared narrower).
+constexpr uint64_t MaxRawOfWidth(uint8_t width_bits) {
+  return width_bits == 0 || width_bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << width_bits) - 1;
+}
+// True if `raw` is a saturating counter's value pinned at its maximum.
+constexpr bool IsSaturatedValue(MetricType type, Overflow overflow, uint8_t width_bits,
+                                uint64_t raw) {
+  return type == MetricType::kCounter && overflow == Overflow::kSaturates &&
+         raw == MaxRawOfWidth(width_bits);
+}
+
 // Everything about a series except its value. Built once per discovery by the collector and
 // passed by reference on every sample; sinks copy it the first time they see its fingerprint.
 struct SeriesDesc {
@@ -61,11 +73,9 @@ struct SeriesDesc {
   // Computes `fingerprint`. Call after the fields above are set, and again after changing any.
   void Finalize();
   // Largest raw value the counter can hold: 2^width_bits - 1 (UINT64_MAX for 64 or 0).
-  uint64_t MaxRaw() const;
+  uint64_t MaxRaw() const { return MaxRawOfWidth(width_bits); }
   // True if this is a saturating counter whose raw value is pinned at its maximum.
-  bool IsSaturated(uint64_t raw) const {
-    return type == MetricType::kCounter && overflow == Overflow::kSaturates && raw == MaxRaw();
-  }
+  bool IsSaturated(uint64_t raw) const { return IsSaturatedValue(type, overflow, width_bits, raw); }
 };
 
 // Hash of name and labels only: what a series *is*, whatever its declared semantics (the

@@ -192,11 +192,9 @@ struct Series {
   }
   bool IsCounter() const { return type == collectors::MetricType::kCounter; }
   // desc->MaxRaw() and desc->IsSaturated(), from the copied fields.
-  uint64_t MaxRaw() const {
-    return width_bits == 0 || width_bits >= 64 ? ~uint64_t{0} : (uint64_t{1} << width_bits) - 1;
-  }
+  uint64_t MaxRaw() const { return collectors::MaxRawOfWidth(width_bits); }
   bool IsSaturated(uint64_t raw) const {
-    return IsCounter() && overflow == collectors::Overflow::kSaturates && raw == MaxRaw();
+    return collectors::IsSaturatedValue(type, overflow, width_bits, raw);
   }
 
   const StoredSample* Latest() const { return count ? &ring[head] : nullptr; }
@@ -436,6 +434,9 @@ class NodeState {
                                  absl::Span<const uint64_t> values,
                                  const std::vector<bool>& present, int64_t now_unix_nanos)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  struct FamilyList;
+  // Points by_family_number_'s entry for `family` at its list as it is now.
+  void RepointFamilyLocked(const FamilyList& family) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Retires the series without a sample for the retention; returns how many.
   uint64_t RetireStaleLocked(int64_t now_unix_nanos) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Holds(SlotRef slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -468,8 +469,6 @@ class NodeState {
     std::optional<uint32_t> number;  // the store's number for the family (none: looked up by name)
   };
   absl::flat_hash_map<std::string, FamilyList> by_family_ ABSL_GUARDED_BY(mu_);
-  // Points by_family_number_'s entry for `family` at its list as it is now.
-  void RepointFamilyLocked(const FamilyList& family) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Collectors by the number their series carry (Series::collector_id), and their series: a
   // batch marks absence by number, without comparing names.
   absl::flat_hash_map<std::string, uint32_t> collector_ids_ ABSL_GUARDED_BY(mu_);
