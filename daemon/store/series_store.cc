@@ -206,8 +206,12 @@ absl::StatusOr<uint32_t> NodeState::DeclareLocked(const collectors::SeriesDesc& 
   if (it != by_fingerprint_.end()) {
     Series& existing = series_[it->second];
     if (existing.desc->type != desc.type || existing.desc->width_bits != desc.width_bits ||
-        existing.desc->scale != desc.scale) {
-      // Same name and labels, new semantics (agent upgrade): restart the series.
+        existing.desc->scale != desc.scale || existing.desc->overflow != desc.overflow ||
+        existing.desc->unit != desc.unit) {
+      // Same name and labels, new semantics (agent upgrade): restart the series. Any of these
+      // changes how a raw value reads (a counter that now saturates instead of wrapping: its
+      // all-ones value is a pinned counter, not a value before a wrap), so no delta or rate is
+      // taken across the change.
       existing.SetDesc(ShareDesc(desc));
       existing.count = 0;
     }

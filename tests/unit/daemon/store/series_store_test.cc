@@ -726,6 +726,21 @@ TEST(NodeStateDeclareTest, IsIdempotentCapsSeriesAndRestartsChangedSemantics) {
   EXPECT_FALSE(node.AppendBatch(3, 0, kT0 + 2 * kSecond, {*first}, {256}, {true}, kT0).stored);
   EXPECT_TRUE(node.AppendBatch(4, 0, kT0 + 3 * kSecond, {*first}, {255}, {true}, kT0).stored);
   node.WithSeries([&](const std::vector<Series>& all) { EXPECT_TRUE(all[*first].saturated); });
+  // The overflow mode alone changes (the same width now wraps): a restart too, and the
+  // all-ones value is an ordinary value again, not a pinned counter.
+  ASSERT_THAT(node.Declare(Counter(8, Overflow::kWraps, 1.0, "fabricmon_a_total")), IsOk());
+  node.WithSeries([&](const std::vector<Series>& all) {
+    EXPECT_EQ(all[*first].count, 0u);
+    EXPECT_EQ(all[*first].desc->overflow, Overflow::kWraps);
+  });
+  EXPECT_TRUE(node.AppendBatch(5, 0, kT0 + 4 * kSecond, {*first}, {255}, {true}, kT0).stored);
+  node.WithSeries([&](const std::vector<Series>& all) {
+    EXPECT_FALSE(all[*first].saturated);
+    EXPECT_EQ(all[*first].count, 1u);
+  });
+  // Re-declaring it unchanged keeps its samples.
+  ASSERT_THAT(node.Declare(Counter(8, Overflow::kWraps, 1.0, "fabricmon_a_total")), IsOk());
+  node.WithSeries([&](const std::vector<Series>& all) { EXPECT_EQ(all[*first].count, 1u); });
 }
 
 // The new-series limit, on explicit monotonic times: a series the node does not hold takes a
