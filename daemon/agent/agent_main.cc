@@ -3,7 +3,7 @@
 //   fabricmon-agent --once [--sysfs_root=DIR] [--config=FILE]
 //       Discover and collect once; print Prometheus text exposition to stdout.
 //   fabricmon-agent --aggregator=HOST:PORT[,HOST:PORT...] [--node_name=NAME]
-//                   [--listen_metrics=HOST:PORT]
+//                   [--listen_metrics=HOST:PORT [--metrics_port_file=FILE]]
 //                   [--config=FILE]
 //       Run: collect on schedule, stream to the aggregator, optionally serve local /metrics.
 //   fabricmon-agent --check_config --config=FILE [flags]
@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,7 @@
 #include "daemon/common/config_loader.h"
 #include "daemon/common/handshake_failures.h"
 #include "daemon/common/logging.h"
+#include "daemon/common/operator_file.h"
 #include "daemon/common/systemd_notify.h"
 #include "daemon/exposition/text_exposition.h"
 #include "fabricmon/v1/config.pb.h"
@@ -57,6 +59,9 @@ ABSL_FLAG(std::string, aggregator, "",
 ABSL_FLAG(std::string, node_name, "", "Node name (overrides config; default: host name).");
 ABSL_FLAG(std::string, listen_metrics, "",
           "HOST:PORT to serve this node's own /metrics (overrides config; empty: off).");
+ABSL_FLAG(std::string, metrics_port_file, "",
+          "Write the bound /metrics port to this file once serving (for --listen_metrics=...:0). "
+          "Created before anything listens (exit 2 if it cannot be) and renamed into place.");
 ABSL_FLAG(std::string, log_level, "warning", "debug, info, warning or error.");
 ABSL_FLAG(bool, insecure_plaintext, false,
           "Stream to the aggregator WITHOUT TLS (same as tls { insecure_plaintext: true }). "
@@ -167,9 +172,32 @@ int RunDaemon(const v1::AgentConfig& config) {
     Err() << daemon.status().message() << "\n";
     return kExitUsage;
   }
+  // The port file is created before anything listens: an unwritable path stops the start.
+  std::optional<PortFile> metrics_port_file;
+  if (const std::string path = absl::GetFlag(FLAGS_metrics_port_file); !path.empty()) {
+    if (config.listen_metrics().empty()) {
+      Err() << "--metrics_port_file needs a /metrics listener (--listen_metrics or the config's "
+               "listen_metrics); see --help\n";
+      return kExitUsage;
+    }
+    absl::StatusOr<PortFile> prepared = PortFile::Prepare(path, "metrics_port_file");
+    if (!prepared.ok()) {
+      Err() << prepared.status() << "\n";
+      return kExitUsage;
+    }
+    metrics_port_file = *std::move(prepared);
+  }
   if (absl::Status started = (*daemon)->Start(); !started.ok()) {
     Err() << started.message() << "\n";
     return kExitUsage;
+  }
+  if (metrics_port_file.has_value()) {
+    if (absl::Status written = metrics_port_file->Commit((*daemon)->metrics_port());
+        !written.ok()) {
+      Err() << written << "\n";
+      (*daemon)->Stop(absl::ZeroDuration());
+      return kExitUsage;
+    }
   }
 
   const uint64_t watchdog_us = WatchdogIntervalMicros();
@@ -211,7 +239,8 @@ int main(int argc, char** argv) {
       "fabricmon-agent --doctor [--config=FILE] [--sysfs_root=DIR] [--procfs_root=DIR] "
       "[--enable_collectors=A,B]",
       "fabricmon-agent --aggregator=HOST:PORT[,HOST:PORT...] [--node_name=NAME] "
-      "[--listen_metrics=HOST:PORT] [--config=FILE] [--insecure_plaintext]",
+      "[--listen_metrics=HOST:PORT [--metrics_port_file=FILE]] [--config=FILE] "
+      "[--insecure_plaintext]",
       "fabricmon-agent --check_config --config=FILE [flags]",
   };
   info.exit_statuses = {
@@ -226,6 +255,7 @@ int main(int argc, char** argv) {
   info.value_names = {{"aggregator", "HOST:PORT[,...]"},
                       {"config", "FILE"},
                       {"listen_metrics", "HOST:PORT"},
+                      {"metrics_port_file", "FILE"},
                       {"log_level", "LEVEL"},
                       {"node_name", "NAME"},
                       {"procfs_root", "DIR"},

@@ -51,8 +51,8 @@ def run(argv, env=None, stderr_fd=None, timeout=20):
 
 OWN_FLAGS = {
     "fabricmon-agent": ["once", "config", "sysfs_root", "procfs_root", "aggregator", "node_name",
-                        "listen_metrics", "log_level", "insecure_plaintext", "check_config",
-                        "enable_collectors", "doctor"],
+                        "listen_metrics", "metrics_port_file", "log_level", "insecure_plaintext",
+                        "check_config", "enable_collectors", "doctor"],
     "fabricmon-aggregator": ["config", "grpc_listen", "metrics_listen", "log_level", "link_list",
                              "topology_file", "port_file", "metrics_port_file", "insecure_plaintext",
                              "check_config", "shard"],

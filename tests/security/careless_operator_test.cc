@@ -6,6 +6,7 @@
 // port, reachable by the CLI there and no longer on the telemetry port.
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -161,6 +162,36 @@ TEST_F(CarelessOperatorTest, UnwritablePortFile) {
                 {"metrics_port_file \"" + port_file + "\""});
   ExpectRefused(Aggregator({"--insecure_plaintext", "--metrics_port_file=" + dir_}),
                 {"metrics_port_file \"" + dir_ + "\" is a directory"});
+}
+
+// The agent's /metrics port file: refused like the aggregator's where it cannot be written, and
+// without a /metrics listener to report; with one, the file holds the port that serves.
+TEST_F(CarelessOperatorTest, AgentMetricsPortFile) {
+  Write("plain", "x");
+  const std::string unwritable = dir_ + "/plain/port";
+  ExpectRefused(Agent({"--insecure_plaintext", "--metrics_port_file=" + unwritable}),
+                {"metrics_port_file \"" + unwritable + "\""});
+  ExpectRefused(Agent({"--insecure_plaintext", "--metrics_port_file=" + dir_}),
+                {"metrics_port_file \"" + dir_ + "\" is a directory"});
+  const std::string port_file = dir_ + "/agent-metrics.port";
+  ExpectRefused(
+      Agent({"--insecure_plaintext", "--listen_metrics=", "--metrics_port_file=" + port_file}),
+      {"--metrics_port_file needs a /metrics listener"});
+  EXPECT_NE(access(port_file.c_str(), F_OK), 0) << "a refused start wrote its port file";
+
+  DaemonProcess agent;
+  ASSERT_TRUE(agent.Start(
+      {BuildPath("daemon/agent/fabricmon-agent"), "--aggregator=127.0.0.1:1",
+       "--insecure_plaintext", "--listen_metrics=127.0.0.1:0", "--metrics_port_file=" + port_file,
+       "--sysfs_root=" + SharedFixture("sysfs/gpud-h100/sys")},
+      dir_ + "/agent.log"));
+  const int port = WaitForPortFile(port_file, agent, absl::Seconds(20));
+  ASSERT_GT(port, 0) << agent.Log();
+  absl::StatusOr<std::string> metrics = HttpGet(port, "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_THAT(*metrics, HasSubstr("fabricmon_agent_"));
+  kill(agent.pid(), SIGTERM);
+  EXPECT_EQ(agent.Wait(absl::Seconds(20)), 0) << agent.Log();
 }
 
 TEST_F(CarelessOperatorTest, TopologyAndLinkListOverTheirLimit) {
