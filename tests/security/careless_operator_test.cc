@@ -153,26 +153,26 @@ TEST_F(CarelessOperatorTest, UnwritablePortFile) {
   // Under a regular file: no one can create it, root included.
   Write("plain", "x");
   const std::string port_file = dir_ + "/plain/port";
-  ExpectRefused(Aggregator({"--insecure_plaintext", "--port_file=" + port_file}),
-                {"port_file \"" + port_file + "\""});
-  ExpectRefused(Aggregator({"--insecure_plaintext", "--port_file=" + dir_}),
-                {"port_file \"" + dir_ + "\" is a directory"});
-  // The /metrics port's file likewise, named by its own flag.
-  ExpectRefused(Aggregator({"--insecure_plaintext", "--metrics_port_file=" + port_file}),
-                {"metrics_port_file \"" + port_file + "\""});
-  ExpectRefused(Aggregator({"--insecure_plaintext", "--metrics_port_file=" + dir_}),
-                {"metrics_port_file \"" + dir_ + "\" is a directory"});
+  // Each daemon's port files (the aggregator's gRPC and /metrics ports, the agent's /metrics
+  // port), each refusal naming its own flag.
+  struct PortFileFlag {
+    bool agent;
+    std::string name;
+  };
+  for (const PortFileFlag& flag : std::vector<PortFileFlag>{
+           {false, "port_file"}, {false, "metrics_port_file"}, {true, "metrics_port_file"}}) {
+    auto run = [&](const std::string& path) {
+      std::vector<std::string> argv = {"--insecure_plaintext", "--" + flag.name + "=" + path};
+      return flag.agent ? Agent(argv) : Aggregator(argv);
+    };
+    ExpectRefused(run(port_file), {flag.name + " \"" + port_file + "\""});
+    ExpectRefused(run(dir_), {flag.name + " \"" + dir_ + "\" is a directory"});
+  }
 }
 
-// The agent's /metrics port file: refused like the aggregator's where it cannot be written, and
-// without a /metrics listener to report; with one, the file holds the port that serves.
+// The agent's /metrics port file without a /metrics listener to report is refused (its unwritable
+// paths: UnwritablePortFile); with one, the file holds the port that serves.
 TEST_F(CarelessOperatorTest, AgentMetricsPortFile) {
-  Write("plain", "x");
-  const std::string unwritable = dir_ + "/plain/port";
-  ExpectRefused(Agent({"--insecure_plaintext", "--metrics_port_file=" + unwritable}),
-                {"metrics_port_file \"" + unwritable + "\""});
-  ExpectRefused(Agent({"--insecure_plaintext", "--metrics_port_file=" + dir_}),
-                {"metrics_port_file \"" + dir_ + "\" is a directory"});
   const std::string port_file = dir_ + "/agent-metrics.port";
   ExpectRefused(
       Agent({"--insecure_plaintext", "--listen_metrics=", "--metrics_port_file=" + port_file}),
