@@ -741,6 +741,14 @@ TEST(NodeStateDeclareTest, IsIdempotentCapsSeriesAndRestartsChangedSemantics) {
   // Re-declaring it unchanged keeps its samples.
   ASSERT_THAT(node.Declare(Counter(8, Overflow::kWraps, 1.0, "fabricmon_a_total")), IsOk());
   node.WithSeries([&](const std::vector<Series>& all) { EXPECT_EQ(all[*first].count, 1u); });
+  // The unit alone changes: a restart as well.
+  ASSERT_THAT(node.Declare(CounterSeries("test", "fabricmon_a_total", "h", Unit::kBytes, 8,
+                                         Overflow::kWraps, 1.0, {{"device", "mlx5_0"}})),
+              IsOk());
+  node.WithSeries([&](const std::vector<Series>& all) {
+    EXPECT_EQ(all[*first].count, 0u);
+    EXPECT_EQ(all[*first].desc->unit, Unit::kBytes);
+  });
 }
 
 // The new-series limit, on explicit monotonic times: a series the node does not hold takes a
