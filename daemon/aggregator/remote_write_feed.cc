@@ -1,6 +1,9 @@
 #include "daemon/aggregator/remote_write_feed.h"
 
 #include <algorithm>
+#include <array>
+#include <functional>
+#include <string_view>
 #include <utility>
 
 #include "absl/time/time.h"
@@ -22,17 +25,25 @@ int64_t ToMillis(int64_t unix_nanos) {
 
 }  // namespace
 
-// Per agent stream: the label set of each slot it saw, built once per series (and again when the
-// slot was retired and reused: its generation changed).
+// Per agent stream: for each endpoint, the merged labels (LabelMerger) of each slot's series as a
+// request carries them, built once per series (and again when the slot was retired and reused:
+// its generation changed). A stored batch becomes one run of encoded samples per endpoint
+// (EncodedSamples), queued whole on the shard of the stream's node: nothing per sample is
+// queued, counted or looked up again, and a series' label bytes are read from one buffer per
+// stream in slot order rather than from a label set of its own.
 class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
  public:
-  explicit StreamFeed(RemoteWriteFeed& feed) : feed_(feed) {}
+  explicit StreamFeed(RemoteWriteFeed& feed)
+      : feed_(feed), labels_(feed.endpoints_.size()), runs_(feed.endpoints_.size()) {}
 
   void OnStored(const store::NodeState& node, absl::Span<const store::SlotRef> slots,
                 const std::vector<bool>& present,
                 const std::shared_ptr<store::Settlement>& settlement) override {
-    samples_.clear();
     const int64_t now = feed_.clock_.MonotonicNanos();
+    for (remote_write::EncodedSamples& run : runs_) {
+      run.Clear();  // its buffers stay: a stream's batches are alike, so they rarely grow
+      run.enqueued_monotonic_nanos = now;
+    }
     node.WithSeries([&](const std::vector<store::Series>& all) {
       for (size_t i = 0; i < slots.size() && i < present.size(); ++i) {
         const store::SlotRef slot = slots[i];
@@ -44,92 +55,130 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
         if (series.retired || series.generation != slot.generation || latest == nullptr) {
           continue;  // retired since the stream declared it: the store dropped the value too
         }
-        if (slot.index >= labels_.size()) {
-          labels_.resize(slot.index + 1);
+        if (slot.index >= slots_.size()) {
+          slots_.resize(slot.index + 1);
         }
-        Cached& cached = labels_[slot.index];
-        if (cached.set == nullptr || cached.generation != slot.generation) {
+        Cached& cached = slots_[slot.index];
+        if (!cached.known || cached.generation != slot.generation) {
           LabelPairs pairs;
           pairs.reserve(series.desc->labels.size() + 1);
           pairs.emplace_back("node", node.name());
           pairs.insert(pairs.end(), series.desc->labels.begin(), series.desc->labels.end());
-          cached.set = Keep(remote_write::MakeLabelSet(series.desc->name, std::move(pairs),
-                                                       remote_write::SeriesOrigin::kAgent));
-          cached.generation = slot.generation;
-          cached.saturated_set.reset();
-          cached.flagged = false;
+          Remember(slot.index, kSeriesLabels,
+                   *remote_write::MakeLabelSet(series.desc->name, std::move(pairs),
+                                               remote_write::SeriesOrigin::kAgent));
+          Forget(slot.index, kFlagLabels);
+          cached = {slot.generation, /*known=*/true, /*flag_known=*/false, /*flagged=*/false};
         }
         const int64_t timestamp_ms = ToMillis(latest->timestamp_unix_nanos);
-        samples_.push_back({Queued(cached.set), timestamp_ms,
-                            collectors::ExportedValue(series.desc, latest->raw), now});
+        const double value = collectors::ExportedValue(series.desc, latest->raw);
+        for (size_t e = 0; e < runs_.size(); ++e) {
+          runs_[e].Add(Labels(e, slot.index, kSeriesLabels), timestamp_ms, value);
+        }
         // The saturation flag /metrics shows beside a pinned saturating counter: 1 while it is
         // pinned, then a staleness marker when it moves again (a reset).
         const bool saturated = series.desc->IsSaturated(latest->raw);
         if (saturated || cached.flagged) {
-          if (cached.saturated_set == nullptr) {
+          if (!cached.flag_known) {
             LabelPairs pairs = {{"node", node.name()}, {"metric", series.desc->name}};
             pairs.insert(pairs.end(), series.desc->labels.begin(), series.desc->labels.end());
-            cached.saturated_set =
-                Keep(remote_write::MakeLabelSet(exposition::kSaturatedFamily, std::move(pairs),
-                                                remote_write::SeriesOrigin::kAgent));
+            Remember(slot.index, kFlagLabels,
+                     *remote_write::MakeLabelSet(exposition::kSaturatedFamily, std::move(pairs),
+                                                 remote_write::SeriesOrigin::kAgent));
+            cached.flag_known = true;
           }
-          samples_.push_back({Queued(cached.saturated_set), timestamp_ms,
-                              saturated ? 1.0 : remote_write::StaleNaN(), now});
+          for (size_t e = 0; e < runs_.size(); ++e) {
+            runs_[e].Add(Labels(e, slot.index, kFlagLabels), timestamp_ms,
+                         saturated ? 1.0 : remote_write::StaleNaN());
+          }
           cached.flagged = saturated;
         }
       }
     });
-    if (!samples_.empty()) {
-      feed_.Append(samples_, settlement);  // outside the node's lock
+    if (runs_.empty() || runs_[0].size() == 0) {
+      return;
+    }
+    // Every batch of a node to the same shard of each endpoint (outside the node's lock).
+    const uint64_t route = std::hash<std::string_view>()(node.name());
+    for (size_t e = 0; e < runs_.size(); ++e) {
+      feed_.endpoints_[e].endpoint->AppendEncoded(route, runs_[e], settlement);
     }
   }
 
  private:
   struct Cached {
-    std::shared_ptr<const LabelSet> set;
     uint32_t generation = 0;
-    std::shared_ptr<const LabelSet> saturated_set;  // its fabricmon_series_saturated series
-    bool flagged = false;                           // the flag was sent as 1 last
+    bool known = false;       // its labels are remembered (for this generation)
+    bool flag_known = false;  // its fabricmon_series_saturated series' labels are too
+    bool flagged = false;     // the flag was sent as 1 last
   };
-  // Every label set this stream's queued samples may point to. A queued sample holds a
-  // reference to this table (std::shared_ptr's aliasing constructor), not to its own label set:
-  // a label set's own count, touched by the ingest thread when queued and by a remote_write
-  // thread when sent, moved its cache line between their cores for every sample, where this
-  // count is one line per stream. A set replaced in labels_ (its slot retired and reused) stays
-  // here until the table is replaced (see Keep) and the last sample holding it has left the
-  // queues.
-  struct LabelTable {
-    std::vector<std::shared_ptr<const LabelSet>> sets;
+  // Where a slot's merged labels lie in an endpoint's buffer.
+  struct LabelSpan {
+    uint32_t offset = 0;
+    uint32_t size = 0;
+  };
+  static constexpr size_t kSeriesLabels = 0;
+  static constexpr size_t kFlagLabels = 1;
+  // One endpoint's merged labels of every slot, back to back in `bytes`; by_slot[slot][kind].
+  struct EndpointLabels {
+    std::string bytes;
+    std::vector<std::array<LabelSpan, 2>> by_slot;
+    size_t live = 0;  // bytes still referred to (the rest: labels of replaced series)
   };
 
-  // `set`, now also owned by the table.
-  std::shared_ptr<const LabelSet> Keep(std::shared_ptr<const LabelSet> set) {
-    // Series churn (slots retired and reused) leaves replaced sets in the table: past twice
-    // what the stream can use at once, a new table takes the live ones, and the old one goes
-    // with its last queued sample.
-    if (table_->sets.size() >= 2 * (2 * labels_.size()) + 64) {
-      auto fresh = std::make_shared<LabelTable>();
-      for (const Cached& cached : labels_) {
-        for (const auto* live : {&cached.set, &cached.saturated_set}) {
-          if (*live != nullptr) {
-            fresh->sets.push_back(*live);
-          }
-        }
-      }
-      table_ = std::move(fresh);
-    }
-    table_->sets.push_back(set);
-    return set;
+  absl::string_view Labels(size_t endpoint, size_t slot, size_t kind) const {
+    const EndpointLabels& labels = labels_[endpoint];
+    const LabelSpan span = labels.by_slot[slot][kind];
+    return absl::string_view(labels.bytes.data() + span.offset, span.size);
   }
-  // The reference a queued sample of `set` (in the table) holds.
-  std::shared_ptr<const LabelSet> Queued(const std::shared_ptr<const LabelSet>& set) const {
-    return std::shared_ptr<const LabelSet>(table_, set.get());
+
+  // Merges `set` with each endpoint's external labels and keeps the result as the slot's.
+  void Remember(size_t slot, size_t kind, const remote_write::LabelSet& set) {
+    Forget(slot, kind);
+    for (size_t e = 0; e < labels_.size(); ++e) {
+      EndpointLabels& labels = labels_[e];
+      if (slot >= labels.by_slot.size()) {
+        labels.by_slot.resize(slot + 1);
+      }
+      // Series churn leaves replaced labels behind: past twice what is live, the buffer is
+      // rebuilt from the live spans.
+      if (labels.bytes.size() > 2 * labels.live + 65536) {
+        Compact(labels);
+      }
+      const size_t offset = labels.bytes.size();
+      feed_.endpoints_[e].endpoint->labels().Append(set, labels.bytes);
+      const size_t size = labels.bytes.size() - offset;
+      labels.by_slot[slot][kind] = {static_cast<uint32_t>(offset), static_cast<uint32_t>(size)};
+      labels.live += size;
+    }
+  }
+
+  void Forget(size_t slot, size_t kind) {
+    for (EndpointLabels& labels : labels_) {
+      if (slot < labels.by_slot.size()) {
+        labels.live -= labels.by_slot[slot][kind].size;
+        labels.by_slot[slot][kind] = {};
+      }
+    }
+  }
+
+  static void Compact(EndpointLabels& labels) {
+    std::string bytes;
+    bytes.reserve(labels.live);
+    for (auto& spans : labels.by_slot) {
+      for (LabelSpan& span : spans) {
+        const size_t offset = bytes.size();
+        bytes.append(labels.bytes, span.offset, span.size);
+        span.offset = static_cast<uint32_t>(offset);
+      }
+    }
+    labels.bytes = std::move(bytes);
   }
 
   RemoteWriteFeed& feed_;
-  std::vector<Cached> labels_;  // by slot index
-  std::shared_ptr<LabelTable> table_ = std::make_shared<LabelTable>();
-  std::vector<PendingSample> samples_;  // reused between batches
+  std::vector<Cached> slots_;                       // by slot index
+  std::vector<EndpointLabels> labels_;              // by endpoint
+  std::vector<remote_write::EncodedSamples> runs_;  // by endpoint: the batch being encoded
 };
 
 RemoteWriteFeed::RemoteWriteFeed(std::vector<EndpointEntry> endpoints, const Clock& clock)

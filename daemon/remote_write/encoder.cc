@@ -15,7 +15,6 @@ namespace {
 // What DecodeWriteRequest inflates at most (a hostile length header must not allocate more).
 constexpr size_t kMaxDecodedBytes = size_t{256} << 20;
 constexpr uint64_t kStaleNaNBits = 0x7ff0000000000002ULL;  // Prometheus' value.StaleNaN
-constexpr size_t kNoSample = ~size_t{0};
 
 uint64_t DoubleBits(double value) {
   uint64_t bits;
@@ -25,26 +24,23 @@ uint64_t DoubleBits(double value) {
 
 // The Sample message's size. proto3 leaves out a field at its default: a value whose bits are
 // all zero (+0.0, not -0.0) and a zero timestamp.
-size_t SampleMessageSize(const PendingSample& sample) {
-  return (DoubleBits(sample.value) != 0 ? 9 : 0) +
-         (sample.timestamp_ms != 0
-              ? 1 + wire::VarintSize(static_cast<uint64_t>(sample.timestamp_ms))
-              : 0);
+size_t SampleMessageSize(int64_t timestamp_ms, uint64_t value_bits) {
+  return (value_bits != 0 ? 9 : 0) +
+         (timestamp_ms != 0 ? 1 + wire::VarintSize(static_cast<uint64_t>(timestamp_ms)) : 0);
 }
 
-char* WriteSample(const PendingSample& sample, size_t message_size, char* out) {
+char* WriteSample(int64_t timestamp_ms, uint64_t value_bits, size_t message_size, char* out) {
   *out++ = wire::kTimeSeriesSamples;
   out = wire::WriteVarint(message_size, out);
-  const uint64_t bits = DoubleBits(sample.value);
-  if (bits != 0) {
+  if (value_bits != 0) {
     *out++ = wire::kSampleValue;
     for (int i = 0; i < 8; ++i) {  // fixed64: little-endian, whatever the host's order
-      *out++ = static_cast<char>(bits >> (8 * i));
+      *out++ = static_cast<char>(value_bits >> (8 * i));
     }
   }
-  if (sample.timestamp_ms != 0) {
+  if (timestamp_ms != 0) {
     *out++ = wire::kSampleTimestamp;
-    out = wire::WriteVarint(static_cast<uint64_t>(sample.timestamp_ms), out);
+    out = wire::WriteVarint(static_cast<uint64_t>(timestamp_ms), out);
   }
   return out;
 }
@@ -59,8 +55,7 @@ double StaleNaN() {
 
 bool IsStaleNaN(double value) { return DoubleBits(value) == kStaleNaNBits; }
 
-RequestEncoder::RequestEncoder(const LabelPairs& external_labels,
-                               const LabelPairs& aggregator_labels) {
+LabelMerger::LabelMerger(const LabelPairs& external_labels, const LabelPairs& aggregator_labels) {
   auto encode = [](const LabelPairs& labels) {
     std::vector<ExternalLabel> out;
     for (const auto& [name, value] : labels) {
@@ -80,11 +75,11 @@ RequestEncoder::RequestEncoder(const LabelPairs& external_labels,
 
 // Both lists sorted by name; on a tie the series' own label wins. The series' names are read back
 // from its encoded labels (each a tag, a length, then the Label message, whose name field comes
-// first), the bytes the request copies anyway.
-size_t RequestEncoder::PlanSplices(const LabelSet& set,
-                                   const std::vector<ExternalLabel>& external) {
+// first).
+void LabelMerger::Append(const LabelSet& set, std::string& out) const {
+  const std::vector<ExternalLabel>& external =
+      set.origin == SeriesOrigin::kAgent ? agent_external_ : aggregator_external_;
   const std::string_view own = set.encoded;
-  size_t size = own.size();
   size_t j = 0;
   size_t pos = 0;
   while (pos < own.size() && j < external.size()) {
@@ -103,132 +98,101 @@ size_t RequestEncoder::PlanSplices(const LabelSet& set,
       }
     }
     // External labels sorting before this one go first; one of the same name is left out.
-    while (j < external.size() && external[j].name <= name) {
+    for (; j < external.size() && external[j].name <= name; ++j) {
       if (external[j].name < name) {
-        splices_.push_back({pos, j});
-        size += external[j].encoded.size();
+        out.append(external[j].encoded);
       }
-      ++j;
     }
+    out.append(own.substr(pos, end - pos));
     pos = end;
   }
+  out.append(own.substr(pos));
   for (; j < external.size(); ++j) {
-    splices_.push_back({own.size(), j});
-    size += external[j].encoded.size();
+    out.append(external[j].encoded);
   }
-  return size;
 }
 
-char* RequestEncoder::WriteLabels(const Series& series, char* out) const {
-  const std::string& own = series.set->encoded;
-  size_t copied = 0;  // own bytes written so far
-  for (size_t s = series.splices_begin; s < series.splices_end; ++s) {
-    const Splice& splice = splices_[s];
-    std::memcpy(out, own.data() + copied, splice.own_offset - copied);
-    out += splice.own_offset - copied;
-    copied = splice.own_offset;
-    const std::string& label = (*series.external)[splice.external].encoded;
-    std::memcpy(out, label.data(), label.size());
-    out += label.size();
-  }
-  std::memcpy(out, own.data() + copied, own.size() - copied);
-  return out + own.size() - copied;
+void EncodedSamples::Add(absl::string_view labels, int64_t timestamp_ms, double value) {
+  const uint64_t bits = DoubleBits(value);
+  const size_t sample_size = SampleMessageSize(timestamp_ms, bits);
+  const size_t series_size = labels.size() + wire::FieldSize(sample_size);
+  const size_t begin = raw.size();
+  // resize() zero-fills what it adds, but only the few bytes about to be written; growth is
+  // geometric, so a run of n samples reallocates log(n) times.
+  raw.resize(begin + wire::FieldSize(series_size));
+  char* out = raw.data() + begin;
+  *out++ = wire::kWriteRequestTimeseries;
+  out = wire::WriteVarint(series_size, out);
+  std::memcpy(out, labels.data(), labels.size());
+  out = WriteSample(timestamp_ms, bits, sample_size, out + labels.size());
+  ends.push_back(static_cast<uint32_t>(out - raw.data()));
 }
 
-void RequestEncoder::Encode(absl::Span<const PendingSample> samples, std::string& body) {
-  series_.clear();
-  splices_.clear();
-  next_.assign(samples.size(), kNoSample);
-  // At most half full, so a probe ends after a slot or two.
-  size_t slots = 16;
-  while (slots < 2 * samples.size()) {
-    slots *= 2;
+void EncodeSamples(absl::Span<const PendingSample> samples, const LabelMerger& labels,
+                   EncodedSamples& out) {
+  std::string merged;
+  for (const PendingSample& sample : samples) {
+    merged.clear();
+    labels.Append(*sample.series, merged);
+    out.Add(merged, sample.timestamp_ms, sample.value);
   }
-  table_.assign(slots, {nullptr, 0});
-  int shift = 64;
-  for (size_t s = slots; s > 1; s >>= 1) {
-    --shift;
-  }
-  // How far ahead the label bytes are fetched: enough samples to cover a miss's latency, few
-  // enough that what is fetched is still cached when its turn comes.
-  constexpr size_t kPrefetchAhead = 8;
-  // Pass 1: group the samples by series and size every part, so that pass 2 writes each
-  // length prefix before its message without moving bytes.
-  for (size_t k = 0; k < samples.size(); ++k) {
-    if (k + 2 * kPrefetchAhead < samples.size()) {
-      // What pass 1 reads of a label set: `encoded` (its pointer and size) and `origin`, which
-      // may lie on two cache lines.
-      const LabelSet* ahead = samples[k + 2 * kPrefetchAhead].series.get();
-      __builtin_prefetch(ahead);
-      __builtin_prefetch(&ahead->origin);
-    }
-    if (k + kPrefetchAhead < samples.size()) {
-      // A typical series' labels are two or three cache lines; a longer one is read in full
-      // when copied (and the hardware prefetcher follows a sequential copy).
-      const std::string& ahead = samples[k + kPrefetchAhead].series->encoded;
-      for (size_t line = 0; line < std::min<size_t>(ahead.size(), 256); line += 64) {
-        __builtin_prefetch(ahead.data() + line);
-      }
-    }
-    const PendingSample& sample = samples[k];
-    const LabelSet* set = sample.series.get();
-    const size_t sample_size = wire::FieldSize(SampleMessageSize(sample));
-    // Fibonacci hashing of the pointer: its low bits are alignment, its high bits the heap.
-    size_t slot =
-        static_cast<size_t>((reinterpret_cast<uintptr_t>(set) * 0x9e3779b97f4a7c15ULL) >> shift);
-    while (table_[slot].first != nullptr && table_[slot].first != set) {
-      slot = (slot + 1) & (slots - 1);
-    }
-    if (table_[slot].first == nullptr) {
-      table_[slot] = {set, series_.size()};
-      const std::vector<ExternalLabel>& external =
-          set->origin == SeriesOrigin::kAgent ? agent_external_ : aggregator_external_;
-      const size_t splices_begin = splices_.size();
-      const size_t labels_size =
-          external.empty() ? set->encoded.size() : PlanSplices(*set, external);
-      series_.push_back(
-          {set, &external, splices_begin, splices_.size(), labels_size, k, k, sample_size});
-    } else {
-      Series& series = series_[table_[slot].second];
-      next_[series.last_sample] = k;
-      series.last_sample = k;
-      series.samples_size += sample_size;
-    }
-  }
-  size_t total = 0;
-  for (const Series& series : series_) {
-    total += wire::FieldSize(series.labels_size + series.samples_size);
-  }
-  // The buffers only grow (resizing a cleared std::string zero-fills it, a pass over every byte
-  // of the request for nothing).
-  if (raw_.size() < total) {
-    raw_.resize(total);
-  }
-  raw_size_ = total;
-  char* out = raw_.data();
-  for (const Series& series : series_) {
-    *out++ = wire::kWriteRequestTimeseries;
-    out = wire::WriteVarint(series.labels_size + series.samples_size, out);
-    out = WriteLabels(series, out);
-    for (size_t k = series.first_sample; k != kNoSample; k = next_[k]) {
-      out = WriteSample(samples[k], SampleMessageSize(samples[k]), out);
-    }
-  }
-  const size_t bound = snappy::MaxCompressedLength(total);
-  if (compressed_.size() < bound) {
-    compressed_.resize(bound);
+}
+
+void CompressRequest(absl::string_view raw, std::string& scratch, std::string& body) {
+  // The scratch buffer only grows: resizing a string zero-fills what it adds, a pass over the
+  // whole bound for every request.
+  const size_t bound = snappy::MaxCompressedLength(raw.size());
+  if (scratch.size() < bound) {
+    scratch.resize(bound);
   }
   size_t compressed_size = 0;
-  snappy::RawCompress(raw_.data(), total, compressed_.data(), &compressed_size);
-  body.assign(compressed_.data(), compressed_size);
+  snappy::RawCompress(raw.data(), raw.size(), scratch.data(), &compressed_size);
+  body.assign(scratch.data(), compressed_size);
+}
+
+CompressedSamples CompressSamples(const EncodedSamples& run, size_t begin, size_t end,
+                                  std::string& scratch) {
+  CompressedSamples out;
+  const size_t from = run.begin(begin);
+  const size_t size = run.begin(end) - from;
+  const size_t bound = snappy::MaxCompressedLength(size);
+  if (scratch.size() < bound) {
+    scratch.resize(bound);  // only grows: resize() zero-fills what it adds
+  }
+  size_t compressed_size = 0;
+  snappy::RawCompress(run.raw.data() + from, size, scratch.data(), &compressed_size);
+  // snappy's preamble is the length as a varint: the elements follow it.
+  const size_t preamble = wire::VarintSize(size);
+  out.elements.assign(scratch.data() + preamble, compressed_size - preamble);
+  out.raw_size = size;
+  out.samples = end - begin;
+  out.enqueued_monotonic_nanos = run.enqueued_monotonic_nanos;
+  return out;
+}
+
+void JoinRequest(absl::Span<const CompressedSamples> runs, std::string& body) {
+  size_t raw_size = 0;
+  size_t size = 0;
+  for (const CompressedSamples& run : runs) {
+    raw_size += run.raw_size;
+    size += run.elements.size();
+  }
+  body.clear();
+  body.reserve(wire::VarintSize(raw_size) + size);
+  wire::AppendVarint(raw_size, body);
+  for (const CompressedSamples& run : runs) {
+    body.append(run.elements);
+  }
 }
 
 std::string EncodeWriteRequest(absl::Span<const PendingSample> samples,
                                const LabelPairs& external_labels,
                                const LabelPairs& aggregator_labels) {
-  RequestEncoder encoder(external_labels, aggregator_labels);
+  EncodedSamples encoded;
+  EncodeSamples(samples, LabelMerger(external_labels, aggregator_labels), encoded);
+  std::string scratch;
   std::string body;
-  encoder.Encode(samples, body);
+  CompressRequest(encoded.raw, scratch, body);
   return body;
 }
 

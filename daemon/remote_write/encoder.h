@@ -32,77 +32,84 @@ struct PendingSample {
 double StaleNaN();
 bool IsStaleNaN(double value);
 
-// Builds request bodies for `samples`: one TimeSeries per distinct series (first-seen order),
-// its samples in the order given. The external labels (sorted by name, as ValidateEndpoint
-// leaves them) are added to every series that lacks a label of that name, and the
-// aggregator labels (the `shard` name) to the aggregator's own series only (LabelSet::origin
-// kAggregator), never to an agent's: a series' own label is never overridden. The protobuf
-// bytes are written by hand, exactly what protobuf would serialize for the same WriteRequest,
-// straight into one reused buffer: each series' pre-encoded labels (LabelSet::encoded) are
-// copied once, with the external labels spliced in where they sort; then snappy compresses them
-// once.
-//
-// At 1 Hz every series of a request was last touched a second ago, so its label bytes are cold:
-// reading them, not copying them, is what a request costs. The first pass (grouping the samples
-// by series and sizing every part) prefetches each series' label bytes a few samples ahead, so
-// their cache misses overlap rather than queue, and the second pass copies them from cache.
-//
-// Keeps its buffers between requests, so a shard's steady state allocates nothing. Not
-// thread-safe: one per shard.
-class RequestEncoder {
+// The labels a series carries in a request: its own (LabelSet::encoded) with the external labels
+// (sorted by name, as ValidateEndpoint leaves them) added where they sort, on every series that
+// lacks a label of that name, and the aggregator labels (the `shard` name) on the aggregator's
+// own series only (LabelSet::origin kAggregator), never on an agent's: a series' own label is
+// never overridden. Immutable once built: thread-safe.
+class LabelMerger {
  public:
   // Both sorted by name, with no name in common.
-  explicit RequestEncoder(const LabelPairs& external_labels,
-                          const LabelPairs& aggregator_labels = {});
+  explicit LabelMerger(const LabelPairs& external_labels, const LabelPairs& aggregator_labels = {});
 
-  // The HTTP body for `samples` (serialized, snappy block-compressed) into `body`.
-  void Encode(absl::Span<const PendingSample> samples, std::string& body);
-  // The uncompressed WriteRequest of the last Encode() (tests).
-  absl::string_view raw() const { return absl::string_view(raw_.data(), raw_size_); }
+  // Appends `set`'s merged labels to `out`, as TimeSeries.labels fields in name order.
+  void Append(const LabelSet& set, std::string& out) const;
 
  private:
   struct ExternalLabel {
     std::string name;
     std::string encoded;  // as in LabelSet::encoded
   };
-  // Where an external label goes into a series' own encoded labels.
-  struct Splice {
-    size_t own_offset;  // before the own label that starts here (own.size(): after all)
-    size_t external;    // index into the series' external list
-  };
-  // One TimeSeries of the request being built.
-  struct Series {
-    const LabelSet* set;
-    const std::vector<ExternalLabel>* external;
-    size_t splices_begin;  // its splices in splices_
-    size_t splices_end;
-    size_t labels_size;   // bytes of its merged labels
-    size_t first_sample;  // index into the samples; next_ links the rest
-    size_t last_sample;
-    size_t samples_size;  // bytes of its encoded Sample fields
-  };
-
-  // Records where `external` goes into `set`'s own labels; returns the merged labels' size.
-  size_t PlanSplices(const LabelSet& set, const std::vector<ExternalLabel>& external);
-  char* WriteLabels(const Series& series, char* out) const;
-
-  // Sorted by name: what an agent's series gets (the external labels), and what the aggregator's
-  // own series get (those and the aggregator labels).
-  std::vector<ExternalLabel> agent_external_;
-  std::vector<ExternalLabel> aggregator_external_;
-
-  // Series by their LabelSet: open addressing on the pointer (a request holds a few thousand
-  // series; a general hash map cost a rehash chain per request once cleared).
-  std::vector<std::pair<const LabelSet*, size_t>> table_;
-  std::vector<Series> series_;
-  std::vector<Splice> splices_;
-  std::vector<size_t> next_;  // by sample: the next sample of the same series
-  std::string raw_;           // the serialized request in its first raw_size_ bytes
-  size_t raw_size_ = 0;
-  std::string compressed_;  // snappy's output, before it is copied to the body
+  std::vector<ExternalLabel> agent_external_;       // the external labels
+  std::vector<ExternalLabel> aggregator_external_;  // those and the aggregator labels
 };
 
-// One request's body (a RequestEncoder used once): tests and tools.
+// Samples already written as the WriteRequest they will be sent in: one `timeseries` field per
+// sample (its merged labels, then one Sample), in the order added. A request is any run of these
+// fields back to back, so a queue holds them as they are and a request body is their bytes
+// concatenated, then compressed (CompressRequest): nothing about a queued sample is read again.
+// One TimeSeries per sample is what Prometheus' own remote-write 1.0 sender writes; receivers
+// append a series' samples in the order the request gives them.
+//
+// The bytes are protobuf's, exactly what it serializes for the same WriteRequest (encoder_test
+// checks it), written by hand into one buffer.
+struct EncodedSamples {
+  std::string raw;
+  // ends[i]: where sample i's field ends in `raw` (it begins where sample i - 1's ends), so that
+  // a request can take a prefix of the run.
+  std::vector<uint32_t> ends;
+  int64_t enqueued_monotonic_nanos = 0;  // for the batch deadline and the oldest-pending age
+
+  size_t size() const { return ends.size(); }
+  // Where sample i begins in `raw`.
+  size_t begin(size_t i) const { return i == 0 ? 0 : ends[i - 1]; }
+  // Appends one sample of the series whose merged labels (LabelMerger) are `labels`.
+  void Add(absl::string_view labels, int64_t timestamp_ms, double value);
+  // Empties it, keeping its buffers.
+  void Clear() {
+    raw.clear();
+    ends.clear();
+  }
+};
+
+// `samples` encoded with `labels` (LabelMerger) into `out` (appended), in the order given.
+void EncodeSamples(absl::Span<const PendingSample> samples, const LabelMerger& labels,
+                   EncodedSamples& out);
+
+// Encoded samples as a queue keeps them: compressed, a seventh to a tenth of their size. snappy's
+// block format is a length, then elements whose back-references never reach before the start of
+// what was compressed with them; so runs compressed apart, their elements concatenated after one
+// length of the whole, are one valid body (JoinRequest), and no request compresses anything.
+// (snappy compresses in 64 KiB fragments anyway: runs of a few hundred samples lose nothing.)
+struct CompressedSamples {
+  std::string elements;  // snappy's block format without its length preamble
+  size_t raw_size = 0;   // the uncompressed bytes they stand for
+  size_t samples = 0;
+  int64_t enqueued_monotonic_nanos = 0;
+};
+
+// Samples [begin, end) of `run`, compressed; `scratch` is the caller's buffer, kept between calls.
+CompressedSamples CompressSamples(const EncodedSamples& run, size_t begin, size_t end,
+                                  std::string& scratch);
+
+// The request body for `runs`, in order, into `body`.
+void JoinRequest(absl::Span<const CompressedSamples> runs, std::string& body);
+
+// A request body: `raw` (WriteRequest bytes) compressed in snappy's block format, into `body`;
+// `scratch` is the caller's buffer for snappy's output, kept between calls.
+void CompressRequest(absl::string_view raw, std::string& scratch, std::string& body);
+
+// One request's body for `samples` (tests and tools).
 std::string EncodeWriteRequest(absl::Span<const PendingSample> samples,
                                const LabelPairs& external_labels,
                                const LabelPairs& aggregator_labels = {});

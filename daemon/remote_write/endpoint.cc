@@ -10,7 +10,9 @@
 namespace fabricmon::remote_write {
 
 Endpoint::Endpoint(EndpointOptions options, const Clock& clock)
-    : options_(std::move(options)), clock_(clock) {}
+    : options_(std::move(options)),
+      labels_(options_.external_labels, options_.aggregator_labels),
+      clock_(clock) {}
 
 absl::StatusOr<std::unique_ptr<Endpoint>> Endpoint::Create(EndpointOptions options,
                                                            const SenderFactory& make_sender,
@@ -129,6 +131,14 @@ void Endpoint::Append(absl::Span<const PendingSample> samples, const Hold& hold)
     }
     begin = cursor[s];
   }
+}
+
+void Endpoint::AppendEncoded(uint64_t route, const EncodedSamples& samples, const Hold& hold) {
+  if (stopping_.load(std::memory_order_relaxed)) {
+    stats_.samples_dropped_shutdown += samples.size();
+    return;
+  }
+  shards_[route % shards_.size()]->Push(samples, hold);
 }
 
 size_t Endpoint::Pending() const {

@@ -1,8 +1,9 @@
 #pragma once
 
 // One remote_write endpoint: its shards (shard.h), one sender and one thread per shard, and its
-// counters. Append() routes each sample to the shard of its series and returns at once: ingest
-// never waits for the receiver. Shutdown() sends what is queued until a deadline and counts
+// counters. Append() routes each sample to the shard of its series, AppendEncoded() a run of
+// samples already encoded to the shard of its route, and both return at once: ingest never waits
+// for the receiver. Shutdown() sends what is queued until a deadline and counts
 // what it could not.
 //
 // Thread-safety: Append() and the readers from any thread; Start() and Shutdown() from the owner.
@@ -52,6 +53,12 @@ class Endpoint {
   // dropped and counted; after Shutdown() all are (reason shutdown). `hold` (nullable) is kept
   // until every sample queued of these has left its shard (shard.h).
   void Append(absl::Span<const PendingSample> samples, const Hold& hold = nullptr);
+  // Queues `samples` whole on shard `route` % shards (an agent stream's batch: its node's
+  // series, always the same route, so each series stays on one shard and in order), their
+  // labels merged with labels() for this endpoint. The rest as Append().
+  void AppendEncoded(uint64_t route, const EncodedSamples& samples, const Hold& hold = nullptr);
+  // What AppendEncoded's samples' labels must be merged with: this endpoint's external labels.
+  const LabelMerger& labels() const { return labels_; }
 
   const std::string& name() const { return options_.name; }
   const EndpointStats& stats() const { return stats_; }
@@ -64,6 +71,7 @@ class Endpoint {
   void Run(Shard& shard);
 
   const EndpointOptions options_;
+  const LabelMerger labels_;
   const Clock& clock_;
   EndpointStats stats_;
   std::vector<std::unique_ptr<Sender>> senders_;

@@ -21,7 +21,7 @@ namespace fabricmon::remote_write {
 
 using LabelPairs = std::vector<std::pair<std::string, std::string>>;
 
-// Who a series belongs to, which decides the external labels it gets (RequestEncoder). A node's
+// Who a series belongs to, which decides the external labels it gets (LabelMerger). A node's
 // series (its agent's counters and gauges, their saturation flags) must be one series whatever
 // aggregator shard wrote it, so that a batch replayed to another shard after a failover is an
 // exact duplicate the receiver deduplicates; the aggregator's own series (findings,

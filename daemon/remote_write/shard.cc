@@ -33,43 +33,52 @@ Shard::Shard(const QueueOptions& options, uint64_t capacity, const LabelPairs& e
       clock_(clock),
       endpoint_name_(std::move(endpoint_name)),
       backoff_(options.min_backoff_nanos, options.max_backoff_nanos, seed),
-      encoder_(external_labels, aggregator_labels) {}
+      labels_(external_labels, aggregator_labels) {}
 
-size_t Shard::Push(absl::Span<const PendingSample> samples, Hold hold) {
-  absl::MutexLock lock(&mu_);
-  return PushLocked(
-      samples.size(), [&](size_t i) -> const PendingSample& { return samples[i]; },
-      std::move(hold));
+size_t Shard::RoomLocked(size_t count) const {
+  const size_t room = queued_samples_ < capacity_ ? capacity_ - queued_samples_ : 0;
+  return std::min(room, count);
 }
 
-size_t Shard::Push(absl::Span<const PendingSample> samples, absl::Span<const size_t> indices,
-                   Hold hold) {
-  absl::MutexLock lock(&mu_);
-  return PushLocked(
-      indices.size(), [&](size_t i) -> const PendingSample& { return samples[indices[i]]; },
-      std::move(hold));
-}
-
-template <typename SampleAt>
-size_t Shard::PushLocked(size_t count, SampleAt sample_at, Hold hold) {
-  const size_t queued = QueuedLocked();
-  const size_t room = queued < capacity_ ? capacity_ - queued : 0;
-  const size_t taken = std::min(room, count);
-  const bool was_below_batch = queued < options_.max_samples_per_send;
-  const bool was_empty = queued == 0;
-  for (size_t i = 0; i < taken; ++i) {
-    queue_.push_back(sample_at(i));
+size_t Shard::Push(const EncodedSamples& samples, Hold hold) {
+  const size_t count = samples.size();
+  size_t room;
+  {
+    absl::MutexLock lock(&mu_);
+    room = RoomLocked(count);  // only what fits now is compressed
   }
-  queued_ += taken;
-  if (taken > 0 && hold != nullptr) {
-    holds_.push_back({queued_, std::move(hold)});  // what was dropped needs no hold: counted
+  // Compressed on the pushing thread, outside the lock: the queue holds a seventh of the bytes,
+  // and a request only joins them (encoder.h).
+  thread_local std::string scratch;
+  std::vector<CompressedSamples> runs;
+  for (size_t begin = 0; begin < room; begin += options_.max_samples_per_send) {
+    const size_t end = std::min<size_t>(room, begin + options_.max_samples_per_send);
+    runs.push_back(CompressSamples(samples, begin, end, scratch));
   }
-  // The thread sleeps until the oldest sample's deadline, or for ever when nothing is queued:
-  // wake it for a first sample and for a full batch.
-  if (taken > 0 &&
-      (was_empty || (was_below_batch && QueuedLocked() >= options_.max_samples_per_send))) {
-    woken_ = true;
-    work_.Signal();
+  size_t taken = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    const bool was_below_batch = queued_samples_ < options_.max_samples_per_send;
+    const bool was_empty = queued_samples_ == 0;
+    for (CompressedSamples& run : runs) {
+      if (RoomLocked(run.samples) < run.samples) {
+        break;  // others filled the queue meanwhile: this run and the rest are dropped
+      }
+      taken += run.samples;
+      queued_samples_ += run.samples;
+      queue_.push_back(std::move(run));
+    }
+    queued_ += taken;
+    if (taken > 0 && hold != nullptr) {
+      holds_.push_back({queued_, std::move(hold)});  // what was dropped needs no hold: counted
+    }
+    // The thread sleeps until the oldest sample's deadline, or for ever when nothing is queued:
+    // wake it for a first sample and for a full batch.
+    if (taken > 0 &&
+        (was_empty || (was_below_batch && queued_samples_ >= options_.max_samples_per_send))) {
+      woken_ = true;
+      work_.Signal();
+    }
   }
   const size_t dropped = count - taken;
   if (dropped > 0) {
@@ -78,24 +87,35 @@ size_t Shard::PushLocked(size_t count, SampleAt sample_at, Hold hold) {
   return dropped;
 }
 
-void Shard::TakeBatchLocked(size_t n) {
-  if (queue_head_ == 0 && n == queue_.size()) {
-    batch_.swap(queue_);  // the common case at a deadline: no sample moves
-    return;
+size_t Shard::Push(absl::Span<const PendingSample> samples, Hold hold) {
+  EncodedSamples encoded;
+  if (!samples.empty()) {
+    encoded.enqueued_monotonic_nanos = samples.front().enqueued_monotonic_nanos;
   }
-  const auto first = queue_.begin() + static_cast<ptrdiff_t>(queue_head_);
-  batch_.assign(std::make_move_iterator(first),
-                std::make_move_iterator(first + static_cast<ptrdiff_t>(n)));
-  queue_head_ += n;
-  if (queue_head_ == queue_.size()) {
-    queue_.clear();
-    queue_head_ = 0;
-  } else if (queue_head_ >= queue_.size() - queue_head_) {
-    // More taken than left: the rest moves to the front, so each sample moves at most once
-    // more in its life and the buffer never grows past twice the queue.
-    queue_.erase(queue_.begin(), queue_.begin() + static_cast<ptrdiff_t>(queue_head_));
-    queue_head_ = 0;
+  EncodeSamples(samples, labels_, encoded);
+  return Push(encoded, std::move(hold));
+}
+
+size_t Shard::Push(absl::Span<const PendingSample> samples, absl::Span<const size_t> indices,
+                   Hold hold) {
+  std::vector<PendingSample> picked;
+  picked.reserve(indices.size());
+  for (const size_t i : indices) {
+    picked.push_back(samples[i]);
   }
+  return Push(absl::MakeConstSpan(picked), std::move(hold));
+}
+
+void Shard::TakeBatchLocked() {
+  size_t taken = 0;
+  while (!queue_.empty() &&
+         (batch_.empty() || taken + queue_.front().samples <= options_.max_samples_per_send)) {
+    taken += queue_.front().samples;
+    batch_.push_back(std::move(queue_.front()));
+    queue_.pop_front();
+  }
+  queued_samples_ -= taken;
+  in_flight_ = taken;
 }
 
 int64_t Shard::Step(bool flush, int64_t send_deadline) {
@@ -103,32 +123,22 @@ int64_t Shard::Step(bool flush, int64_t send_deadline) {
   if (batch_samples_ == 0) {
     {
       absl::MutexLock lock(&mu_);
-      const size_t queued = QueuedLocked();
-      if (queued == 0) {
+      if (queued_samples_ == 0) {
         return kNever;
       }
       const int64_t due =
-          queue_[queue_head_].enqueued_monotonic_nanos + options_.batch_send_deadline_nanos;
-      if (!flush && queued < options_.max_samples_per_send && now < due) {
+          queue_.front().enqueued_monotonic_nanos + options_.batch_send_deadline_nanos;
+      if (!flush && queued_samples_ < options_.max_samples_per_send && now < due) {
         return due;
       }
-      const size_t n = std::min<size_t>(queued, options_.max_samples_per_send);
-      TakeBatchLocked(n);
-      in_flight_ = n;
-      in_flight_oldest_ = batch_.front().enqueued_monotonic_nanos;
+      in_flight_oldest_ = queue_.front().enqueued_monotonic_nanos;
+      TakeBatchLocked();
+      batch_samples_ = in_flight_;
     }
-    // Outside the lock: Push(), on an ingest thread, must not wait for an encoding.
-    encoder_.Encode(batch_, body_);
-    batch_samples_ = batch_.size();
-    // The body is all a retry needs. The samples' references go now, while their label sets are
-    // still in this core's cache from the encoding: released after the send, each was a cache
-    // miss.
+    // Outside the lock: Push(), on an ingest thread, must not wait for the request's bytes.
+    JoinRequest(batch_, body_);
+    // The body is all a retry needs.
     batch_.clear();
-    if (batch_.capacity() > 4 * size_t{options_.max_samples_per_send}) {
-      // A buffer the queue grew during a backlog (it came here by a swap): given back, so that
-      // the memory of a receiver's outage is not kept for good.
-      std::vector<PendingSample>().swap(batch_);
-    }
     attempt_ = 0;
     retry_at_ = now;
   }
@@ -206,14 +216,14 @@ void Shard::Wake() {
 
 size_t Shard::Pending() const {
   absl::MutexLock lock(&mu_);
-  return QueuedLocked() + in_flight_;
+  return queued_samples_ + in_flight_;
 }
 
 int64_t Shard::OldestEnqueued() const {
   absl::MutexLock lock(&mu_);
   int64_t oldest = in_flight_oldest_;
-  if (QueuedLocked() > 0) {
-    oldest = std::min(oldest, queue_[queue_head_].enqueued_monotonic_nanos);
+  if (!queue_.empty()) {
+    oldest = std::min(oldest, queue_.front().enqueued_monotonic_nanos);
   }
   return oldest;
 }
@@ -221,9 +231,9 @@ int64_t Shard::OldestEnqueued() const {
 size_t Shard::DropAll() {
   std::vector<Hold> released;  // declared first: released after the lock
   absl::MutexLock lock(&mu_);
-  const size_t dropped = QueuedLocked() + in_flight_;
+  const size_t dropped = queued_samples_ + in_flight_;
   queue_.clear();
-  queue_head_ = 0;
+  queued_samples_ = 0;
   batch_.clear();
   batch_samples_ = 0;
   body_.clear();

@@ -1,9 +1,11 @@
 #pragma once
 
-// One queue shard of a remote-write endpoint: a bounded FIFO of samples and the one batch it is
-// sending. A series always maps to the same shard (Endpoint routes by its label hash), and a
-// shard sends one batch at a time and retries it until it is delivered or refused, so each
-// series' samples reach the receiver in order, as remote write requires.
+// One queue shard of a remote-write endpoint: a bounded FIFO of samples, already encoded and
+// compressed as the request will carry them (CompressedSamples, in runs of at most
+// max_samples_per_send), and the one batch it is sending. A series always maps
+// to the same shard (Endpoint routes an aggregator series by its label hash and an agent's whole
+// batch by its node), and a shard sends one batch at a time and retries it until it is delivered
+// or refused, so each series' samples reach the receiver in order, as remote write requires.
 //
 // No thread of its own: Step() does whatever is due and says when it wants to run next, so tests
 // drive it on a fake clock; Endpoint gives each shard a thread that calls it.
@@ -66,24 +68,29 @@ class Shard {
 
   // Keeps references to everything; all must outlive the shard. `capacity` samples at most wait
   // in the queue (the batch being sent is apart from them). `external_labels` (every series) and
-  // `aggregator_labels` (the aggregator's own series only) sorted by name: RequestEncoder.
+  // `aggregator_labels` (the aggregator's own series only) sorted by name: LabelMerger.
   Shard(const QueueOptions& options, uint64_t capacity, const LabelPairs& external_labels,
         const LabelPairs& aggregator_labels, Sender& sender, EndpointStats& stats,
         const Clock& clock, uint64_t seed, std::string endpoint_name);
 
-  // Queues what fits and counts the rest as dropped (queue_full); never blocks on the network.
-  // Returns how many were dropped. Wakes a Wait() when there is work. `hold` (nullable) is kept
-  // until the samples queued here have left the shard.
+  // Queues what fits (the first samples of `samples`) and counts the rest as dropped
+  // (queue_full); never blocks on the network. Returns how many were dropped. Wakes a Wait()
+  // when there is work. `hold` (nullable) is kept until the samples queued here have left the
+  // shard. The samples are compressed here, outside the queue's lock, in runs of at most
+  // max_samples_per_send; a request takes whole runs.
+  size_t Push(const EncodedSamples& samples, Hold hold = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+  // The same for samples not yet encoded (encoded here).
   size_t Push(absl::Span<const PendingSample> samples, Hold hold = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
   // The same for samples[i], for each i of `indices` in that order (Endpoint routes a batch
-  // to its shards this way, copying each sample once).
+  // to its shards this way).
   size_t Push(absl::Span<const PendingSample> samples, absl::Span<const size_t> indices,
               Hold hold = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Does what is due at the clock's monotonic now: starts a batch when max_samples_per_send are
   // queued, or the oldest has waited batch_send_deadline (any queued sample when `flush`), and
-  // sends it or retries it once its backoff has passed. Sends at most once per call. A request
+  // sends it or retries it once its backoff has passed. A batch is the queue's first runs, as
+  // many as fit in max_samples_per_send (at least one). Sends at most once per call. A request
   // may not outlast `send_deadline` (monotonic; kNever: request_timeout alone). Returns the
   // monotonic time it wants to run next: ≤ now for at once, kNever when only a Push can give it
   // work.
@@ -108,36 +115,29 @@ class Shard {
   const Clock& clock_;
   const std::string endpoint_name_;
   Backoff backoff_;  // Step() only
-  // Queues `count` samples, the i-th from sample_at(i), under mu_.
-  template <typename SampleAt>
-  size_t PushLocked(size_t count, SampleAt sample_at, Hold hold) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How many of `count` samples the queue has room for now.
+  size_t RoomLocked(size_t count) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `count` more samples left the shard: returns the holds that no queued sample needs any more
   // (the caller releases them after mu_: a release may acknowledge an agent's batch).
   std::vector<Hold> ReleaseLocked(uint64_t count) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  size_t QueuedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return queue_.size() - queue_head_;
-  }
-  // Moves the first `n` queued samples into batch_ (empty).
-  void TakeBatchLocked(size_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves the first runs of the queue into batch_ (empty), as many as fit in a request.
+  void TakeBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const LabelMerger labels_;  // for Push(PendingSample); immutable
 
   // The batch being sent: Step() only, except the counts others read under mu_.
-  // The samples taken for the next request, until encoded.
-  std::vector<PendingSample> batch_;
-  size_t batch_samples_ = 0;  // in body_; 0: no request in flight
-  RequestEncoder encoder_;    // Step() only
-  std::string body_;          // batch_ encoded (kept across its retries)
+  std::vector<CompressedSamples> batch_;  // the runs taken for the next request, until joined
+  size_t batch_samples_ = 0;              // in body_; 0: no request in flight
+  std::string body_;                      // the batch's request body (kept across its retries)
   uint32_t attempt_ = 0;
   int64_t retry_at_ = 0;
 
   mutable absl::Mutex mu_;
   absl::CondVar work_;
   bool woken_ ABSL_GUARDED_BY(mu_) = false;
-  // The queued samples are queue_[queue_head_, queue_.size()): a vector, not a deque, so that
-  // queueing allocates only when the queue outgrows its largest size so far (a deque allocated
-  // and freed a block every dozen samples, on the ingest thread and on the shard's), and a batch
-  // that takes the whole queue takes its buffer (batch_ and queue_ swap).
-  std::vector<PendingSample> queue_ ABSL_GUARDED_BY(mu_);
-  size_t queue_head_ ABSL_GUARDED_BY(mu_) = 0;
+  // The queued runs, in the order pushed.
+  std::deque<CompressedSamples> queue_ ABSL_GUARDED_BY(mu_);
+  size_t queued_samples_ ABSL_GUARDED_BY(mu_) = 0;
   size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   // Holds by position: released once `left_` (samples that left the shard, counted from the
   // first ever queued) reaches `until` (the count queued when the hold came). The queue is FIFO,

@@ -8,8 +8,10 @@
 //
 // Prints:
 //   encode only: <samples/s per core> samples/s per core, <bytes> bytes/sample
+//   queued: <bytes> bytes/sample (the queue's heap per pending sample)
 //   encode+send: <samples/s per core> samples/s per core (<cpu s> CPU s, <wall s> s wall, ...)
 
+#include <malloc.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -17,10 +19,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,7 +38,13 @@
 
 namespace {
 
-using fabricmon::remote_write::PendingSample;
+// The idle endpoint's: its threads never start, so nothing is sent.
+class UnusedSender final : public fabricmon::remote_write::Sender {
+ public:
+  fabricmon::remote_write::SendResult Send(const std::string&, int64_t) override {
+    return {0, "not started"};
+  }
+};
 
 double CpuSeconds() {
   rusage usage{};
@@ -129,56 +139,99 @@ int main(int argc, char** argv) {
   const int64_t per_send = Flag(argc, argv, "per_send", 2000);
 
   // Label sets shaped like an ib_sysfs series: name, node, device, port; an agent's series, so
-  // it gets the external labels and not the shard label, as in the aggregator.
-  std::vector<std::shared_ptr<const rw::LabelSet>> series;
-  series.reserve(series_count);
+  // it gets the external labels and not the shard label, as in the aggregator. A node's series are
+  // consecutive (3,000 per node), as an agent's batch carries them.
+  constexpr int64_t kSeriesPerNode = 3000;
+  // The labels an aggregator adds: an operator's external label, and its shard name (which an
+  // agent's series does not get). Each series' labels merged once, as the aggregator's feed keeps
+  // them per stream.
+  const rw::LabelPairs external = {{"cluster", "bench"}};
+  const rw::LabelPairs aggregator_labels = {{"shard", "bench-0"}};
+  const rw::LabelMerger merger(external, aggregator_labels);
+  std::vector<std::string> merged;
+  merged.reserve(series_count);
   for (int64_t i = 0; i < series_count; ++i) {
-    series.push_back(rw::MakeLabelSet(absl::StrCat("fabricmon_ib_port_counter_", i % 40, "_total"),
-                                      {{"node", absl::StrCat("gpu-node-", i / 3000)},
-                                       {"device", absl::StrCat("mlx5_", (i / 40) % 18)},
-                                       {"port", "1"}},
-                                      rw::SeriesOrigin::kAgent));
+    merger.Append(*rw::MakeLabelSet(absl::StrCat("fabricmon_ib_port_counter_", i % 40, "_total"),
+                                    {{"node", absl::StrCat("gpu-node-", i / kSeriesPerNode)},
+                                     {"device", absl::StrCat("mlx5_", (i / 40) % 18)},
+                                     {"port", "1"}},
+                                    rw::SeriesOrigin::kAgent),
+                  merged.emplace_back());
   }
   const int64_t base_ms = 1700000000000;
-  auto round_samples = [&](int64_t round) {
-    std::vector<PendingSample> samples;
-    samples.reserve(series.size());
-    for (int64_t i = 0; i < series_count; ++i) {
-      // Counter-like values: growing, different per series.
-      samples.push_back(
-          {series[i], base_ms + round * 1000, static_cast<double>(i * 1000003 + round * 4096), 0});
+  // One round of every node's batch, each as the feed encodes it, handed to `take`.
+  rw::EncodedSamples run;
+  auto each_batch = [&](int64_t round, auto take) {
+    for (int64_t first = 0; first < series_count; first += kSeriesPerNode) {
+      run.Clear();
+      for (int64_t i = first; i < std::min(series_count, first + kSeriesPerNode); ++i) {
+        // Counter-like values: growing, different per series.
+        run.Add(merged[i], base_ms + round * 1000, static_cast<double>(i * 1000003 + round * 4096));
+      }
+      take(static_cast<uint64_t>(first / kSeriesPerNode), run);
     }
-    return samples;
   };
 
-  // 1. Encoding alone, batch by batch as a shard does (one encoder, its buffers reused).
+  // 1. Encoding alone, as the aggregator does: every sample written with its series' merged labels
+  // into its node's batch, the batch compressed in runs of a request's size (what a shard queues),
+  // and the runs joined into request bodies (what a shard sends).
   {
-    const std::vector<PendingSample> samples = round_samples(0);
-    // The labels an aggregator adds: an operator's external label, and its shard name (which
-    // an agent's series does not get).
-    rw::RequestEncoder encoder({{"cluster", "bench"}}, {{"shard", "bench-0"}});
+    std::string scratch;
     std::string body;
-    // One round unmeasured: the heap grows to its working size (page faults) first.
-    for (size_t start = 0; start < samples.size(); start += per_send) {
-      const size_t n = std::min<size_t>(per_send, samples.size() - start);
-      encoder.Encode(absl::MakeConstSpan(samples).subspan(start, n), body);
-    }
-    const double cpu0 = CpuSeconds();
+    std::vector<rw::CompressedSamples> runs;
     size_t bytes = 0;
     int64_t encoded = 0;
-    for (int64_t r = 0; r < rounds; ++r) {
-      for (size_t start = 0; start < samples.size(); start += per_send) {
-        const size_t n = std::min<size_t>(per_send, samples.size() - start);
-        encoder.Encode(absl::MakeConstSpan(samples).subspan(start, n), body);
+    auto encode = [&](uint64_t, const rw::EncodedSamples& batch) {
+      for (size_t begin = 0; begin < batch.size(); begin += per_send) {
+        const size_t end = std::min<size_t>(batch.size(), begin + per_send);
+        runs.clear();
+        runs.push_back(rw::CompressSamples(batch, begin, end, scratch));
+        rw::JoinRequest(runs, body);
         bytes += body.size();
-        encoded += n;
+        encoded += static_cast<int64_t>(end - begin);
       }
+    };
+    each_batch(0, encode);  // unmeasured: the heap grows to its working size (page faults) first
+    bytes = 0;
+    encoded = 0;
+    const double cpu0 = CpuSeconds();
+    for (int64_t r = 0; r < rounds; ++r) {
+      each_batch(r, encode);
     }
     const double cpu = CpuSeconds() - cpu0;
     std::printf(
         "encode only: %.0f samples/s per core, %.2f bytes/sample (snappy, %lld per "
         "request)\n",
         encoded / cpu, static_cast<double>(bytes) / encoded, static_cast<long long>(per_send));
+  }
+
+  // Queue memory: every round queued on an endpoint whose threads never start (nothing leaves),
+  // the heap in use before and after.
+  {
+    rw::QueueOptions queue;
+    queue.shards = static_cast<uint32_t>(shards);
+    queue.max_samples_per_send = static_cast<uint32_t>(per_send);
+    queue.capacity_samples = static_cast<uint64_t>(series_count) * rounds * shards + 1;
+    auto idle = rw::Endpoint::Create(
+        {"idle", external, queue, aggregator_labels},
+        []() -> absl::StatusOr<std::unique_ptr<rw::Sender>> {
+          return std::unique_ptr<rw::Sender>(std::make_unique<UnusedSender>());
+        },
+        fabricmon::RealClock::Get());
+    if (!idle.ok()) {
+      std::fprintf(stderr, "%s\n", idle.status().ToString().c_str());
+      return 1;
+    }
+    const size_t heap0 = mallinfo2().uordblks;
+    for (int64_t r = 0; r < rounds; ++r) {
+      each_batch(r, [&](uint64_t node, const rw::EncodedSamples& batch) {
+        (*idle)->AppendEncoded(node, batch);
+      });
+    }
+    const size_t heap = mallinfo2().uordblks - heap0;
+    std::printf("queued: %.1f bytes/sample (%zu samples pending)\n",
+                static_cast<double>(heap) / (*idle)->Pending(), (*idle)->Pending());
+    (*idle)->Shutdown(0);
   }
 
   // 2. Encode and send through an Endpoint to the local receiver.
@@ -193,7 +246,7 @@ int main(int argc, char** argv) {
   queue.capacity_samples = static_cast<uint64_t>(series_count) * rounds * shards + 1;
   queue.batch_send_deadline_nanos = 5'000'000;
   auto endpoint = rw::Endpoint::Create(
-      {"bench", {{"cluster", "bench"}}, queue, {{"shard", "bench-0"}}},
+      {"bench", external, queue, aggregator_labels},
       [&http]() -> absl::StatusOr<std::unique_ptr<rw::Sender>> {
         auto sender = rw::CurlSender::Create(http);
         if (!sender.ok()) {
@@ -207,15 +260,13 @@ int main(int argc, char** argv) {
     kill(pid, SIGKILL);
     return 1;
   }
-  std::vector<std::vector<PendingSample>> all;
-  for (int64_t r = 0; r < rounds; ++r) {
-    all.push_back(round_samples(r));
-  }
   const double cpu0 = CpuSeconds();
   const auto wall0 = std::chrono::steady_clock::now();
   (*endpoint)->Start();
-  for (const auto& samples : all) {
-    (*endpoint)->Append(samples);
+  for (int64_t r = 0; r < rounds; ++r) {
+    each_batch(r, [&](uint64_t node, const rw::EncodedSamples& batch) {
+      (*endpoint)->AppendEncoded(node, batch);
+    });
   }
   while ((*endpoint)->Pending() > 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));

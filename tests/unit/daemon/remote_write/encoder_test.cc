@@ -24,6 +24,14 @@ std::vector<std::pair<std::string, std::string>> Labels(const v1::prompb::TimeSe
   return out;
 }
 
+// The uncompressed request for `samples`, as a shard writes it.
+std::string RawRequest(absl::Span<const PendingSample> samples, const LabelPairs& external,
+                       const LabelPairs& aggregator = {}) {
+  EncodedSamples encoded;
+  EncodeSamples(samples, LabelMerger(external, aggregator), encoded);
+  return encoded.raw;
+}
+
 TEST(LabelSetTest, SortsWithNameFirstAndDropsEmptyValues) {
   auto set = MakeLabelSet(
       "fabricmon_ib_port_xmit_data_bytes_total",
@@ -60,19 +68,17 @@ TEST(EncoderTest, RoundTripsThroughSnappyAndProtobuf) {
   absl::StatusOr<v1::prompb::WriteRequest> decoded = DecodeWriteRequest(body);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
   EXPECT_EQ(decoded->ByteSizeLong(), length);
-  ASSERT_EQ(decoded->timeseries_size(), 2);
-  // One series per distinct label set, samples in order, external labels merged in sorted
-  // order and never overriding the series' own (b keeps cluster="own").
+  ASSERT_EQ(decoded->timeseries_size(), 3);
+  // One TimeSeries per sample, in order, external labels merged in sorted order and never
+  // overriding the series' own (b keeps cluster="own").
   const auto& first = decoded->timeseries(0);
   EXPECT_THAT(Labels(first), ::testing::ElementsAre(
                                  ::testing::Pair("__name__", "fabricmon_a_total"),
                                  ::testing::Pair("cluster", "c1"), ::testing::Pair("node", "n1"),
                                  ::testing::Pair("shard", "s0")));
-  ASSERT_EQ(first.samples_size(), 2);
+  ASSERT_EQ(first.samples_size(), 1);
   EXPECT_EQ(first.samples(0).timestamp(), 1700000000000);
   EXPECT_EQ(first.samples(0).value(), 1.5);
-  EXPECT_EQ(first.samples(1).timestamp(), 1700000001000);
-  EXPECT_EQ(first.samples(1).value(), 2.5);
   const auto& second = decoded->timeseries(1);
   EXPECT_THAT(Labels(second), ::testing::ElementsAre(::testing::Pair("__name__", "fabricmon_b"),
                                                      ::testing::Pair("cluster", "own"),
@@ -80,6 +86,11 @@ TEST(EncoderTest, RoundTripsThroughSnappyAndProtobuf) {
                                                      ::testing::Pair("shard", "s0")));
   ASSERT_EQ(second.samples_size(), 1);
   EXPECT_EQ(second.samples(0).value(), -2);
+  const auto& third = decoded->timeseries(2);
+  EXPECT_EQ(Labels(third), Labels(first));
+  ASSERT_EQ(third.samples_size(), 1);
+  EXPECT_EQ(third.samples(0).timestamp(), 1700000001000);
+  EXPECT_EQ(third.samples(0).value(), 2.5);
 }
 
 // The shard name goes on the aggregator's own series only: a node's series is one series
@@ -94,18 +105,18 @@ TEST(EncoderTest, AggregatorLabelsGoOnTheAggregatorsSeriesOnly) {
   std::vector<PendingSample> samples = {
       {agent, 1000, 1, 0}, {own, 1000, 1, 0}, {agent_with_zone, 1000, 2, 0}, {agent, 2000, 3, 0}};
   // External labels before, between and after `shard` in name order.
-  RequestEncoder encoder({{"a_first", "x"}, {"cluster", "c1"}, {"zone", "z"}}, {{"shard", "s0"}});
-  std::string body;
-  encoder.Encode(samples, body);
+  const LabelPairs external = {{"a_first", "x"}, {"cluster", "c1"}, {"zone", "z"}};
+  const std::string body = EncodeWriteRequest(samples, external, {{"shard", "s0"}});
   absl::StatusOr<v1::prompb::WriteRequest> decoded = DecodeWriteRequest(body);
   ASSERT_TRUE(decoded.ok()) << decoded.status();
-  ASSERT_EQ(decoded->timeseries_size(), 3);
+  ASSERT_EQ(decoded->timeseries_size(), 4);
   EXPECT_THAT(
       Labels(decoded->timeseries(0)),
       ::testing::ElementsAre(::testing::Pair("__name__", "fabricmon_a_total"),
                              ::testing::Pair("a_first", "x"), ::testing::Pair("cluster", "c1"),
                              ::testing::Pair("node", "n1"), ::testing::Pair("zone", "z")));
-  EXPECT_EQ(decoded->timeseries(0).samples_size(), 2);
+  EXPECT_EQ(decoded->timeseries(0).samples_size(), 1);
+  EXPECT_EQ(Labels(decoded->timeseries(3)), Labels(decoded->timeseries(0)));
   EXPECT_THAT(
       Labels(decoded->timeseries(1)),
       ::testing::ElementsAre(::testing::Pair("__name__", "fabricmon_finding_active"),
@@ -118,7 +129,7 @@ TEST(EncoderTest, AggregatorLabelsGoOnTheAggregatorsSeriesOnly) {
                              ::testing::Pair("a_first", "x"), ::testing::Pair("cluster", "c1"),
                              ::testing::Pair("node", "n2"), ::testing::Pair("zone", "own")));
   // Still byte for byte what protobuf serializes.
-  EXPECT_EQ(std::string(encoder.raw()), decoded->SerializeAsString());
+  EXPECT_EQ(RawRequest(samples, external, {{"shard", "s0"}}), decoded->SerializeAsString());
 }
 
 // The field numbers are the protocol: check the bytes of a minimal request by hand
@@ -127,10 +138,7 @@ TEST(EncoderTest, AggregatorLabelsGoOnTheAggregatorsSeriesOnly) {
 TEST(EncoderTest, UsesTheSpecsFieldNumbers) {
   auto set = MakeLabelSet("m", {});
   std::vector<PendingSample> samples = {{set, 5, 1.0, 0}};
-  RequestEncoder encoder({});
-  std::string body;
-  encoder.Encode(samples, body);
-  const std::string raw(encoder.raw());
+  const std::string raw = RawRequest(samples, {});
   const std::string expected_label = std::string("\x0a\x08__name__\x12\x01m", 13);
   std::string sample("\x09", 1);
   const double one = 1.0;
@@ -155,29 +163,25 @@ TEST(EncoderTest, UsesTheSpecsFieldNumbers) {
 v1::prompb::WriteRequest ReferenceRequest(absl::Span<const PendingSample> samples,
                                           const LabelPairs& external) {
   v1::prompb::WriteRequest request;
-  std::map<const LabelSet*, int> index;
   for (const PendingSample& sample : samples) {
-    auto [it, inserted] = index.try_emplace(sample.series.get(), request.timeseries_size());
-    if (inserted) {
-      v1::prompb::TimeSeries* series = request.add_timeseries();
-      LabelPairs merged = external;
-      for (const auto& own : DecodeLabels(*sample.series)) {
-        auto same = std::find_if(merged.begin(), merged.end(),
-                                 [&](const auto& label) { return label.first == own.first; });
-        if (same != merged.end()) {
-          same->second = own.second;
-        } else {
-          merged.push_back(own);
-        }
-      }
-      std::sort(merged.begin(), merged.end());
-      for (const auto& [name, value] : merged) {
-        v1::prompb::Label* label = series->add_labels();
-        label->set_name(name);
-        label->set_value(value);
+    v1::prompb::TimeSeries* series = request.add_timeseries();
+    LabelPairs merged = external;
+    for (const auto& own : DecodeLabels(*sample.series)) {
+      auto same = std::find_if(merged.begin(), merged.end(),
+                               [&](const auto& label) { return label.first == own.first; });
+      if (same != merged.end()) {
+        same->second = own.second;
+      } else {
+        merged.push_back(own);
       }
     }
-    v1::prompb::Sample* out = request.mutable_timeseries(it->second)->add_samples();
+    std::sort(merged.begin(), merged.end());
+    for (const auto& [name, value] : merged) {
+      v1::prompb::Label* label = series->add_labels();
+      label->set_name(name);
+      label->set_value(value);
+    }
+    v1::prompb::Sample* out = series->add_samples();
     out->set_value(sample.value);
     out->set_timestamp(sample.timestamp_ms);
   }
@@ -187,7 +191,7 @@ v1::prompb::WriteRequest ReferenceRequest(absl::Span<const PendingSample> sample
 // The hand-written bytes are protobuf's, byte for byte, on what varies: interleaved series,
 // external labels before, between and after a series' own (and one it overrides), lengths past
 // one varint byte, values protobuf leaves out (+0.0, timestamp 0) or keeps (-0.0, NaNs),
-// negative timestamps (ten-byte varints); and the encoder's reused buffers carry nothing over.
+// negative timestamps (ten-byte varints); and runs concatenated are still one request.
 TEST(EncoderTest, WritesExactlyWhatProtobufSerializes) {
   const std::string long_value(300, 'v');
   std::vector<std::shared_ptr<const LabelSet>> sets = {
@@ -199,26 +203,27 @@ TEST(EncoderTest, WritesExactlyWhatProtobufSerializes) {
   const LabelPairs external = {{"B", "ext-b"}, {"cluster", "c1"}, {"shard", "s0"}, {"zzz", "z"}};
   const double values[] = {0.0, -0.0, 1.5, StaleNaN(), std::nan(""), 1e300, -7};
   const int64_t timestamps[] = {0, 1, 127, 128, 1700000000000, -1, -1700000000000};
-  RequestEncoder encoder(external);
-  RequestEncoder plain({});
-  std::string body;
+  std::string all_raw;
+  std::vector<PendingSample> all_samples;
   for (int round = 0; round < 3; ++round) {
     std::vector<PendingSample> samples;
     for (int i = 0; i < 40 - 13 * round; ++i) {
       samples.push_back({sets[(i * 7 + round) % sets.size()], timestamps[(i + round) % 7],
                          values[(i * 3) % 7], 0});
     }
-    encoder.Encode(samples, body);
-    EXPECT_EQ(encoder.raw(), ReferenceRequest(samples, external).SerializeAsString());
-    absl::StatusOr<v1::prompb::WriteRequest> decoded = DecodeWriteRequest(body);
+    const std::string raw = RawRequest(samples, external);
+    EXPECT_EQ(raw, ReferenceRequest(samples, external).SerializeAsString());
+    absl::StatusOr<v1::prompb::WriteRequest> decoded =
+        DecodeWriteRequest(EncodeWriteRequest(samples, external));
     ASSERT_TRUE(decoded.ok()) << decoded.status();
-    EXPECT_EQ(decoded->SerializeAsString(), encoder.raw());
-    plain.Encode(samples, body);
-    EXPECT_EQ(plain.raw(), ReferenceRequest(samples, {}).SerializeAsString());
+    EXPECT_EQ(decoded->SerializeAsString(), raw);
+    EXPECT_EQ(RawRequest(samples, {}), ReferenceRequest(samples, {}).SerializeAsString());
+    all_raw += raw;
+    all_samples.insert(all_samples.end(), samples.begin(), samples.end());
   }
-  encoder.Encode({}, body);
-  EXPECT_EQ(encoder.raw(), "");
-  absl::StatusOr<v1::prompb::WriteRequest> empty = DecodeWriteRequest(body);
+  EXPECT_EQ(all_raw, ReferenceRequest(all_samples, external).SerializeAsString());
+  EXPECT_EQ(RawRequest({}, external), "");
+  absl::StatusOr<v1::prompb::WriteRequest> empty = DecodeWriteRequest(EncodeWriteRequest({}, {}));
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_EQ(empty->timeseries_size(), 0);
 }
@@ -236,8 +241,6 @@ TEST(EncoderTest, ManySeriesPerRequestStayProtobufsBytes) {
                                 SeriesOrigin::kAgent));
   }
   const LabelPairs external = {{"cluster", "c1"}, {"zone", "z"}};
-  RequestEncoder encoder(external, {{"shard", "s0"}});
-  std::string body;
   for (const size_t count : {size_t{2000}, size_t{6000}, size_t{17}, size_t{4500}}) {
     std::vector<PendingSample> samples;
     for (size_t i = 0; i < count; ++i) {
@@ -245,11 +248,53 @@ TEST(EncoderTest, ManySeriesPerRequestStayProtobufsBytes) {
       samples.push_back({sets[(i * 1237 + count) % sets.size()], static_cast<int64_t>(1000 + i),
                          static_cast<double>(i), 0});
     }
-    encoder.Encode(samples, body);
-    EXPECT_EQ(encoder.raw(), ReferenceRequest(samples, external).SerializeAsString()) << count;
-    absl::StatusOr<v1::prompb::WriteRequest> decoded = DecodeWriteRequest(body);
+    EXPECT_EQ(RawRequest(samples, external, {{"shard", "s0"}}),
+              ReferenceRequest(samples, external).SerializeAsString())
+        << count;
+    absl::StatusOr<v1::prompb::WriteRequest> decoded =
+        DecodeWriteRequest(EncodeWriteRequest(samples, external, {{"shard", "s0"}}));
     ASSERT_TRUE(decoded.ok()) << decoded.status();
-    EXPECT_EQ(static_cast<size_t>(decoded->timeseries_size()), std::min(count, sets.size()));
+    EXPECT_EQ(static_cast<size_t>(decoded->timeseries_size()), count);
+  }
+}
+
+// Runs compressed apart and joined are one valid body: the runs' samples in order, whatever the
+// cut points, for runs of one sample, of a few, and past snappy's 64 KiB fragment (where its
+// back-references restart).
+TEST(EncoderTest, RunsCompressedApartJoinIntoOneRequest) {
+  std::vector<std::shared_ptr<const LabelSet>> sets;
+  for (int i = 0; i < 50; ++i) {
+    sets.push_back(MakeLabelSet("fabricmon_m", {{"node", "n1"}, {"port", absl::StrCat(i)}},
+                                SeriesOrigin::kAgent));
+  }
+  std::vector<PendingSample> samples;
+  for (int i = 0; i < 3000; ++i) {
+    samples.push_back({sets[i % sets.size()], 1700000000000 + i, static_cast<double>(i), 0});
+  }
+  const LabelPairs external = {{"cluster", "c1"}};
+  EncodedSamples encoded;
+  EncodeSamples(samples, LabelMerger(external), encoded);
+  ASSERT_GT(encoded.raw.size(), size_t{3} * 65536);
+  const std::string expected = ReferenceRequest(samples, external).SerializeAsString();
+  std::string scratch;
+  for (const std::vector<size_t>& cuts : std::vector<std::vector<size_t>>{
+           {0, 3000}, {0, 1, 2, 3000}, {0, 7, 1500, 2999, 3000}, {0, 2000, 3000}}) {
+    std::vector<CompressedSamples> runs;
+    size_t compressed = 0;
+    for (size_t c = 0; c + 1 < cuts.size(); ++c) {
+      runs.push_back(CompressSamples(encoded, cuts[c], cuts[c + 1], scratch));
+      EXPECT_EQ(runs.back().samples, cuts[c + 1] - cuts[c]);
+      compressed += runs.back().elements.size();
+    }
+    std::string body;
+    JoinRequest(runs, body);
+    EXPECT_LT(compressed, encoded.raw.size() / 4) << "compressed";
+    size_t length = 0;
+    ASSERT_TRUE(snappy::GetUncompressedLength(body.data(), body.size(), &length));
+    EXPECT_EQ(length, encoded.raw.size());
+    std::string raw;
+    ASSERT_TRUE(snappy::Uncompress(body.data(), body.size(), &raw));
+    EXPECT_EQ(raw, expected) << cuts.size();
   }
 }
 

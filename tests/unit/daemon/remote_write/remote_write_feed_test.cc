@@ -213,41 +213,137 @@ TEST_F(RemoteWriteFeedTest, ARetiredSlotSendsNothing) {
   EXPECT_TRUE(ReceivedBySeries().empty());
 }
 
-// A queued sample keeps its label set alive through the stream's label table, not through a
-// reference of its own: a slot retired and reused again and again (a new label set each time,
-// the table replaced as they pile up), then the stream gone, and every sample still leaves with
-// its own series' labels.
+// A queued batch carries its samples' bytes, labels included: a slot retired and reused again
+// and again (new labels each time, long enough that the stream's buffer of labels is rebuilt
+// several times as replaced ones pile up) beside a series that lives throughout (its labels moved
+// by each rebuild), then the stream gone, and every sample still leaves with its own series'
+// labels.
 TEST_F(RemoteWriteFeedTest, QueuedSamplesOutliveSeriesChurnAndTheirStream) {
-  constexpr int kSeries = 300;  // several times what makes the stream replace its label table
-  NodeState node("n", 4, 2, {}, /*series_retention_nanos=*/1000);
+  constexpr int kSeries = 300;
+  const std::string pad(1000, 'p');  // 300 kB of labels in all: past the buffer's slack
+  NodeState node("n", 4, 3, {}, /*series_retention_nanos=*/1000);
   auto feed = MakeFeed();
   auto stream = feed->OpenStream();
+  auto steady = node.DeclareSlot(
+      collectors::GaugeSeries("c", "fabricmon_steady", "h", collectors::Unit::kNone, 1.0, {}), 0);
+  ASSERT_TRUE(steady.ok());
   const int64_t t0 = 1'700'000'000'000'000'000;
   std::set<uint32_t> indices;
   for (int i = 0; i < kSeries; ++i) {
     const int64_t t = t0 + int64_t{i} * 1'000'000'000;
-    auto slot = node.DeclareSlot(collectors::GaugeSeries("c", absl::StrCat("fabricmon_m", i), "h",
-                                                         collectors::Unit::kNone, 1.0, {}),
-                                 0);
+    auto slot = node.DeclareSlot(
+        collectors::GaugeSeries("c", absl::StrCat("fabricmon_m", i), "h", collectors::Unit::kNone,
+                                1.0, {{"pad", absl::StrCat(pad, i)}}),
+        0);
     ASSERT_TRUE(slot.ok()) << slot.status();
     indices.insert(slot->index);
-    // Stored a second after the last: the sweep retires the previous series, whose slot the
-    // next declaration reuses.
-    ASSERT_TRUE(
-        node.AppendBatchToSlots(i + 1, 0, t, {*slot}, std::vector<uint64_t>{uint64_t(i)}, {true}, t)
-            .stored);
-    stream->OnStored(node, {*slot}, {true}, nullptr);
+    // Stored a second after the last: the sweep retires the previous churned series, whose slot
+    // the next declaration reuses.
+    // The churned series first, so that the steady one's labels do not start the buffer: a
+    // rebuild moves them.
+    const std::vector<SlotRef> slots = {*slot, *steady};
+    ASSERT_TRUE(node.AppendBatchToSlots(i + 1, 0, t, slots,
+                                        std::vector<uint64_t>{uint64_t(i), uint64_t(1000 + i)},
+                                        {true, true}, t)
+                    .stored);
+    stream->OnStored(node, slots, {true, true}, nullptr);
   }
-  EXPECT_LE(indices.size(), 2u);  // the same slots, reused
+  EXPECT_LE(indices.size(), 2u);  // the same slots, reused (beside the steady series')
   stream.reset();
   feed->Shutdown();
   auto received = ReceivedBySeries();
-  ASSERT_EQ(received.size(), static_cast<size_t>(kSeries));
+  ASSERT_EQ(received.size(), static_cast<size_t>(kSeries) + 1);
+  const auto& steady_samples = received["__name__=fabricmon_steady,node=n,"];
+  ASSERT_EQ(steady_samples.size(), static_cast<size_t>(kSeries));
   for (int i = 0; i < kSeries; ++i) {
-    const auto& samples = received[absl::StrCat("__name__=fabricmon_m", i, ",node=n,")];
+    EXPECT_EQ(steady_samples[i].value, 1000 + i);
+    const auto& samples =
+        received[absl::StrCat("__name__=fabricmon_m", i, ",node=n,pad=", pad, i, ",")];
     ASSERT_EQ(samples.size(), 1u) << i;
     EXPECT_EQ(samples[0].value, i);
     EXPECT_EQ(samples[0].timestamp_ms, (t0 + int64_t{i} * 1'000'000'000) / 1'000'000);
+  }
+}
+
+// Each endpoint has its own external labels, so a stream keeps each series' labels once per
+// endpoint: the same batch reaches both, each with its own labels merged in, a series' own label
+// winning over an endpoint's; and a batch larger than a request is split across requests in
+// order.
+TEST_F(RemoteWriteFeedTest, EachEndpointMergesItsOwnExternalLabels) {
+  std::vector<std::string> bodies[2];
+  std::vector<RemoteWriteFeed::EndpointEntry> endpoints;
+  const LabelPairs external[2] = {{{"cluster", "east"}}, {{"device", "never"}, {"zone", "z2"}}};
+  for (int e = 0; e < 2; ++e) {
+    remote_write::QueueOptions queue;
+    queue.shards = 3;
+    queue.max_samples_per_send = 7;
+    auto endpoint = remote_write::Endpoint::Create(
+        {absl::StrCat("e", e), external[e], queue},
+        [&, e]() -> absl::StatusOr<std::unique_ptr<remote_write::Sender>> {
+          return std::unique_ptr<remote_write::Sender>(
+              std::make_unique<CapturingSender>(bodies[e], mu_));
+        },
+        clock_);
+    ASSERT_TRUE(endpoint.ok());
+    endpoints.push_back({*std::move(endpoint), int64_t{5} * 1000000000});
+  }
+  RemoteWriteFeed feed(std::move(endpoints), clock_);
+  NodeState node("gpu-9", 4, 1000);
+  std::vector<SlotRef> slots;
+  for (int i = 0; i < 20; ++i) {
+    auto slot =
+        node.DeclareSlot(collectors::GaugeSeries("c", "fabricmon_g", "h", collectors::Unit::kNone,
+                                                 1.0, {{"device", absl::StrCat("mlx5_", i)}}),
+                         0);
+    ASSERT_TRUE(slot.ok());
+    slots.push_back(*slot);
+  }
+  auto stream = feed.OpenStream();
+  const std::vector<bool> present(slots.size(), true);
+  for (int round = 0; round < 3; ++round) {
+    std::vector<uint64_t> values;
+    for (int i = 0; i < 20; ++i) {
+      values.push_back(static_cast<uint64_t>(100 * round + i));
+    }
+    const int64_t t = clock_.NowUnixNanos() + int64_t{round} * 1'000'000'000;
+    ASSERT_TRUE(node.AppendBatchToSlots(round + 1, 0, t, slots, values, present, t).stored);
+    stream->OnStored(node, slots, present, nullptr);
+  }
+  stream.reset();
+  feed.Shutdown();
+  for (int e = 0; e < 2; ++e) {
+    absl::MutexLock lock(&mu_);
+    std::vector<double> sent;  // in request order
+    for (const std::string& body : bodies[e]) {
+      auto request = remote_write::DecodeWriteRequest(body);
+      ASSERT_TRUE(request.ok());
+      EXPECT_LE(request->timeseries_size(), 7) << e;
+      for (const auto& series : request->timeseries()) {
+        LabelPairs labels;
+        for (const auto& label : series.labels()) {
+          labels.emplace_back(label.name(), label.value());
+        }
+        ASSERT_EQ(series.samples_size(), 1);
+        const int value = static_cast<int>(series.samples(0).value());
+        const std::string device = absl::StrCat("mlx5_", value % 100);
+        if (e == 0) {
+          EXPECT_THAT(labels, ::testing::ElementsAre(::testing::Pair("__name__", "fabricmon_g"),
+                                                     ::testing::Pair("cluster", "east"),
+                                                     ::testing::Pair("device", device),
+                                                     ::testing::Pair("node", "gpu-9")));
+        } else {
+          EXPECT_THAT(labels, ::testing::ElementsAre(::testing::Pair("__name__", "fabricmon_g"),
+                                                     ::testing::Pair("device", device),
+                                                     ::testing::Pair("node", "gpu-9"),
+                                                     ::testing::Pair("zone", "z2")));
+        }
+        sent.push_back(value);
+      }
+    }
+    ASSERT_EQ(sent.size(), 60u) << e;
+    for (size_t k = 0; k < sent.size(); ++k) {
+      EXPECT_EQ(sent[k], 100 * static_cast<int>(k / 20) + static_cast<int>(k % 20)) << e;
+    }
   }
 }
 

@@ -90,27 +90,29 @@ TEST_F(ShardTest, SendsAFullBatchAtOnceAndAShortOneAtItsDeadline) {
   EXPECT_TRUE(sender_.bodies.empty());
   EXPECT_EQ(shard.Pending(), 2u);
   shard.Push({Sample("c", 3), Sample("d", 4)});
-  shard.Step(false);  // 4 queued ≥ 3: a full batch goes now
+  // 4 queued ≥ 3: a batch goes now, of whole runs as pushed (a request never splits one): a
+  // and b, since c and d would make 4.
+  shard.Step(false);
   ASSERT_EQ(sender_.bodies.size(), 1u);
   EXPECT_THAT(Contents(sender_.bodies[0]),
-              ::testing::ElementsAre(::testing::Pair("a", 1), ::testing::Pair("b", 2),
-                                     ::testing::Pair("c", 3)));
-  EXPECT_EQ(shard.Step(false), due);  // "d" waits for the deadline of the oldest queued
+              ::testing::ElementsAre(::testing::Pair("a", 1), ::testing::Pair("b", 2)));
+  EXPECT_EQ(shard.Step(false), due);  // c and d wait for the deadline of the oldest queued
   clock_.AdvanceMillis(999);
   shard.Step(false);
   EXPECT_EQ(sender_.bodies.size(), 1u);
   clock_.AdvanceMillis(1);
   shard.Step(false);
   ASSERT_EQ(sender_.bodies.size(), 2u);
-  EXPECT_THAT(Contents(sender_.bodies[1]), ::testing::ElementsAre(::testing::Pair("d", 4)));
+  EXPECT_THAT(Contents(sender_.bodies[1]),
+              ::testing::ElementsAre(::testing::Pair("c", 3), ::testing::Pair("d", 4)));
   EXPECT_EQ(stats_.samples_sent.load(), 4u);
   EXPECT_EQ(shard.Pending(), 0u);
   EXPECT_EQ(shard.OldestEnqueued(), Shard::kNever);
 }
 
-// First in, first out whatever the queue holds when a batch is taken: all of it (its buffer
-// becomes the batch), a batch's worth of a long queue (the rest stays behind), more than half of
-// it (the rest moves to the front) or less, with samples pushed between the sends.
+// First in, first out whatever the queue holds when a batch is taken: all of it, a batch's worth
+// of a long queue (the rest stays behind), pushes longer than a request (split into runs of at
+// most max_samples_per_send), with samples pushed between the sends.
 TEST_F(ShardTest, SendsInQueueOrderThroughEveryWayOfTakingABatch) {
   Shard shard = MakeShard(100);
   int pushed = 0;
@@ -211,6 +213,34 @@ TEST_F(ShardTest, ABoundedBufferCountsWhatItDrops) {
   EXPECT_EQ(shard.Pending(), 7u);
 }
 
+// Samples pushed already encoded (an agent's batch): what does not fit is cut from the end of
+// the run and counted, the rest is sent in order, a request ending inside the run.
+TEST_F(ShardTest, AnEncodedRunIsCutToWhatFitsAndSentAcrossRequests) {
+  Shard shard = MakeShard(4);
+  const LabelMerger labels(external_);
+  EncodedSamples run;
+  run.enqueued_monotonic_nanos = clock_.MonotonicNanos();
+  std::string merged;
+  for (int i = 0; i < 5; ++i) {
+    merged.clear();
+    labels.Append(*MakeLabelSet(absl::StrCat("s", i), {}), merged);
+    run.Add(merged, 1000, i);
+  }
+  EXPECT_EQ(shard.Push(run), 1u);
+  EXPECT_EQ(stats_.samples_dropped_queue_full.load(), 1u);
+  EXPECT_EQ(shard.Pending(), 4u);
+  shard.Step(false);  // 4 queued ≥ 3: a request of 3, ending inside the run
+  clock_.AdvanceMillis(1000);
+  shard.Step(false);  // the last one at its deadline
+  ASSERT_EQ(sender_.bodies.size(), 2u);
+  EXPECT_THAT(Contents(sender_.bodies[0]),
+              ::testing::ElementsAre(::testing::Pair("s0", 0), ::testing::Pair("s1", 1),
+                                     ::testing::Pair("s2", 2)));
+  EXPECT_THAT(Contents(sender_.bodies[1]), ::testing::ElementsAre(::testing::Pair("s3", 3)));
+  EXPECT_EQ(stats_.samples_sent.load(), 4u);
+  EXPECT_EQ(shard.Pending(), 0u);
+}
+
 TEST_F(ShardTest, OldestPendingCountsTheBatchInFlight) {
   Shard shard = MakeShard(100);
   const int64_t first = clock_.MonotonicNanos();
@@ -254,14 +284,14 @@ TEST_F(ShardTest, KeepsAHoldUntilItsSamplesAreDeliveredAcrossRetries) {
   Released second;
   shard.Push({Sample("a", 1), Sample("b", 2)}, first.Make());
   shard.Push({Sample("c", 3), Sample("d", 4)}, second.Make());
-  const int64_t retry_at = shard.Step(false);  // a, b, c: 503
+  const int64_t retry_at = shard.Step(false);  // a, b: 503
   EXPECT_FALSE(first.released) << "a 503 is retried: the samples are still the shard's";
   clock_.AdvanceNanos(retry_at - clock_.MonotonicNanos());
-  shard.Step(false);  // a, b, c delivered
+  shard.Step(false);  // a, b delivered
   EXPECT_TRUE(first.released);
-  EXPECT_FALSE(second.released) << "d is still queued";
+  EXPECT_FALSE(second.released) << "c and d are still queued";
   clock_.AdvanceMillis(1000);
-  shard.Step(false);  // d at its deadline
+  shard.Step(false);  // c, d at their deadline
   EXPECT_TRUE(second.released);
   EXPECT_EQ(stats_.samples_sent.load(), 4u);
 }
