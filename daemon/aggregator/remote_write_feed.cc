@@ -33,15 +33,19 @@ int64_t ToMillis(int64_t unix_nanos) {
 // stream in slot order rather than from a label set of its own.
 class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
  public:
-  explicit StreamFeed(RemoteWriteFeed& feed)
-      : feed_(feed), labels_(feed.endpoints_.size()), runs_(feed.endpoints_.size()) {}
+  explicit StreamFeed(RemoteWriteFeed& feed) : feed_(feed), labels_(feed.endpoints_.size()) {}
 
   void OnStored(const store::NodeState& node, absl::Span<const store::SlotRef> slots,
                 const std::vector<bool>& present,
                 const std::shared_ptr<store::Settlement>& settlement) override {
     const int64_t now = feed_.clock_.MonotonicNanos();
-    for (remote_write::EncodedSamples& run : runs_) {
-      run.Clear();  // its buffers stay: a stream's batches are alike, so they rarely grow
+    // The batch being encoded, by endpoint: the shards compress it before AppendEncoded returns,
+    // so one buffer per ingest thread serves every stream (kept, it rarely grows; one per stream
+    // was ~60 kB each for a DGX node's batch).
+    thread_local std::vector<remote_write::EncodedSamples> runs;
+    runs.resize(feed_.endpoints_.size());
+    for (remote_write::EncodedSamples& run : runs) {
+      run.Clear();
       run.enqueued_monotonic_nanos = now;
     }
     node.WithSeries([&](const std::vector<store::Series>& all) {
@@ -72,8 +76,8 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
         }
         const int64_t timestamp_ms = ToMillis(latest->timestamp_unix_nanos);
         const double value = collectors::ExportedValue(series.desc, latest->raw);
-        for (size_t e = 0; e < runs_.size(); ++e) {
-          runs_[e].Add(Labels(e, slot.index, kSeriesLabels), timestamp_ms, value);
+        for (size_t e = 0; e < runs.size(); ++e) {
+          runs[e].Add(Labels(e, slot.index, kSeriesLabels), timestamp_ms, value);
         }
         // The saturation flag /metrics shows beside a pinned saturating counter: 1 while it is
         // pinned, then a staleness marker when it moves again (a reset).
@@ -87,21 +91,21 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
                                                  remote_write::SeriesOrigin::kAgent));
             cached.flag_known = true;
           }
-          for (size_t e = 0; e < runs_.size(); ++e) {
-            runs_[e].Add(Labels(e, slot.index, kFlagLabels), timestamp_ms,
-                         saturated ? 1.0 : remote_write::StaleNaN());
+          for (size_t e = 0; e < runs.size(); ++e) {
+            runs[e].Add(Labels(e, slot.index, kFlagLabels), timestamp_ms,
+                        saturated ? 1.0 : remote_write::StaleNaN());
           }
           cached.flagged = saturated;
         }
       }
     });
-    if (runs_.empty() || runs_[0].size() == 0) {
+    if (runs.empty() || runs[0].size() == 0) {
       return;
     }
     // Every batch of a node to the same shard of each endpoint (outside the node's lock).
     const uint64_t route = std::hash<std::string_view>()(node.name());
-    for (size_t e = 0; e < runs_.size(); ++e) {
-      feed_.endpoints_[e].endpoint->AppendEncoded(route, runs_[e], settlement);
+    for (size_t e = 0; e < runs.size(); ++e) {
+      feed_.endpoints_[e].endpoint->AppendEncoded(route, runs[e], settlement);
     }
   }
 
@@ -176,9 +180,8 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
   }
 
   RemoteWriteFeed& feed_;
-  std::vector<Cached> slots_;                       // by slot index
-  std::vector<EndpointLabels> labels_;              // by endpoint
-  std::vector<remote_write::EncodedSamples> runs_;  // by endpoint: the batch being encoded
+  std::vector<Cached> slots_;           // by slot index
+  std::vector<EndpointLabels> labels_;  // by endpoint
 };
 
 RemoteWriteFeed::RemoteWriteFeed(std::vector<EndpointEntry> endpoints, const Clock& clock)
