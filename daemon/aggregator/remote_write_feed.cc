@@ -118,7 +118,9 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
   };
   // Where a slot's merged labels lie in an endpoint's buffer.
   struct LabelSpan {
-    uint32_t offset = 0;
+    // 64 bits: the caps allow a node 200,000 series of up to 16 labels of 256 bytes each (and
+    // their saturation flags' labels), past 4 GiB with the buffer's slack.
+    uint64_t offset = 0;
     uint32_t size = 0;
   };
   static constexpr size_t kSeriesLabels = 0;
@@ -152,7 +154,7 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
       const size_t offset = labels.bytes.size();
       feed_.endpoints_[e].endpoint->labels().Append(set, labels.bytes);
       const size_t size = labels.bytes.size() - offset;
-      labels.by_slot[slot][kind] = {static_cast<uint32_t>(offset), static_cast<uint32_t>(size)};
+      labels.by_slot[slot][kind] = {offset, static_cast<uint32_t>(size)};
       labels.live += size;
     }
   }
@@ -173,7 +175,7 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
       for (LabelSpan& span : spans) {
         const size_t offset = bytes.size();
         bytes.append(labels.bytes, span.offset, span.size);
-        span.offset = static_cast<uint32_t>(offset);
+        span.offset = offset;
       }
     }
     labels.bytes = std::move(bytes);

@@ -125,7 +125,7 @@ void EncodedSamples::Add(absl::string_view labels, int64_t timestamp_ms, double 
   out = wire::WriteVarint(series_size, out);
   std::memcpy(out, labels.data(), labels.size());
   out = WriteSample(timestamp_ms, bits, sample_size, out + labels.size());
-  ends.push_back(static_cast<uint32_t>(out - raw.data()));
+  ends.push_back(static_cast<size_t>(out - raw.data()));
 }
 
 void EncodeSamples(absl::Span<const PendingSample> samples, const LabelMerger& labels,

@@ -66,8 +66,8 @@ class LabelMerger {
 struct EncodedSamples {
   std::string raw;
   // ends[i]: where sample i's field ends in `raw` (it begins where sample i - 1's ends), so that
-  // a request can take a prefix of the run.
-  std::vector<uint32_t> ends;
+  // a shard can cut the run into request-sized parts.
+  std::vector<size_t> ends;
   int64_t enqueued_monotonic_nanos = 0;  // for the batch deadline and the oldest-pending age
 
   size_t size() const { return ends.size(); }
