@@ -28,8 +28,8 @@ int64_t ToMillis(int64_t unix_nanos) {
 // Per agent stream: for each endpoint, the merged labels (LabelMerger) of each slot's series as a
 // request carries them, built once per series (and again when the slot was retired and reused:
 // its generation changed). A stored batch becomes one run of encoded samples per endpoint
-// (EncodedSamples), queued whole on the shard of the stream's node: nothing per sample is
-// queued, counted or looked up again, and a series' label bytes are read from one buffer per
+// (EncodedSamples), compressed and queued on the shard of the stream's node: nothing per sample
+// is queued, counted or looked up again, and a series' label bytes are read from one buffer per
 // stream in slot order rather than from a label set of its own.
 class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
  public:

@@ -88,12 +88,19 @@ size_t Shard::Push(const EncodedSamples& samples, Hold hold) {
 }
 
 size_t Shard::Push(absl::Span<const PendingSample> samples, Hold hold) {
+  size_t room;
+  {
+    absl::MutexLock lock(&mu_);
+    room = RoomLocked(samples.size());  // a full queue encodes nothing for nothing
+  }
+  const size_t skipped = samples.size() - room;
+  stats_.samples_dropped_queue_full += skipped;
   EncodedSamples encoded;
   if (!samples.empty()) {
     encoded.enqueued_monotonic_nanos = samples.front().enqueued_monotonic_nanos;
   }
-  EncodeSamples(samples, labels_, encoded);
-  return Push(encoded, std::move(hold));
+  EncodeSamples(samples.first(room), labels_, encoded);
+  return Push(encoded, std::move(hold)) + skipped;
 }
 
 size_t Shard::Push(absl::Span<const PendingSample> samples, absl::Span<const size_t> indices,
