@@ -138,18 +138,6 @@ void EncodeSamples(absl::Span<const PendingSample> samples, const LabelMerger& l
   }
 }
 
-void CompressRequest(absl::string_view raw, std::string& scratch, std::string& body) {
-  // The scratch buffer only grows: resizing a string zero-fills what it adds, a pass over the
-  // whole bound for every request.
-  const size_t bound = snappy::MaxCompressedLength(raw.size());
-  if (scratch.size() < bound) {
-    scratch.resize(bound);
-  }
-  size_t compressed_size = 0;
-  snappy::RawCompress(raw.data(), raw.size(), scratch.data(), &compressed_size);
-  body.assign(scratch.data(), compressed_size);
-}
-
 CompressedSamples CompressSamples(const EncodedSamples& run, size_t begin, size_t end,
                                   std::string& scratch) {
   CompressedSamples out;
@@ -192,7 +180,7 @@ std::string EncodeWriteRequest(absl::Span<const PendingSample> samples,
   EncodeSamples(samples, LabelMerger(external_labels, aggregator_labels), encoded);
   std::string scratch;
   std::string body;
-  CompressRequest(encoded.raw, scratch, body);
+  JoinRequest({CompressSamples(encoded, 0, encoded.size(), scratch)}, body);
   return body;
 }
 

@@ -56,8 +56,8 @@ class LabelMerger {
 
 // Samples already written as the WriteRequest they will be sent in: one `timeseries` field per
 // sample (its merged labels, then one Sample), in the order added. A request is any run of these
-// fields back to back, so a queue holds them as they are and a request body is their bytes
-// concatenated, then compressed (CompressRequest): nothing about a queued sample is read again.
+// fields back to back, so a queue keeps them compressed in runs (CompressSamples) and a request
+// body joins runs (JoinRequest): nothing about a queued sample is read or compressed again.
 // One TimeSeries per sample is what Prometheus' own remote-write 1.0 sender writes; receivers
 // append a series' samples in the order the request gives them.
 //
@@ -104,10 +104,6 @@ CompressedSamples CompressSamples(const EncodedSamples& run, size_t begin, size_
 
 // The request body for `runs`, in order, into `body`.
 void JoinRequest(absl::Span<const CompressedSamples> runs, std::string& body);
-
-// A request body: `raw` (WriteRequest bytes) compressed in snappy's block format, into `body`;
-// `scratch` is the caller's buffer for snappy's output, kept between calls.
-void CompressRequest(absl::string_view raw, std::string& scratch, std::string& body);
 
 // One request's body for `samples` (tests and tools).
 std::string EncodeWriteRequest(absl::Span<const PendingSample> samples,
