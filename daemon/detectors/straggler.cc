@@ -112,12 +112,13 @@ void StragglerDetector::Evaluate(const FabricView& view, std::vector<Finding>& o
   }
   std::set<std::string> reported;  // a node in two jobs is reported once (its first job)
   // A job (or a node) not judged this tick reports nothing, so its finding ends; it must be
-  // raised afresh (`samples` samples) when it is judged again, not resume on the hysteresis.
+  // raised afresh (`samples` samples) when it is judged again, not resume on the hysteresis. Its
+  // votes not yet raised go too: a slow sample before the spell and one after it are not two of
+  // the node's last samples+1 (a whole job restarting shows one on each side: the node that stops
+  // first, and the one whose first sample back holds part of the idle spell).
   auto not_judged = [this](const std::string& job, const std::string& node) {
     auto it = state_.find({job, node});
-    if (it != state_.end() && it->second.debounce.raised()) {
-      it->second.debounce = Votes(options_.samples);
-    }
+    if (it != state_.end()) it->second.debounce = Votes(options_.samples);
   };
   for (const v1::Job& job : jobs) {
     // The job's nodes with RDMA counters: the only ones whose throughput can be compared.

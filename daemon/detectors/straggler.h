@@ -16,11 +16,12 @@
 //   - it moves more through kernel networking than over RDMA, where its peers do not (a node
 //     on sockets).
 // Raised when `samples` of the node's last `samples`+1 samples hold (one sample that reads at pace
-// between slow ones — a node's 0.5 s rate is noisy — does not restart the count). Once raised it
-// holds while the node stays
-// below clear_ratio of its peers' median (hysteresis: a node slowed to about `ratio` would
-// otherwise be raised and cleared again with its samples' noise, one incident reported many
-// times), and is cleared after `samples` samples at or above it.
+// between slow ones — a node's 0.5 s rate is noisy — does not restart the count; a tick the job
+// or node is not judged in does, so slow samples either side of an idle spell are not counted
+// together). Once raised it holds while the node stays below clear_ratio of its peers' median
+// (hysteresis: a node slowed to about `ratio` would otherwise be raised and cleared again with its
+// samples' noise, one incident reported many times), and is cleared after `samples` samples at or
+// above it.
 
 #include <algorithm>
 #include <map>

@@ -242,6 +242,29 @@ TEST_F(StragglerTest, AfterAnIdleSpellAStragglerIsRaisedAfresh) {
   EXPECT_TRUE(Stragglers().empty());
 }
 
+// The whole job restarts: one node's sample already shows the stop while its peers' do not yet
+// (their agents sample later), the job idles, and the same node's first sample after the restart
+// again reads behind its peers'. Two slow samples with an idle spell between them are not two of
+// its last three: no straggler (the votes before the spell are forgotten).
+TEST_F(StragglerTest, OneSlowSampleEachSideOfARestartIsNoStraggler) {
+  auto loads = Uniform("gpu", 6);
+  StartJob("restarts", Names(loads));
+  for (int i = 0; i < 6; ++i) Step(loads);
+  loads["gpu3"].rdma = 4e8;  // stopped first; its GPU's utilization lags
+  Step(loads);
+  for (int i = 0; i < 4; ++i) {
+    for (auto& [name, load] : loads) load = Load{0, 2e6, 0, 0};
+    Step(loads);
+  }
+  loads = Uniform("gpu", 6);
+  loads["gpu3"].rdma = 4e8;  // its first sample after the restart holds part of an idle second
+  Step(loads);
+  EXPECT_TRUE(Stragglers().empty());
+  loads["gpu3"].rdma = 2e9;
+  for (int i = 0; i < 3; ++i) Step(loads);
+  EXPECT_TRUE(Stragglers().empty());
+}
+
 // Pipeline parallelism: two stages of four nodes with different traffic from the start; and a
 // job whose first stage (one node) always moves a third of the rest. Roles, not faults.
 TEST_F(StragglerTest, PipelineStagesAreQuiet) {
