@@ -196,6 +196,20 @@ void ForEachNewPair(const Series& series, int64_t* cursor,
   }
 }
 
+bool HoldsOneValue(const Series& series) {
+  const size_t capacity = series.ring.size();
+  if (series.count < 2 || capacity == 0) {
+    return true;
+  }
+  const uint64_t value = series.ring[series.head].raw;
+  for (uint32_t back = 1; back < series.count; ++back) {
+    if (series.ring[(series.head + capacity - back) % capacity].raw != value) {
+      return false;
+    }
+  }
+  return true;
+}
+
 uint64_t RawIncrease(const collectors::SeriesDesc& desc, const StoredSample& previous,
                      const StoredSample& current) {
   if (current.raw >= previous.raw) {

@@ -231,6 +231,14 @@ void ForEachNewPair(const store::Series& series, int64_t* cursor,
                     const std::function<void(const store::StoredSample& previous,
                                              const store::StoredSample& current)>& visit);
 
+// Whether every sample `series` retains reads the same raw value (true for none or one). A
+// detector that looks only for increases or changes (error counters, link downs, port state) has
+// nothing to find in such a series and can skip its cursor, which is a cache miss of its own per
+// series per tick: most of a fabric's error counters stand still. Skipping leaves the cursor
+// behind, which is harmless: when a change comes, the walk from the old cursor visits pairs that
+// all read the same value first, which add nothing.
+bool HoldsOneValue(const store::Series& series);
+
 // Counter increase between two samples in raw units, unwinding a wrap of a wrapping counter; 0
 // when the counter went down otherwise (reset).
 uint64_t RawIncrease(const collectors::SeriesDesc& desc, const store::StoredSample& previous,

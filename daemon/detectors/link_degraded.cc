@@ -34,6 +34,9 @@ void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>
     view.ForEachSeries(family, [&](const std::string& node, const store::Series& series) {
       const Port& port = view.PortOf(node, series);
       reporters.Offer(port, node);
+      if (HoldsOneValue(series)) {
+        return;  // no increase among its samples (detector.h)
+      }
       ForEachNewPair(series, &cursors_[view.KeyOf(series)],
                      [&](const store::StoredSample& previous, const store::StoredSample& current) {
                        const uint64_t increase = RawIncrease(series.desc, previous, current);

@@ -64,6 +64,9 @@ void LinkFlapDetector::Evaluate(const FabricView& view, std::vector<Finding>& ou
       if (port.peer.has_value()) {
         link.peer = port.peer;
       }
+      if (HoldsOneValue(series)) {
+        return;  // no link down among its samples (detector.h)
+      }
       const SeriesKey key = view.KeyOf(series);
       ForEachNewPair(series, &cursors_[key],
                      [&](const store::StoredSample& previous, const store::StoredSample& current) {
@@ -78,6 +81,9 @@ void LinkFlapDetector::Evaluate(const FabricView& view, std::vector<Finding>& ou
   }
   view.ForEachSeries(families::kIbPortState, [&](const std::string& node,
                                                  const store::Series& series) {
+    if (HoldsOneValue(series)) {
+      return;  // the state did not change
+    }
     const Port& port = view.PortOf(node, series);
     const SeriesKey key = view.KeyOf(series);
     ForEachNewPair(series, &cursors_[key],

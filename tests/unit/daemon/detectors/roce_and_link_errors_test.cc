@@ -186,6 +186,26 @@ TEST_F(RoceAndLinkErrorsTest, RocePcsAndCrcErrorsMakeADegradedLink) {
   }
 }
 
+// Error counters that stand still are skipped without their cursors (HoldsOneValue): an increase
+// after a long still spell counts once, not again at the next ticks while the ring still holds
+// it, and a second one adds to it. 6 errors then 6 more: raised (10) only after the second.
+TEST_F(RoceAndLinkErrorsTest, AnIncreaseAfterAStillSpellCountsOnce) {
+  const auto errors = EthtoolCounter(families::kRoceCrcErrors);
+  auto step = [&](uint64_t value, int times) {
+    std::vector<std::string> active;
+    for (int i = 0; i < times; ++i) {
+      fabric_.Set("r6-gpu3", errors, value);
+      fabric_.Step();
+      active = Active();
+    }
+    return active;
+  };
+  EXPECT_THAT(step(40, 12), ::testing::IsEmpty());  // longer than the ring: the cursor is left
+  EXPECT_THAT(step(46, 1), ::testing::IsEmpty());
+  EXPECT_THAT(step(46, 12), ::testing::IsEmpty()) << "the 6 errors were counted again";
+  EXPECT_THAT(step(52, 1), ::testing::ElementsAre("link_degraded r6-gpu3 ens1f1/1"));
+}
+
 // A RoCE port whose sysfs LinkDowned never moves (the driver keeps it for the IB port model) while
 // the NIC's link_down_events_phy and the netdev's carrier count two flaps between two reads: a
 // counter that never moves hides nothing, and the two that moved count the flaps once.
