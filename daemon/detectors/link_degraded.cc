@@ -20,8 +20,8 @@ constexpr const char* kErrorCounters[] = {
 void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>& out) {
   const int64_t now = view.now_unix_nanos();
   for (const char* family : kErrorCounters) {
-    // One pass over the family: offer every reporter and keep the increases; which reporter's
-    // increases count is known only once every reporter has been offered.
+    // First the increases, from the series that have one (most error counters stand still:
+    // those cost neither a port lookup nor a cursor).
     struct Increase {
       const Port* port;
       const std::string* node;  // the view's: valid for the tick
@@ -30,13 +30,12 @@ void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>
       Evidence evidence;
     };
     std::vector<Increase> increases;
-    ReporterChoice reporters;
+    bool contested = false;  // an increase reported by a node that is not its port's own
     view.ForEachSeries(family, [&](const std::string& node, const store::Series& series) {
-      const Port& port = view.PortOf(node, series);
-      reporters.Offer(port, node);
       if (HoldsOneValue(series)) {
         return;  // no increase among its samples (detector.h)
       }
+      const Port& port = view.PortOf(node, series);
       ForEachNewPair(series, &cursors_[view.KeyOf(series)],
                      [&](const store::StoredSample& previous, const store::StoredSample& current) {
                        const uint64_t increase = RawIncrease(series.desc, previous, current);
@@ -46,6 +45,7 @@ void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>
                        const double seconds = static_cast<double>(current.timestamp_unix_nanos -
                                                                   previous.timestamp_unix_nanos) /
                                               1e9;
+                       contested = contested || node != port.endpoint.node;
                        increases.push_back(
                            {&port, &node, current.timestamp_unix_nanos, increase,
                             MakeEvidence(series.desc, static_cast<double>(current.raw),
@@ -53,8 +53,18 @@ void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>
                                          absl::StrCat("+", increase, " in ", seconds, " s"))});
                      });
     });
+    // Then whose increases count (ReporterChoice): the port's own node's always; another node's
+    // (a fabric sweeper's copy) only when no reporter of the port ranks before it, which takes
+    // every reporter of the family, still ones included: a second pass, only when needed.
+    ReporterChoice reporters;
+    if (contested) {
+      view.ForEachSeries(family, [&](const std::string& node, const store::Series& series) {
+        reporters.Offer(view.PortOf(node, series), node);
+      });
+    }
     for (Increase& increase : increases) {
-      if (!reporters.Judges(*increase.port, *increase.node)) {
+      if (*increase.node != increase.port->endpoint.node &&
+          !reporters.Judges(*increase.port, *increase.node)) {
         continue;  // another node's copy of the same errors
       }
       PortErrors& port = ports_[increase.port->endpoint];

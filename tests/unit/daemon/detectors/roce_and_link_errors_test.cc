@@ -206,6 +206,34 @@ TEST_F(RoceAndLinkErrorsTest, AnIncreaseAfterAStillSpellCountsOnce) {
   EXPECT_THAT(step(52, 1), ::testing::ElementsAre("link_degraded r6-gpu3 ens1f1/1"));
 }
 
+// Two reporters of one port: its own node, whose copy stands still (and is skipped as such), and
+// a fabric sweeper whose copy rises. The own node's copy is the one judged, still or not: the
+// sweeper's 12 errors are not counted; a switch port's two sweepers likewise leave it to the
+// smaller name, whose copy stands still. Once the own node's copy rises, its errors count.
+TEST_F(RoceAndLinkErrorsTest, AStillCopyOfThePortsOwnNodeOutranksASweepersRisingOne) {
+  const auto own = testing::HostCounter(families::kIbSymbolError, "mlx5_3", 1);
+  const auto swept = collectors::CounterSeries(
+      "ib_fabric", families::kIbSymbolError, "", collectors::Unit::kNone, 16,
+      collectors::Overflow::kSaturates, 1.0,
+      {{"ca", "h1 HCA-1"}, {"ca_guid", "0x0002c90300000001"}, {"port", "1"}});
+  const auto switch_port = testing::SwitchCounter(families::kIbSymbolError, "leaf-1", 7);
+  fabric_.Node("h1", testing::Hca("mlx5_3", "0x0002c90300000001"));
+  uint64_t rising = 100;
+  for (int i = 0; i < 4; ++i) {
+    fabric_.Set("h1", own, 7);
+    fabric_.Set("sweeper-b", swept, rising += 4);
+    fabric_.Set("sweeper-a", switch_port, 3);
+    fabric_.Set("sweeper-b", switch_port, rising);
+    fabric_.Step();
+    EXPECT_THAT(Active(), ::testing::IsEmpty()) << "a sweeper's copy was judged";
+  }
+  for (uint64_t errors : {13u, 19u}) {
+    fabric_.Set("h1", own, errors);
+    fabric_.Step();
+  }
+  EXPECT_THAT(Active(), ::testing::ElementsAre("link_degraded h1 mlx5_3/1"));
+}
+
 // A RoCE port whose sysfs LinkDowned never moves (the driver keeps it for the IB port model) while
 // the NIC's link_down_events_phy and the netdev's carrier count two flaps between two reads: a
 // counter that never moves hides nothing, and the two that moved count the flaps once.
