@@ -39,11 +39,6 @@ bool LatestIncrease(const Series& series, uint64_t* increase, double* seconds, i
   return *seconds > 0;
 }
 
-bool SweptFromFabric(const Series& series) {
-  return !collectors::LabelValue(series.desc, "switch").empty() ||
-         !collectors::LabelValue(series.desc, "ca_guid").empty();
-}
-
 struct Partial {
   NodeTrafficReading reading;
   double hca = 0;
@@ -59,6 +54,31 @@ struct Partial {
 
 }  // namespace
 
+bool SweptFromFabric(const Series& series) {
+  return !collectors::LabelValue(series.desc, "switch").empty() ||
+         !collectors::LabelValue(series.desc, "ca_guid").empty();
+}
+
+NetdevKinds::NetdevKinds(const FabricView& view,
+                         const std::function<bool(const std::string&)>& wanted) {
+  view.ForEachSeries(families::kNetdevInfo, [&](const std::string& node, const Series& series) {
+    if (!wanted || wanted(node)) {
+      kinds_[node][std::string(collectors::LabelValue(series.desc, "netdev"))] =
+          std::string(collectors::LabelValue(series.desc, "kind"));
+    }
+  });
+}
+
+const std::string* NetdevKinds::HostKind(const std::string& node, const Series& series) {
+  const auto& netdevs = kinds_[node];
+  auto found = netdevs.find(collectors::LabelValue(series.desc, "netdev"));
+  if (found == netdevs.end() || found->second == "loopback" || found->second == "virtual" ||
+      found->second.empty()) {
+    return nullptr;
+  }
+  return &found->second;
+}
+
 std::map<std::string, NodeTrafficReading> ReadNodeTraffic(const FabricView& view,
                                                           const std::set<std::string>& only) {
   ByNode<Partial> nodes;
@@ -70,28 +90,18 @@ std::map<std::string, NodeTrafficReading> ReadNodeTraffic(const FabricView& view
     return *answer;
   };
 
-  ByNode<std::map<std::string, std::string, std::less<>>> kinds;  // node → netdev → kind
-  view.ForEachSeries(families::kNetdevInfo, [&](const std::string& node, const Series& series) {
-    if (wanted(node)) {
-      kinds[node][std::string(collectors::LabelValue(series.desc, "netdev"))] =
-          std::string(collectors::LabelValue(series.desc, "kind"));
-    }
-  });
+  NetdevKinds kinds(view, wanted);
   for (const char* family : {families::kNetdevRxBytes, families::kNetdevTxBytes}) {
     view.ForEachSeries(family, [&](const std::string& node, const Series& series) {
       if (!wanted(node)) return;
-      const auto& netdev_kinds = kinds[node];
-      auto kind = netdev_kinds.find(collectors::LabelValue(series.desc, "netdev"));
-      if (kind == netdev_kinds.end() || kind->second == "loopback" || kind->second == "virtual" ||
-          kind->second.empty()) {
-        return;  // container veths and bridges double-count host traffic
-      }
+      const std::string* kind = kinds.HostKind(node, series);
+      if (kind == nullptr) return;
       double rate = 0;
       Partial& partial = nodes[node];
       if (partial.reading.kernel < 0) partial.reading.kernel = 0;
       if (RateOf(series, &rate)) {
         partial.reading.kernel += rate;
-        if (kind->second == "ipoib") partial.ipoib += rate;
+        if (*kind == "ipoib") partial.ipoib += rate;
       }
     });
   }

@@ -9,6 +9,7 @@
 // counters in both directions (on IB these include IPoIB, which is subtracted). Ports the fabric
 // collector swept (switch ports, other hosts' CAs) are not the node's own traffic.
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -32,6 +33,26 @@ struct NodeTrafficReading {
   double gpu = -1;                      // busiest GPU, 0..1; -1: no GPU series
   int64_t sampled = 0;                  // newest RDMA sample behind `rdma` (debounce key)
   std::vector<Evidence> rdma_evidence;  // the RDMA series read, with their rates
+};
+
+// A port series the fabric collector swept (a switch port, another host's CA port): not the
+// reporting node's own traffic.
+bool SweptFromFabric(const store::Series& series);
+
+// Each node's netdevs by kind (the netdev_info series' `kind` label), which tells a node's own
+// kernel traffic from traffic that would count it twice. Read once per tick.
+class NetdevKinds {
+ public:
+  // From the netdev_info series of the nodes `wanted` accepts (every node when it is empty).
+  explicit NetdevKinds(const FabricView& view,
+                       const std::function<bool(const std::string&)>& wanted = {});
+  // The kind of the netdev a netdev byte series of `node` counts, when its traffic is the node's
+  // own (Ethernet, RoCE, IPoIB); nullptr for loopback and virtual netdevs (container veths and
+  // bridges double-count host traffic) and for a netdev of no known kind.
+  const std::string* HostKind(const std::string& node, const store::Series& series);
+
+ private:
+  ByNode<std::map<std::string, std::string, std::less<>>> kinds_;  // node → netdev → kind
 };
 
 // Readings of the nodes in `only` (every node when empty).

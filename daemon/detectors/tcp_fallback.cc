@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "daemon/detectors/families.h"
+#include "daemon/detectors/node_traffic.h"
 
 namespace fabricmon::detectors {
 namespace {
@@ -90,22 +91,15 @@ GpuProcessQps InspectGpuProcessQps(const store::NodeState& node) {
 
 void TcpFallbackDetector::Evaluate(const FabricView& view, std::vector<Finding>& out) {
   ByNode<NodeTraffic> nodes;
-  // netdev kinds from the info series, by node and netdev.
-  ByNode<std::map<std::string, std::string, std::less<>>> kinds;
-  view.ForEachSeries(families::kNetdevInfo, [&](const std::string& node, const Series& series) {
-    kinds[node][std::string(collectors::LabelValue(series.desc, "netdev"))] =
-        std::string(collectors::LabelValue(series.desc, "kind"));
-  });
+  NetdevKinds kinds(view);
   for (const char* family : {families::kNetdevRxBytes, families::kNetdevTxBytes}) {
     const bool rx = family == families::kNetdevRxBytes;
     view.ForEachSeries(family, [&](const std::string& node, const Series& series) {
-      const auto& netdev_kinds = kinds[node];
-      auto found = netdev_kinds.find(collectors::LabelValue(series.desc, "netdev"));
-      if (found == netdev_kinds.end() || found->second == "loopback" ||
-          found->second == "virtual" || found->second.empty()) {
-        return;  // container veths and bridges double-count host traffic
+      const std::string* host_kind = kinds.HostKind(node, series);
+      if (host_kind == nullptr) {
+        return;
       }
-      const std::string& kind = found->second;
+      const std::string& kind = *host_kind;
       const double rate = RateOf(series);
       NodeTraffic& traffic = nodes[node];
       traffic.kernel += rate;
@@ -124,9 +118,8 @@ void TcpFallbackDetector::Evaluate(const FabricView& view, std::vector<Finding>&
   }
   for (const char* family : {families::kIbXmitData, families::kIbRcvData}) {
     view.ForEachSeries(family, [&](const std::string& node, const Series& series) {
-      if (!collectors::LabelValue(series.desc, "switch").empty() ||
-          !collectors::LabelValue(series.desc, "ca_guid").empty()) {
-        return;  // ports the fabric collector swept are not this node's own traffic
+      if (SweptFromFabric(series)) {
+        return;
       }
       NodeTraffic& traffic = nodes[node];
       traffic.has_rdma = true;
