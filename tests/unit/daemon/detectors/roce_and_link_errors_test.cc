@@ -1,6 +1,7 @@
 // The ECN rule (threshold, debounce, both of its branches), the link_degraded paths other than
-// IB symbol errors (LinkErrorRecovery alone, RoCE PCS symbol and CRC errors), and the validation
-// of detector thresholds.
+// IB symbol errors (LinkErrorRecovery alone, RoCE PCS symbol and CRC errors; still counters
+// skipped without losing or repeating an increase; whose copy of a port counts when a node and
+// fabric sweepers report it), and the validation of detector thresholds.
 
 #include <algorithm>
 #include <cmath>
