@@ -91,16 +91,4 @@ absl::string_view LabelValue(const SeriesDesc& desc, absl::string_view name) {
   return {};
 }
 
-double ExportedValue(const SeriesDesc& desc, uint64_t raw_value) {
-  switch (desc.type) {
-    case MetricType::kInfo:
-      return 1.0;
-    case MetricType::kGauge:
-      return static_cast<double>(static_cast<int64_t>(raw_value)) * desc.scale;
-    case MetricType::kCounter:
-      break;
-  }
-  return static_cast<double>(raw_value) * desc.scale;
-}
-
 }  // namespace fabricmon::collectors

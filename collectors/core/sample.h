@@ -102,7 +102,20 @@ class SampleSink {
 // The value of label `name`, or "" when the series has no such label.
 absl::string_view LabelValue(const SeriesDesc& desc, absl::string_view name);
 
-// Exported value of a raw sample: raw × scale, gauges read as signed.
-double ExportedValue(const SeriesDesc& desc, uint64_t raw_value);
+// Exported value of a raw sample: raw × scale, gauges read as signed, info series 1.
+constexpr double ExportedValue(MetricType type, double scale, uint64_t raw_value) {
+  switch (type) {
+    case MetricType::kInfo:
+      return 1.0;
+    case MetricType::kGauge:
+      return static_cast<double>(static_cast<int64_t>(raw_value)) * scale;
+    case MetricType::kCounter:
+      break;
+  }
+  return static_cast<double>(raw_value) * scale;
+}
+inline double ExportedValue(const SeriesDesc& desc, uint64_t raw_value) {
+  return ExportedValue(desc.type, desc.scale, raw_value);
+}
 
 }  // namespace fabricmon::collectors

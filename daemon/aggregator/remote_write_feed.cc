@@ -63,6 +63,13 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
           slots_.resize(slot.index + 1);
         }
         Cached& cached = slots_[slot.index];
+        // The description is read only when it changed (a declaration, a re-declaration with
+        // other semantics): at 1 Hz from a thousand nodes each series' description is a cache
+        // miss of its own, and everything a sample needs from it is kept here or in the series.
+        if (cached.desc != &series.desc.get()) {
+          cached.desc = &series.desc.get();
+          cached.scale = series.desc->scale;
+        }
         if (!cached.known || cached.generation != slot.generation) {
           LabelPairs pairs;
           pairs.reserve(series.desc->labels.size() + 1);
@@ -72,16 +79,19 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
                    *remote_write::MakeLabelSet(series.desc->name, std::move(pairs),
                                                remote_write::SeriesOrigin::kAgent));
           Forget(slot.index, kFlagLabels);
-          cached = {slot.generation, /*known=*/true, /*flag_known=*/false, /*flagged=*/false};
+          cached.generation = slot.generation;
+          cached.known = true;
+          cached.flag_known = false;
+          cached.flagged = false;
         }
         const int64_t timestamp_ms = ToMillis(latest->timestamp_unix_nanos);
-        const double value = collectors::ExportedValue(series.desc, latest->raw);
+        const double value = collectors::ExportedValue(series.type, cached.scale, latest->raw);
         for (size_t e = 0; e < runs.size(); ++e) {
           runs[e].Add(Labels(e, slot.index, kSeriesLabels), timestamp_ms, value);
         }
         // The saturation flag /metrics shows beside a pinned saturating counter: 1 while it is
         // pinned, then a staleness marker when it moves again (a reset).
-        const bool saturated = series.desc->IsSaturated(latest->raw);
+        const bool saturated = series.IsSaturated(latest->raw);
         if (saturated || cached.flagged) {
           if (!cached.flag_known) {
             LabelPairs pairs = {{"node", node.name()}, {"metric", series.desc->name}};
@@ -115,6 +125,10 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
     bool known = false;       // its labels are remembered (for this generation)
     bool flag_known = false;  // its fabricmon_series_saturated series' labels are too
     bool flagged = false;     // the flag was sent as 1 last
+    // The series' description when `scale` was read from it (compared by address: a
+    // re-declaration gives the series a new one).
+    const collectors::SeriesDesc* desc = nullptr;
+    double scale = 1.0;
   };
   // Where a slot's merged labels lie in an endpoint's buffer.
   struct LabelSpan {
@@ -235,33 +249,43 @@ void RemoteWriteFeed::ForwardFamilies(const std::vector<prometheus::MetricFamily
   const int64_t now = clock_.MonotonicNanos();
   std::vector<PendingSample> samples;
   absl::MutexLock lock(&forward_mu_);
-  absl::flat_hash_map<std::string, std::shared_ptr<const LabelSet>> current;
+  ++forwardings_;
+  // Each tick forwards mostly the series of the tick before: a series is looked up by its
+  // encoded labels, built in buffers kept across ticks, and gets a label set of its own only
+  // the first time (the same set each tick, so its shard does not depend on a fresh hash).
   for (const prometheus::MetricFamily& family : families) {
     const bool counter = family.type == prometheus::MetricType::Counter;
     for (const prometheus::ClientMetric& metric : family.metric) {
-      LabelPairs pairs;
-      pairs.reserve(metric.label.size());
+      label_refs_.clear();
       for (const auto& label : metric.label) {
-        pairs.emplace_back(label.name, label.value);
+        label_refs_.emplace_back(label.name, label.value);
       }
-      std::shared_ptr<const LabelSet> set = remote_write::MakeLabelSet(
-          family.name, std::move(pairs), remote_write::SeriesOrigin::kAggregator);
-      std::string key = set->encoded;  // the sorted labels, length-prefixed: one per series
-      // The same series keeps its label set, so its shard does not depend on a fresh hash.
-      if (auto it = last_forwarded_.find(key); it != last_forwarded_.end()) {
-        set = it->second;
+      remote_write::EncodeLabelsInto(family.name, label_refs_, key_);
+      auto it = last_forwarded_.find(key_);
+      if (it == last_forwarded_.end()) {
+        LabelPairs pairs;
+        pairs.reserve(metric.label.size());
+        for (const auto& label : metric.label) {
+          pairs.emplace_back(label.name, label.value);
+        }
+        std::shared_ptr<const LabelSet> set = remote_write::MakeLabelSet(
+            family.name, std::move(pairs), remote_write::SeriesOrigin::kAggregator);
+        it = last_forwarded_.emplace(key_, Forwarded{std::move(set), 0}).first;
       }
+      it->second.forwarding = forwardings_;
       samples.push_back(
-          {set, timestamp_ms, counter ? metric.counter.value : metric.gauge.value, now});
-      current.emplace(std::move(key), std::move(set));
+          {it->second.set, timestamp_ms, counter ? metric.counter.value : metric.gauge.value, now});
     }
   }
-  for (const auto& [key, set] : last_forwarded_) {
-    if (!current.contains(key)) {
-      samples.push_back({set, timestamp_ms, remote_write::StaleNaN(), now});
+  // A series this forwarding lacks ends: a staleness marker, and it is forgotten.
+  for (auto it = last_forwarded_.begin(); it != last_forwarded_.end();) {
+    if (it->second.forwarding != forwardings_) {
+      samples.push_back({it->second.set, timestamp_ms, remote_write::StaleNaN(), now});
+      last_forwarded_.erase(it++);
+    } else {
+      ++it;
     }
   }
-  last_forwarded_ = std::move(current);
   if (!samples.empty()) {
     Append(samples);
   }

@@ -83,10 +83,17 @@ class RemoteWriteFeed final : public BatchObserver, public prometheus::Collectab
   const Clock& clock_;
 
   absl::Mutex forward_mu_;
-  // The series of the last forwarding, by their labels' text: a series missing from the next
-  // one gets a staleness marker.
-  absl::flat_hash_map<std::string, std::shared_ptr<const remote_write::LabelSet>> last_forwarded_
-      ABSL_GUARDED_BY(forward_mu_);
+  struct Forwarded {
+    std::shared_ptr<const remote_write::LabelSet> set;
+    uint64_t forwarding = 0;  // the last forwarding that had the series
+  };
+  // The series of the last forwarding, by their encoded labels (LabelSet::encoded): a series
+  // missing from the next one gets a staleness marker.
+  absl::flat_hash_map<std::string, Forwarded> last_forwarded_ ABSL_GUARDED_BY(forward_mu_);
+  uint64_t forwardings_ ABSL_GUARDED_BY(forward_mu_) = 0;
+  // A series' labels while it is looked up (kept: no allocation per series once grown).
+  remote_write::LabelRefs label_refs_ ABSL_GUARDED_BY(forward_mu_);
+  std::string key_ ABSL_GUARDED_BY(forward_mu_);
 
   absl::Mutex stop_mu_;
   bool stopping_ ABSL_GUARDED_BY(stop_mu_) = false;

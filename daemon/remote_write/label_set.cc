@@ -1,6 +1,7 @@
 #include "daemon/remote_write/label_set.h"
 
 #include <algorithm>
+#include <iterator>
 #include <string_view>
 
 #include "absl/hash/hash.h"
@@ -14,6 +15,45 @@ namespace {
 size_t LabelMessageSize(absl::string_view name, absl::string_view value) {
   return (name.empty() ? 0 : wire::FieldSize(name.size())) +
          (value.empty() ? 0 : wire::FieldSize(value.size()));
+}
+
+// Prometheus' rules, as MakeLabelSet documents them, on `labels` (name, value) pairs whose
+// first is ("__name__", the series' name): sorted by name, stably, so that of two equal names
+// the first given is the one kept; empty values and a second `__name__` left out.
+template <typename Pairs>
+void Normalize(Pairs& labels) {
+  auto drop = std::remove_if(labels.begin() + 1, labels.end(), [](const auto& label) {
+    return label.second.empty() || label.first == "__name__";
+  });
+  labels.erase(drop, labels.end());
+  auto by_name = [](const auto& a, const auto& b) { return a.first < b.first; };
+  if (labels.size() <= 16) {
+    // A series has a handful of labels: an insertion sort, which (unlike std::stable_sort) takes
+    // no buffer of its own.
+    for (size_t i = 1; i < labels.size(); ++i) {
+      for (size_t j = i; j > 0 && by_name(labels[j], labels[j - 1]); --j) {
+        std::swap(labels[j], labels[j - 1]);
+      }
+    }
+  } else {
+    std::stable_sort(labels.begin(), labels.end(), by_name);
+  }
+  labels.erase(std::unique(labels.begin(), labels.end(),
+                           [](const auto& a, const auto& b) { return a.first == b.first; }),
+               labels.end());
+}
+
+// Normalized `labels`, encoded into `out` (appended).
+template <typename Pairs>
+void EncodeNormalized(const Pairs& labels, std::string& out) {
+  size_t size = 0;  // exactly, so that the bytes take one allocation of their size
+  for (const auto& [label_name, value] : labels) {
+    size += wire::FieldSize(LabelMessageSize(label_name, value));
+  }
+  out.reserve(out.size() + size);
+  for (const auto& [label_name, value] : labels) {
+    AppendEncodedLabel(label_name, value, out);
+  }
 }
 
 }  // namespace
@@ -40,29 +80,20 @@ std::shared_ptr<const LabelSet> MakeLabelSet(absl::string_view name, LabelPairs 
   LabelPairs sorted;
   sorted.reserve(labels.size() + 1);
   sorted.emplace_back("__name__", std::string(name));
-  for (auto& label : labels) {
-    if (!label.second.empty() && label.first != "__name__") {
-      sorted.push_back(std::move(label));
-    }
-  }
-  // Stable, so that of two equal names the first given stays first and is the one kept.
-  std::stable_sort(sorted.begin(), sorted.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  sorted.erase(std::unique(sorted.begin(), sorted.end(),
-                           [](const auto& a, const auto& b) { return a.first == b.first; }),
-               sorted.end());
+  std::move(labels.begin(), labels.end(), std::back_inserter(sorted));
+  Normalize(sorted);
   auto set = std::make_shared<LabelSet>();
   set->origin = origin;
   set->hash = absl::HashOf(sorted);
-  size_t size = 0;  // exactly, so that the bytes take one allocation of their size
-  for (const auto& [label_name, value] : sorted) {
-    size += wire::FieldSize(LabelMessageSize(label_name, value));
-  }
-  set->encoded.reserve(size);
-  for (const auto& [label_name, value] : sorted) {
-    AppendEncodedLabel(label_name, value, set->encoded);
-  }
+  EncodeNormalized(sorted, set->encoded);
   return set;
+}
+
+void EncodeLabelsInto(absl::string_view name, LabelRefs& labels, std::string& out) {
+  labels.emplace(labels.begin(), "__name__", name);
+  Normalize(labels);
+  out.clear();
+  EncodeNormalized(labels, out);
 }
 
 LabelPairs DecodeLabels(const LabelSet& set) {

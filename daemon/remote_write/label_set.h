@@ -49,6 +49,12 @@ void AppendEncodedLabel(absl::string_view name, absl::string_view value, std::st
 std::shared_ptr<const LabelSet> MakeLabelSet(absl::string_view name, LabelPairs labels,
                                              SeriesOrigin origin = SeriesOrigin::kAggregator);
 
+// The bytes MakeLabelSet(name, labels) keeps as `encoded`, into `out` (replacing what it held),
+// from label pairs that refer to the caller's strings; `labels` is reordered. Allocates nothing
+// once `out` has grown: for looking a series up by its labels before deciding to build a set.
+using LabelRefs = std::vector<std::pair<absl::string_view, absl::string_view>>;
+void EncodeLabelsInto(absl::string_view name, LabelRefs& labels, std::string& out);
+
 // The label pairs of `set`, in order, read back from its encoded bytes (tests, tools).
 LabelPairs DecodeLabels(const LabelSet& set);
 

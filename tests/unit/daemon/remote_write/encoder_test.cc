@@ -56,6 +56,32 @@ TEST(LabelSetTest, ADuplicateNameKeepsItsFirstValue) {
               ::testing::ElementsAre(::testing::Pair("__name__", "m"), ::testing::Pair("a", "1")));
 }
 
+// What the aggregator's own series are looked up by each tick (EncodeLabelsInto) must be byte
+// for byte the label set's bytes, whatever order, empty values, repeats, a `__name__` among the
+// labels or more labels than the short sort takes; and a buffer used before is replaced.
+TEST(LabelSetTest, EncodeLabelsIntoWritesTheLabelSetsBytes) {
+  std::vector<LabelPairs> cases = {
+      {},
+      {{"node", "n1"}},
+      {{"port", "1"}, {"node", "n1"}, {"device", "mlx5_0"}, {"empty", ""}, {"Zeta", "z"}},
+      {{"a", "1"}, {"a", "2"}, {"__name__", "evil"}, {"b", ""}, {"a", "3"}},
+  };
+  LabelPairs many;
+  for (int i = 40; i > 0; --i) {
+    many.emplace_back(absl::StrCat("l", i % 17), absl::StrCat("v", i));
+  }
+  cases.push_back(many);
+  std::string out = "left over from before";
+  for (const LabelPairs& labels : cases) {
+    LabelRefs refs;
+    for (const auto& [name, value] : labels) {
+      refs.emplace_back(name, value);
+    }
+    EncodeLabelsInto("fabricmon_m", refs, out);
+    EXPECT_EQ(out, MakeLabelSet("fabricmon_m", labels)->encoded) << labels.size() << " labels";
+  }
+}
+
 TEST(EncoderTest, RoundTripsThroughSnappyAndProtobuf) {
   auto a = MakeLabelSet("fabricmon_a_total", {{"node", "n1"}});
   auto b = MakeLabelSet("fabricmon_b", {{"node", "n1"}, {"cluster", "own"}});

@@ -128,6 +128,45 @@ TEST_F(RemoteWriteFeedTest, SendsStoredSamplesAsMetricsShowsThemAtTheirTimestamp
   EXPECT_EQ(received[state_key][0].value, 4);
 }
 
+// The feed keeps each slot's scale rather than reading the description for every sample: a
+// series declared again with another scale (an agent upgrade; same slot, same generation) must
+// send its values at the new one from its next sample.
+TEST_F(RemoteWriteFeedTest, ASeriesDeclaredAgainWithAnotherScaleSendsItsNewValues) {
+  NodeState node("gpu-node-1", 4, 1000);
+  auto declare = [&](double scale) {
+    return node.DeclareSlot(
+        collectors::CounterSeries("ib_sysfs", "fabricmon_ib_port_xmit_data_bytes_total", "h",
+                                  collectors::Unit::kBytes, 64, collectors::Overflow::kWraps, scale,
+                                  {{"device", "mlx5_0"}, {"port", "1"}}),
+        0);
+  };
+  auto before = declare(4.0);
+  ASSERT_TRUE(before.ok());
+  auto feed = MakeFeed();
+  auto stream = feed->OpenStream();
+  const int64_t t0 = clock_.NowUnixNanos() - 2'000'000'000;
+  ASSERT_TRUE(node.AppendBatchToSlots(1, 0, t0, {*before}, std::vector<uint64_t>{100}, {true},
+                                      clock_.NowUnixNanos())
+                  .stored);
+  stream->OnStored(node, {*before}, {true}, nullptr);
+  auto after = declare(0.5);
+  ASSERT_TRUE(after.ok());
+  ASSERT_EQ(after->index, before->index);
+  ASSERT_EQ(after->generation, before->generation);
+  ASSERT_TRUE(node.AppendBatchToSlots(2, 0, t0 + 1'000'000'000, {*after},
+                                      std::vector<uint64_t>{100}, {true}, clock_.NowUnixNanos())
+                  .stored);
+  stream->OnStored(node, {*after}, {true}, nullptr);
+  feed->Shutdown();
+
+  auto received = ReceivedBySeries();
+  ASSERT_EQ(received.size(), 1u);
+  const auto& samples = received.begin()->second;
+  ASSERT_EQ(samples.size(), 2u);
+  EXPECT_EQ(samples[0].value, 400);
+  EXPECT_EQ(samples[1].value, 50) << "the value at the scale it was declared with last";
+}
+
 TEST_F(RemoteWriteFeedTest, APinnedSaturatingCounterIsFlaggedUntilItMovesAgain) {
   NodeState node("n", 4, 1000);
   auto a = node.DeclareSlot(
