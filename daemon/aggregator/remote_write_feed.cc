@@ -66,8 +66,8 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
         // The description is read only when it changed (a declaration, a re-declaration with
         // other semantics): at 1 Hz from a thousand nodes each series' description is a cache
         // miss of its own, and everything a sample needs from it is kept here or in the series.
-        if (cached.desc != &series.desc.get()) {
-          cached.desc = &series.desc.get();
+        if (&cached.desc.get() != &series.desc.get()) {
+          cached.desc = series.desc;
           cached.scale = series.desc->scale;
         }
         if (!cached.known || cached.generation != slot.generation) {
@@ -125,9 +125,10 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
     bool known = false;       // its labels are remembered (for this generation)
     bool flag_known = false;  // its fabricmon_series_saturated series' labels are too
     bool flagged = false;     // the flag was sent as 1 last
-    // The series' description when `scale` was read from it (compared by address: a
-    // re-declaration gives the series a new one).
-    const collectors::SeriesDesc* desc = nullptr;
+    // The series' description when `scale` was read from it, compared by address: a
+    // re-declaration with other semantics gives the series another one, and holding this one
+    // keeps its address from being reused by a later description meanwhile.
+    store::SharedDesc desc;
     double scale = 1.0;
   };
   // Where a slot's merged labels lie in an endpoint's buffer.

@@ -51,7 +51,8 @@ std::shared_ptr<const LabelSet> MakeLabelSet(absl::string_view name, LabelPairs 
 
 // The bytes MakeLabelSet(name, labels) keeps as `encoded`, into `out` (replacing what it held),
 // from label pairs that refer to the caller's strings; `labels` is reordered. Allocates nothing
-// once `out` has grown: for looking a series up by its labels before deciding to build a set.
+// once `out` and `labels` have grown (up to 16 labels): for looking a series up by its labels
+// before deciding to build a set.
 using LabelRefs = std::vector<std::pair<absl::string_view, absl::string_view>>;
 void EncodeLabelsInto(absl::string_view name, LabelRefs& labels, std::string& out);
 
