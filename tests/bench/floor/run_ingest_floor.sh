@@ -2,8 +2,8 @@
 # Aggregator ingest at the floor (issue 19's aggregator rows): the load generator's simulated
 # agents (the production streaming stack, one DGX node's ~490 series each) against the real
 # fabricmon-aggregator, detectors on, at three shapes, plus the realistic shape with remote_write
-# on to a local receiver. Per row, from the aggregator process alone (/proc/PID/stat CPU over the
-# window, /proc/PID/status RSS growth over the declared series):
+# on to a local receiver. Per row, from the aggregator process alone (CPU over the window from its
+# threads' schedstat, /proc/PID/status RSS growth over the declared series):
 #   samples/s per aggregator core (goal 8 M for few fast agents, 5 M at 1 Hz), ns CPU per sample,
 #   bytes per series (goal <= 600), each with its ratio to the goal (>= 1.00 meets it).
 #

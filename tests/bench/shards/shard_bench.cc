@@ -11,8 +11,8 @@
 // processes. The nodes' cycles are spread evenly over --interval_ms (a reduced rate: each cycle
 // still carries one nominal second of counter motion). Reported, per shard and in total:
 //   * ingest: samples stored per second (fabricmon_aggregator_samples_total between two
-//     scrapes) against the shard process' own CPU (/proc/PID/stat, read between the scrapes so
-//     that the scrapes' cost is left out), as samples/s per core and ns per sample;
+//     scrapes) against the shard process' own CPU (its threads' schedstat, read between the scrapes
+//     so that the scrapes' cost is left out), as samples/s per core and ns per sample;
 //   * memory per series: the shard's RSS growth from before the first node to after the window,
 //     over the series it holds;
 //   * with --victoria_metrics: remote_write samples sent per second and dropped; bytes per sample
@@ -630,11 +630,11 @@ int Run() {
   }
   std::vector<std::string> text0(shard_count);
   std::vector<Clock::time_point> scrape0(shard_count), cpu_t0(shard_count);
-  std::vector<double> cpu0(shard_count);
+  std::vector<CpuSnapshot> cpu0(shard_count);
   for (int s = 0; s < shard_count; ++s) {
     scrape0[s] = Clock::now();
     text0[s] = shards[s]->MetricsText();
-    cpu0[s] = shards[s]->CpuSeconds();
+    cpu0[s] = shards[s]->Cpu();
     cpu_t0[s] = Clock::now();
   }
   const double self0 = nodes.CpuSeconds();
@@ -648,10 +648,10 @@ int Run() {
       static_cast<double>(nodes.cycles() - cycles0) * static_cast<double>(series.size()) / window;
   const uint64_t overruns = nodes.overruns() - overruns0;
   std::vector<ShardWindow> w(shard_count);
-  std::vector<double> cpu1(shard_count);
+  std::vector<CpuSnapshot> cpu1(shard_count);
   std::vector<Clock::time_point> cpu_t1(shard_count);
   for (int s = 0; s < shard_count; ++s) {
-    cpu1[s] = shards[s]->CpuSeconds();
+    cpu1[s] = shards[s]->Cpu();
     cpu_t1[s] = Clock::now();
   }
   std::vector<uint64_t> rss_after(shard_count);
@@ -664,7 +664,7 @@ int Run() {
     };
     w[s].samples = delta("fabricmon_aggregator_samples_total");
     w[s].wall = between;
-    w[s].cpu = cpu1[s] - cpu0[s];
+    w[s].cpu = CpuSecondsBetween(cpu0[s], cpu1[s]);
     w[s].cpu_wall = std::chrono::duration<double>(cpu_t1[s] - cpu_t0[s]).count();
     w[s].rw_sent = delta("fabricmon_remote_write_samples_sent_total");
     w[s].rw_dropped = SumOfFamily(text1, "fabricmon_remote_write_samples_dropped_total");
@@ -739,14 +739,14 @@ int Run() {
   // into that and a per-sample part, which gives each shard's cores at the real 1 Hz.
   nodes.StopTicking();
   std::this_thread::sleep_for(std::chrono::seconds(3));  // in-flight batches and sends finish
-  std::vector<double> held0(shard_count), held1(shard_count);
+  std::vector<CpuSnapshot> held0(shard_count), held1(shard_count);
   const auto held_start = Clock::now();
   for (int s = 0; s < shard_count; ++s) {
-    held0[s] = shards[s]->CpuSeconds();
+    held0[s] = shards[s]->Cpu();
   }
   std::this_thread::sleep_for(std::chrono::seconds(absl::GetFlag(FLAGS_held_s)));
   for (int s = 0; s < shard_count; ++s) {
-    held1[s] = shards[s]->CpuSeconds();
+    held1[s] = shards[s]->Cpu();
   }
   const double held_wall = SecondsSince(held_start);
   std::printf(
@@ -766,7 +766,7 @@ int Run() {
   for (int s = 0; s < shard_count; ++s) {
     const double rate = w[s].wall > 0 ? w[s].samples / w[s].wall : 0;
     const double cores = w[s].cpu_wall > 0 ? w[s].cpu / w[s].cpu_wall : 0;
-    const double held = held_wall > 0 ? (held1[s] - held0[s]) / held_wall : 0;
+    const double held = held_wall > 0 ? CpuSecondsBetween(held0[s], held1[s]) / held_wall : 0;
     const bool resolved = rate > 0 && cores - held > kResolvable * held;
     all_resolved = all_resolved && resolved;
     if (!resolved) {

@@ -9,7 +9,8 @@
 // one nominal second of counter time, so the wire sees realistic deltas at any tick rate.
 //
 // The aggregator runs as a separate process (the real fabricmon-aggregator binary), so its CPU
-// time (/proc/PID/stat) and memory (/proc/PID/status) are its own. Reported:
+// time (its threads' /proc/PID/task/TID/schedstat, nanoseconds) and memory (/proc/PID/status) are
+// its own. Reported:
 //   * ingest: samples stored per second and per aggregator CPU-second (its /metrics counter
 //     fabricmon_aggregator_samples_total over a measurement window),
 //   * wire bytes per sample: fabricmon_aggregator_received_bytes_total / samples_total over the
@@ -165,13 +166,13 @@ int Run() {
   // taken over the scrapes' starts; the CPU per sample is that rate against the window's CPU.
   const auto s0 = Clock::now();
   const auto m0 = aggregator.Scrape();
-  const double cpu0 = aggregator.CpuSeconds();
+  const CpuSnapshot cpu0 = aggregator.Cpu();
   const double self0 = SelfCpuSeconds();
   const uint64_t cycles0 = generator.cycles();
   const auto t0 = Clock::now();
   std::this_thread::sleep_for(std::chrono::seconds(absl::GetFlag(FLAGS_duration_s)));
   const double wall = SecondsSince(t0);
-  const double cpu1 = aggregator.CpuSeconds();
+  const CpuSnapshot cpu1 = aggregator.Cpu();
   const double self1 = SelfCpuSeconds();
   const uint64_t cycles1 = generator.cycles();
   const double between_scrapes = SecondsSince(s0);
@@ -187,7 +188,7 @@ int Run() {
   const double samples = delta("fabricmon_aggregator_samples_total") * scale;
   const double bytes = delta("fabricmon_aggregator_received_bytes_total") * scale;
   const double batches = delta("fabricmon_aggregator_batches_total") * scale;
-  const double agg_cpu = cpu1 - cpu0;
+  const double agg_cpu = CpuSecondsBetween(cpu0, cpu1);
   const double offered =
       static_cast<double>(cycles1 - cycles0) * static_cast<double>(series.size());
   std::printf("\n== ingest (%.1f s window)\n", wall);

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -290,6 +291,41 @@ double ProcessCpuSeconds(pid_t pid) {
     return 0;
   }
   return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+CpuSnapshot TakeCpuSnapshot(pid_t pid) {
+  CpuSnapshot snapshot;
+  snapshot.stat_seconds = ProcessCpuSeconds(pid);
+  const std::string tasks = absl::StrCat("/proc/", pid, "/task");
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(tasks, error)) {
+    pid_t tid = 0;
+    if (!absl::SimpleAtoi(entry.path().filename().string(), &tid)) {
+      continue;
+    }
+    std::ifstream in(entry.path() / "schedstat");
+    uint64_t run_ns = 0;
+    if (in >> run_ns) {  // a thread gone between the listing and the read is skipped
+      snapshot.task_ns[tid] = run_ns;
+    }
+  }
+  return snapshot;
+}
+
+double CpuSecondsBetween(const CpuSnapshot& before, const CpuSnapshot& after) {
+  uint64_t live_ns = 0;
+  for (const auto& [tid, ns] : after.task_ns) {
+    const auto earlier = before.task_ns.find(tid);
+    live_ns += ns - (earlier == before.task_ns.end() ? 0 : std::min(ns, earlier->second));
+  }
+  const double live = static_cast<double>(live_ns) / 1e9;
+  const bool one_exited =
+      std::any_of(before.task_ns.begin(), before.task_ns.end(),
+                  [&](const auto& task) { return after.task_ns.count(task.first) == 0; });
+  if (!after.task_ns.empty() && !one_exited) {
+    return live;
+  }
+  return std::max(after.stat_seconds - before.stat_seconds, live);
 }
 
 uint64_t AggregatorProcess::StatusBytes(const char* key) const {

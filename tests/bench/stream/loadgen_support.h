@@ -63,6 +63,18 @@ double SelfCpuSeconds();
 // The same of process `pid`, from /proc (0 when it cannot be read).
 double ProcessCpuSeconds(pid_t pid);
 
+// A process' CPU at one moment, for a window too short for /proc/PID/stat's clock ticks (10 ms:
+// a few agents for 2 s cost the aggregator less than one tick, and the window read 0).
+struct CpuSnapshot {
+  double stat_seconds = 0;            // utime + stime, exited threads included
+  std::map<pid_t, uint64_t> task_ns;  // /proc/PID/task/TID/schedstat run time, live threads
+};
+CpuSnapshot TakeCpuSnapshot(pid_t pid);
+// CPU seconds between two snapshots: the threads' schedstat nanoseconds when every thread of
+// `before` still runs; when one exited (its schedstat went with it), the larger of the stat
+// ticks and what the live threads' schedstat saw, so a short window never reads 0.
+double CpuSecondsBetween(const CpuSnapshot& before, const CpuSnapshot& after);
+
 // The aggregator under test, as a child process that dies with us.
 class AggregatorProcess {
  public:
@@ -88,6 +100,7 @@ class AggregatorProcess {
 
   // User + system CPU seconds of the whole process (all threads, exited ones included).
   double CpuSeconds() const;
+  CpuSnapshot Cpu() const { return TakeCpuSnapshot(pid_); }
   // A /proc/PID/status size in bytes, e.g. "VmRSS:" (resident) or "VmHWM:" (its peak).
   uint64_t StatusBytes(const char* key) const;
   // The /metrics text ("" on failure).
