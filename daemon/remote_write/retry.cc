@@ -15,6 +15,10 @@ Verdict Classify(int http_status) {
   return Verdict::kReject;
 }
 
+bool MayBeRefusalOfAPart(int http_status) {
+  return http_status == 400 || http_status == 409 || http_status == 413;
+}
+
 int64_t Backoff::Delay(uint32_t attempt) {
   int64_t delay = min_;
   for (uint32_t i = 0; i < attempt && delay < max_; ++i) {

@@ -18,6 +18,14 @@ enum class Verdict {
 };
 Verdict Classify(int http_status);
 
+// Whether a refusal (kReject) may be of some of the request's samples only, so that the same
+// samples in smaller requests may partly be accepted: 400 (Prometheus refuses a whole request
+// for one out-of-order or duplicate sample, e.g. a batch an agent replays after a failover that
+// was already delivered; Mimir and Cortex for one invalid or too old series), 409 (Thanos
+// Receive's conflict: out of order, duplicate) and 413 (the request too large). Not 401, 403,
+// 404 and the like: every part would be refused alike.
+bool MayBeRefusalOfAPart(int http_status);
+
 // Exponential backoff with jitter: attempt n (0 for the first retry) waits a uniformly random
 // time in [d/2, d] where d = min(max, min × 2^n). The jitter spreads the retries of the shards
 // (and of many aggregators) that all failed at the same moment of a receiver's outage.

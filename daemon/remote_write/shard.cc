@@ -127,7 +127,7 @@ void Shard::TakeBatchLocked() {
 
 int64_t Shard::Step(bool flush, int64_t send_deadline) {
   int64_t now = clock_.MonotonicNanos();
-  if (batch_samples_ == 0) {
+  if (part_samples_ == 0) {
     {
       absl::MutexLock lock(&mu_);
       if (queued_samples_ == 0) {
@@ -140,14 +140,9 @@ int64_t Shard::Step(bool flush, int64_t send_deadline) {
       }
       in_flight_oldest_ = queue_.front().enqueued_monotonic_nanos;
       TakeBatchLocked();
-      batch_samples_ = in_flight_;
     }
     // Outside the lock: Push(), on an ingest thread, must not wait for the request's bytes.
-    JoinRequest(batch_, body_);
-    // The body is all a retry needs.
-    batch_.clear();
-    attempt_ = 0;
-    retry_at_ = now;
+    StartPart(0, batch_.size(), now);
   }
   if (now < retry_at_) {
     return retry_at_;
@@ -162,37 +157,69 @@ int64_t Shard::Step(bool flush, int64_t send_deadline) {
   const SendResult result = sender_.Send(body_, timeout);
   stats_.CountRequest(result.http_status);
   const Verdict verdict = Classify(result.http_status);
+  now = clock_.MonotonicNanos();
   if (verdict == Verdict::kRetry) {
     ++stats_.retries;
     FABRICMON_LOG_EVERY_MINUTE(Warning)
         << "remote_write " << endpoint_name_ << ": "
         << (result.http_status == 0 ? std::string("no response")
                                     : absl::StrCat("HTTP ", result.http_status))
-        << " (" << result.error << "); retrying " << batch_samples_ << " samples with backoff";
-    now = clock_.MonotonicNanos();
+        << " (" << result.error << "); retrying " << part_samples_ << " samples with backoff";
     retry_at_ = now + backoff_.Delay(attempt_++);
     return retry_at_;
   }
-  if (verdict == Verdict::kDelivered) {
-    stats_.samples_sent += batch_samples_;
-  } else {
-    stats_.samples_failed += batch_samples_;
+  const size_t runs = part_.end - part_.begin;
+  if (verdict == Verdict::kReject && MayBeRefusalOfAPart(result.http_status) && runs > 1) {
     FABRICMON_LOG_EVERY_MINUTE(Warning)
         << "remote_write " << endpoint_name_ << ": HTTP " << result.http_status << " ("
-        << result.error << "): the receiver refused " << batch_samples_
+        << result.error << ") for " << part_samples_ << " samples in " << runs
+        << " runs; sending them again in two requests, so that only the refused runs are lost";
+    const size_t middle = part_.begin + runs / 2;
+    later_.push_back({middle, part_.end});
+    StartPart(part_.begin, middle, now);
+    return now;
+  }
+  if (verdict == Verdict::kReject) {
+    FABRICMON_LOG_EVERY_MINUTE(Warning)
+        << "remote_write " << endpoint_name_ << ": HTTP " << result.http_status << " ("
+        << result.error << "): the receiver refused " << part_samples_
         << " samples; dropped, not retried";
   }
-  const uint64_t done = batch_samples_;
-  batch_samples_ = 0;
-  body_.clear();
-  std::vector<Hold> released;
-  {
-    absl::MutexLock lock(&mu_);
-    in_flight_ = 0;
-    in_flight_oldest_ = kNever;
-    released = ReleaseLocked(done);
-  }
+  const std::vector<Hold> released = FinishPart(verdict == Verdict::kDelivered, now);
   return now;  // more may be due at once (`released` goes first: it may acknowledge batches)
+}
+
+void Shard::StartPart(size_t begin, size_t end, int64_t now) {
+  part_ = {begin, end};
+  part_samples_ = 0;
+  for (size_t i = begin; i < end; ++i) {
+    part_samples_ += batch_[i].samples;
+  }
+  JoinRequest(absl::MakeConstSpan(batch_).subspan(begin, end - begin), body_);
+  attempt_ = 0;
+  retry_at_ = now;
+}
+
+std::vector<Hold> Shard::FinishPart(bool delivered, int64_t now) {
+  (delivered ? stats_.samples_sent : stats_.samples_failed) += part_samples_;
+  const uint64_t done = part_samples_;
+  part_samples_ = 0;
+  body_.clear();
+  const bool batch_done = later_.empty();
+  if (batch_done) {
+    batch_.clear();
+  } else {
+    const Part next = later_.back();
+    later_.pop_back();
+    StartPart(next.begin, next.end, now);
+  }
+  absl::MutexLock lock(&mu_);
+  in_flight_ -= done;
+  if (batch_done) {
+    in_flight_oldest_ = kNever;
+  }
+  // The parts leave in queue order, so the holds stay first in, first out.
+  return ReleaseLocked(done);
 }
 
 std::vector<Hold> Shard::ReleaseLocked(uint64_t count) {
@@ -242,7 +269,8 @@ size_t Shard::DropAll() {
   queue_.clear();
   queued_samples_ = 0;
   batch_.clear();
-  batch_samples_ = 0;
+  later_.clear();
+  part_samples_ = 0;
   body_.clear();
   in_flight_ = 0;
   in_flight_oldest_ = kNever;

@@ -7,6 +7,11 @@
 // batch by its node), and a shard sends one batch at a time and retries it until it is delivered
 // or refused, so each series' samples reach the receiver in order, as remote write requires.
 //
+// A refusal that may be of a part only (MayBeRefusalOfAPart: Prometheus rolls a whole request
+// back for one out-of-order sample) splits a request of several runs in two halves, sent in
+// order, each split again if refused, so that a refused run costs its own samples, not the
+// request's: a run is one agent batch, or up to max_samples_per_send of the aggregator's own.
+//
 // No thread of its own: Step() does whatever is due and says when it wants to run next, so tests
 // drive it on a fake clock; Endpoint gives each shard a thread that calls it.
 //
@@ -122,13 +127,25 @@ class Shard {
   std::vector<Hold> ReleaseLocked(uint64_t count) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves the first runs of the queue into batch_ (empty), as many as fit in a request.
   void TakeBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The request for batch_'s runs [begin, end) into body_, to send at `now`.
+  void StartPart(size_t begin, size_t end, int64_t now);
+  // The part in flight left the shard (`delivered` or refused): counted and its holds released;
+  // the batch's next part starts, or the batch is done. Returns the holds to release.
+  std::vector<Hold> FinishPart(bool delivered, int64_t now);
 
   const LabelMerger labels_;  // for Push(PendingSample); immutable
 
-  // The batch being sent: Step() only, except the counts others read under mu_.
-  std::vector<CompressedSamples> batch_;  // the runs taken for the next request, until joined
-  size_t batch_samples_ = 0;              // in body_; 0: no request in flight
-  std::string body_;                      // the batch's request body (kept across its retries)
+  // The batch being sent: Step() only, except the counts others read under mu_. Its runs are
+  // sent as one request, or, after a refusal of a part, as parts of it in order.
+  std::vector<CompressedSamples> batch_;  // the runs taken, until the batch is done
+  struct Part {
+    size_t begin = 0;  // runs [begin, end) of batch_
+    size_t end = 0;
+  };
+  Part part_;                // in body_
+  size_t part_samples_ = 0;  // in body_; 0: no request in flight
+  std::vector<Part> later_;  // the batch's parts still to send, the next one last
+  std::string body_;         // the part's request body (kept across its retries)
   uint32_t attempt_ = 0;
   int64_t retry_at_ = 0;
 
@@ -138,7 +155,7 @@ class Shard {
   // The queued runs, in the order pushed.
   std::deque<CompressedSamples> queue_ ABSL_GUARDED_BY(mu_);
   size_t queued_samples_ ABSL_GUARDED_BY(mu_) = 0;
-  size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // samples of batch_ not yet delivered or refused
   // Holds by position: released once `left_` (samples that left the shard, counted from the
   // first ever queued) reaches `until` (the count queued when the hold came). The queue is FIFO,
   // so holds release in order.

@@ -21,8 +21,9 @@ found at run time, every child dying with this script).
   Skips (77) without victoria-metrics or prometheus.
 
 --case=receiver: a fake receiver (Python HTTP server decoding snappy + protobuf itself) that
-  answers 500 then 429 (the same batch must come again, and then be accepted), 400 (dropped and
-  counted, never sent again), and goes away for 3 s (retried until it is back, then delivered;
+  answers 500 then 429 (the same batch must come again, and then be accepted), 400 twice (never
+  sent again as it was: a request of several runs comes again only as its halves, a run refused
+  alone is dropped and counted), and goes away for 3 s (retried until it is back, then delivered;
   meanwhile the agent must still hold the batches stored but not delivered, read from its own
   /metrics: the aggregator acknowledges a batch once remote_write is done with it, not on store).
   At the end every sample the aggregator stored reached the receiver once or was refused by a
@@ -38,6 +39,16 @@ found at run time, every child dying with this script).
   retried, never sent nor failed; the aggregator keeps serving and stops in bounded time.
   Skips (77) without prometheus or openssl.
 
+--case=refusal: both engines again, one request queue each; one of nodeA's series is given a
+  sample 10 minutes ahead straight in Prometheus, so that each later sample of it is out of
+  order there and Prometheus refuses (400) the whole request carrying it, as it refuses a batch
+  an agent replays after a failover when the old shard had already delivered it. Once the agents
+  pause and the queues drain: every sample VictoriaMetrics holds and Prometheus lacks is of
+  nodeA (the refused requests were split until the refused run stood alone, so the other runs
+  they carried, nodeB's batches among them, arrived), the series given the sample ahead is among
+  them, Prometheus holds nothing VictoriaMetrics lacks, and what it lacks is exactly what the
+  aggregator counts as failed. Without the split, nodeB's samples are lost with nodeA's (checked
+  by hand). Skips (77) without the engines.
 --case=failover: two aggregator shards, each remote-writing to a real VictoriaMetrics and a real
   Prometheus; four agents on generated sysfs trees (tests/sim/gen_sysfs_tree.py) given both,
   failover_after_ms and failback_after_ms 1 s. The shard primary for the most agents is
@@ -52,7 +63,7 @@ found at run time, every child dying with this script).
   Skips (77) without the engines.
 
 Usage:
-  remote_write_test.py --case=engines|receiver|tls|failover --aggregator=BIN --agent=BIN
+  remote_write_test.py --case=engines|receiver|tls|failover|refusal --aggregator=BIN --agent=BIN
                        --fixtures=DIR
                        [--keep] [--verbose]
 """
@@ -442,6 +453,102 @@ def run_engines(args, workdir, procs):
                       (len(again), replay_key, len(vm[replay_key])))
     log("a replayed batch adds nothing to VictoriaMetrics (%d samples before and after)" %
         len(again))
+    return 0
+
+
+# ------------------------------------------------------------------------------------------
+# --case=refusal
+
+
+def run_refusal(args, workdir, procs):
+    vm_binary = shutil.which("victoria-metrics")
+    prometheus = shutil.which("prometheus")
+    if vm_binary is None or prometheus is None:
+        log("SKIP: victoria-metrics and prometheus (Debian packages) are needed")
+        return SKIP
+    vm_port, prom_port = start_engines(workdir, procs, vm_binary, prometheus)
+    prom = "http://127.0.0.1:%d" % prom_port
+    # One queue per endpoint and a batch deadline that gathers runs: a request holds several
+    # (the agents' batches of both nodes and the aggregator's own series), yet the queues are
+    # empty between ticks once the agents pause.
+    queue = "queue { shards: 1 batch_send_deadline_ms: 250 min_backoff_ms: 20 max_backoff_ms: 500 }"
+    config = "tls { insecure_plaintext: true }\n"
+    for name, port in (("vm", vm_port), ("prometheus", prom_port)):
+        config += ('remote_write { url: "http://127.0.0.1:%d/api/v1/write" name: "%s" '
+                   'external_labels { key: "%s" value: "%s" } %s }\n' %
+                   (port, name, EXTERNAL[0], EXTERNAL[1], queue))
+    daemons = Daemons(args, workdir, procs)
+    daemons.start_aggregator(config)
+    daemons.start_agents(NODES)
+    # The agents' series (fabricmon_node_* come each detector tick, agents paused or not).
+    selector = '{node=~"%s",__name__!~"fabricmon_node_.*"}' % "|".join(NODES)
+    agents_only = '{node="nodeA",__name__!~"fabricmon_node_.*|fabricmon_series_saturated"}'
+
+    # One of nodeA's series gets a sample 10 minutes ahead, written straight into Prometheus:
+    # from then on each of its samples is out of order there, and Prometheus refuses the whole
+    # request that carries one, as it does a batch an agent replays after a failover when the
+    # old shard had already delivered it.
+    held = wait_for("nodeA's series in Prometheus",
+                    lambda: prom_samples(prom, agents_only, keep_shard=True), timeout_s=30,
+                    interval_s=0.5, procs=procs)
+    victim_name, victim_labels = sorted(held)[0]
+    ahead_ms = int(time.time() * 1000) + 600000
+    body = encode_request([([("__name__", victim_name)] + sorted(victim_labels), [(ahead_ms, 0.0)])])
+    status = post(prom + "/api/v1/write", body,
+                  {"Content-Encoding": "snappy", "Content-Type": "application/x-protobuf",
+                   "X-Prometheus-Remote-Write-Version": "0.1.0"})
+    if status // 100 != 2:
+        raise Failure("Prometheus answered the sample ahead with %d" % status)
+    log("%s%s: a sample 10 minutes ahead written into Prometheus" % (victim_name,
+                                                                     dict(victim_labels)))
+    wait_for("Prometheus refusing requests",
+             lambda: metric(scrape(daemons.metrics_port), "fabricmon_remote_write_samples_failed_total",
+                            endpoint="prometheus") > 0, timeout_s=20, procs=procs)
+    daemons.wait_batches(metric(scrape(daemons.metrics_port),
+                                "fabricmon_aggregator_batches_total") + 8)
+    daemons.pause_agents()
+    final = daemons.wait_drained(["vm", "prometheus"])
+    failed = metric(final, "fabricmon_remote_write_samples_failed_total", endpoint="prometheus")
+    refusals = metric(final, "fabricmon_remote_write_requests_total", endpoint="prometheus",
+                      code="400")
+    if metric(final, "fabricmon_remote_write_samples_failed_total", endpoint="vm") != 0:
+        raise Failure("VictoriaMetrics refused samples")
+
+    # VictoriaMetrics took every request: what Prometheus lacks of it is what it refused. Read
+    # until two reads agree (VictoriaMetrics registers new series in the background).
+    last = [None]
+
+    def vm_settled():
+        now = vm_export(vm_port, selector)
+        settled = now == last[0]
+        last[0] = now
+        return settled
+    wait_for("VictoriaMetrics to settle", vm_settled, timeout_s=15, interval_s=1, procs=procs)
+    vm = last[0]
+    held = prom_samples(prom, selector)
+    missing = {}
+    for key, samples in vm.items():
+        have = {t for t, _ in held.get(key, [])}
+        extra = have - {t for t, _ in samples}
+        if extra:
+            raise Failure("Prometheus holds samples of %s VictoriaMetrics lacks: %s" %
+                          (key, sorted(extra)[:3]))
+        lost = [t for t, _ in samples if t not in have]
+        if lost:
+            missing[key] = lost
+    lost_total = sum(len(t) for t in missing.values())
+    others = sorted(key for key in missing if ("node", "nodeA") not in key[1])
+    log("Prometheus answered 400 to %d requests and lacks %d samples of %d series (%d of them "
+        "not nodeA's); %d samples counted failed" % (refusals, lost_total, len(missing),
+                                                     len(others), failed))
+    if others:
+        raise Failure("a refusal cost samples of runs it did not concern: %s lacks %s" %
+                      (others[0], missing[others[0]][:5]))
+    if (victim_name, victim_labels) not in missing:
+        raise Failure("no sample of %s was refused: the test's premise failed" % victim_name)
+    if lost_total != failed:
+        raise Failure("Prometheus lacks %d samples, the aggregator counts %d failed" %
+                      (lost_total, failed))
     return 0
 
 
@@ -939,7 +1046,8 @@ def run_receiver(args, workdir, procs):
             raise Failure("the batch refused with 500/429 was not retried as it was")
         log("500 and 429: the same batch retried and then accepted")
 
-        # 400 twice: two batches dropped, never sent again.
+        # 400 twice: a request of several runs is split in halves, the first of which meets the
+        # second 400 (a request of one run is dropped); none is sent again as it was.
         with receiver.lock:
             receiver.script = [400, 400]
             mark = len(receiver.requests)
@@ -950,7 +1058,7 @@ def run_receiver(args, workdir, procs):
         if len(refused) != 2 or refused[0][1] == refused[1][1]:
             raise Failure("expected two different batches refused with 400: %s" %
                           [r[0] for r in after[mark:]])
-        log("400: two batches dropped")
+        log("400: two requests refused, neither sent again as it was")
 
         # Down for 3 s: retried (no response) until it is back, then delivered.
         port = receiver.port
@@ -1007,11 +1115,27 @@ def run_receiver(args, workdir, procs):
     with open(os.path.join(workdir, "logs", "aggregator.log"), errors="replace") as f:
         if token in f.read():
             raise Failure("the bearer token appears in the aggregator's log")
-    for refused in (r for r in requests if r[0] == 400):
-        if sum(1 for r in requests if r[1] == refused[1]) != 1:
+    # A request refused with 400 is never sent again as it was: when it held several runs its
+    # samples come again only in smaller requests (its halves), so a sample's fate is that of
+    # the last request that carried it.
+    last_code = {}
+    for index, (code, body, series) in enumerate(requests):
+        samples = count(series)
+        for labels, points in series:
+            for t, _ in points:
+                earlier = last_code.get((tuple(labels), t))
+                if earlier is not None and earlier[0] == 400 and earlier[1] <= samples:
+                    raise Failure("a sample of a request refused with 400 (%d samples) came again "
+                                  "in one of %d" % (earlier[1], samples))
+                last_code[(tuple(labels), t)] = (code, samples)
+        if code == 400 and any(r[1] == body for r in requests[index + 1:]):
             raise Failure("a batch refused with 400 was sent again")
     accepted = [s for code, _, series in requests if code == 200 for s in series]
-    failed = [s for code, _, series in requests if code == 400 for s in series]
+    failed = [(labels, [(t, v) for t, v in points if last_code[(tuple(labels), t)][0] == 400])
+              for code, _, series in requests if code == 400 for labels, points in series]
+    # Each finally refused sample once (the last 400 that carried it).
+    failed = list({(tuple(labels), t): (labels, [(t, v)]) for labels, points in failed
+                   for t, v in points}.values())
     for labels, _ in accepted:
         labels = dict(labels)
         if labels.get("shard") != shard_of(labels["__name__"]):
@@ -1054,6 +1178,7 @@ def run_receiver(args, workdir, procs):
 
 
 CASES = {"engines": run_engines, "receiver": run_receiver, "failover": run_failover,
+         "refusal": run_refusal,
          "tls": run_tls}
 
 

@@ -1,6 +1,7 @@
 #include "daemon/remote_write/shard.h"
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <set>
 
@@ -27,12 +28,15 @@ class ScriptedSender final : public Sender {
     result.http_status = codes.empty() ? 200 : codes.front();
     if (!codes.empty()) {
       codes.pop_front();
+    } else if (answer) {
+      result.http_status = answer(body);
     }
     bodies.push_back(body);
     statuses.push_back(result.http_status);
     return result;
   }
   std::deque<int> codes;
+  std::function<int(const std::string& body)> answer;  // once `codes` is used up, if set
   std::vector<std::string> bodies;
   std::vector<int> statuses;
   std::vector<int64_t> timeouts;
@@ -276,6 +280,103 @@ struct Released {
     return Hold(static_cast<const void*>(this), [this](const void*) { released = true; });
   }
 };
+
+// The series names of a request body, in order.
+std::vector<std::string> Names(const std::string& body) {
+  std::vector<std::string> names;
+  for (const auto& [name, value] : Contents(body)) {
+    names.push_back(name);
+  }
+  return names;
+}
+
+// A receiver that refuses a whole request for one sample it will not take (Prometheus and an
+// out-of-order sample): the request is split, in order, until the refused run stands alone, and
+// only that run is lost. Refusals every part would get alike are not split.
+TEST_F(ShardTest, ARefusalOfPartOfARequestCostsOnlyTheRefusedRun) {
+  using ::testing::ElementsAre;
+  options_.max_samples_per_send = 6;
+  for (int code : {400, 409, 413, 401, 403, 404, 422}) {
+    const bool splits = code == 400 || code == 409 || code == 413;
+    EndpointStats stats;
+    ScriptedSender sender(clock_);
+    sender.answer = [code](const std::string& body) {
+      for (const std::string& name : Names(body)) {
+        if (name == "c") {
+          return code;
+        }
+      }
+      return 200;
+    };
+    Shard shard(options_, 100, external_, {}, sender, stats, clock_, 1, "test");
+    // Four runs (one per push, as an agent's batches are), one request of five samples.
+    std::vector<Released> holds(4);
+    shard.Push({Sample("a", 1)}, holds[0].Make());
+    shard.Push({Sample("b", 2), Sample("c", 3)}, holds[1].Make());
+    shard.Push({Sample("d", 4)}, holds[2].Make());
+    shard.Push({Sample("e", 5)}, holds[3].Make());
+    EXPECT_EQ(shard.Pending(), 5u);
+    clock_.AdvanceMillis(1000);
+    for (int step = 0; step < 10 && shard.Pending() > 0; ++step) {
+      const int64_t next = shard.Step(false);
+      if (step == 1 && splits) {
+        EXPECT_EQ(shard.Pending(), 5u) << "nothing is lost before a run is refused on its own";
+        EXPECT_FALSE(holds[0].released);
+      }
+      EXPECT_LE(next, clock_.MonotonicNanos()) << "the parts go at once, no backoff";
+    }
+    for (const Released& hold : holds) {
+      EXPECT_TRUE(hold.released) << code;
+    }
+    EXPECT_EQ(shard.Pending(), 0u);
+    if (!splits) {
+      ASSERT_EQ(sender.bodies.size(), 1u) << code;
+      EXPECT_EQ(stats.samples_failed.load(), 5u);
+      EXPECT_EQ(stats.samples_sent.load(), 0u);
+      continue;
+    }
+    std::vector<std::vector<std::string>> requests;
+    for (const std::string& body : sender.bodies) {
+      requests.push_back(Names(body));
+    }
+    // a b c d e refused: a, b c (refused); then d e.
+    EXPECT_THAT(requests,
+                ElementsAre(ElementsAre("a", "b", "c", "d", "e"), ElementsAre("a", "b", "c"),
+                            ElementsAre("a"), ElementsAre("b", "c"), ElementsAre("d", "e")))
+        << code;
+    EXPECT_EQ(stats.samples_sent.load(), 3u) << code;
+    EXPECT_EQ(stats.samples_failed.load(), 2u) << code;
+    EXPECT_EQ(stats.retries.load(), 0u) << code;
+    EXPECT_EQ(stats.Requests(),
+              (std::map<std::string, uint64_t>{{"200", 2}, {absl::StrCat(code), 3}}));
+  }
+}
+
+// A part that meets a 5xx is retried as that part, with backoff, and the split goes on after it.
+TEST_F(ShardTest, APartOfASplitRequestIsRetriedAsItself) {
+  options_.max_samples_per_send = 6;
+  Shard shard = MakeShard(100);
+  sender_.codes = {400, 503};  // the whole request, then its first half
+  shard.Push({Sample("a", 1), Sample("b", 2)});
+  shard.Push({Sample("c", 3)});
+  shard.Push({Sample("d", 4)});
+  clock_.AdvanceMillis(1000);
+  shard.Step(false);                           // a b c d: 400
+  const int64_t retry_at = shard.Step(false);  // a b: 503
+  EXPECT_GT(retry_at, clock_.MonotonicNanos());
+  EXPECT_EQ(shard.Pending(), 4u);
+  clock_.AdvanceNanos(retry_at - clock_.MonotonicNanos());
+  shard.Step(false);  // a b again: 200
+  shard.Step(false);  // c d: 200
+  ASSERT_EQ(sender_.bodies.size(), 4u);
+  EXPECT_THAT(Names(sender_.bodies[2]), ::testing::ElementsAre("a", "b"));
+  EXPECT_THAT(Names(sender_.bodies[3]), ::testing::ElementsAre("c", "d"));
+  EXPECT_EQ(stats_.samples_sent.load(), 4u);
+  EXPECT_EQ(stats_.samples_failed.load(), 0u);
+  EXPECT_EQ(stats_.retries.load(), 1u);
+  EXPECT_EQ(shard.Pending(), 0u);
+  EXPECT_EQ(shard.OldestEnqueued(), Shard::kNever);
+}
 
 TEST_F(ShardTest, KeepsAHoldUntilItsSamplesAreDeliveredAcrossRetries) {
   Shard shard = MakeShard(100);
