@@ -102,7 +102,25 @@ AgentStream::AgentStream(grpc::CallbackServerContext* context, store::SeriesStor
   StartRead(&incoming_bytes_);
 }
 
+namespace {
+
+// The stream whose read this thread is handling (null: none). An ack that settles there goes out
+// at once, with the flow-control update gRPC writes for the read; one settled anywhere else
+// waits for the stream's next read (ack_flusher.h).
+thread_local const AgentStream* reading_stream = nullptr;
+
+class ReadingStream {
+ public:
+  explicit ReadingStream(const AgentStream* stream) { reading_stream = stream; }
+  ~ReadingStream() { reading_stream = nullptr; }
+  ReadingStream(const ReadingStream&) = delete;
+  ReadingStream& operator=(const ReadingStream&) = delete;
+};
+
+}  // namespace
+
 void AgentStream::OnReadDone(bool ok) {
+  const ReadingStream reading(this);
   if (!ok) {
     // The agent half-closed or the call broke: finish when pending writes are out. (A message
     // beyond GrpcReceiveLimit also ends here: gRPC fails the call with RESOURCE_EXHAUSTED before
@@ -158,6 +176,12 @@ void AgentStream::OnReadDone(bool ok) {
     }
     MaybeWriteLocked();
     return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (ack_waiting_since_ != absl::InfiniteFuture()) {
+      MaybeWriteLocked();  // what settled since, with this read's flow-control update
+    }
   }
   StartRead(&incoming_bytes_);
 }
@@ -377,7 +401,43 @@ void AgentStream::SendAck(uint64_t sequence) {
   if (sequence > pending_ack_) {
     pending_ack_ = sequence;
   }
+  if (options_.ack_flusher == nullptr || reading_stream == this) {
+    MaybeWriteLocked();
+    return;
+  }
+  if (ack_waiting_since_ == absl::InfiniteFuture()) {
+    ack_waiting_since_ = absl::Now();
+  }
+  if (!flush_queued_) {
+    DeferFlushLocked(ack_waiting_since_ + options_.ack_flusher->max_delay());
+  }
+}
+
+void AgentStream::DeferFlushLocked(absl::Time due) {
+  flush_queued_ = true;
+  std::shared_ptr<StreamHandle> handle = handle_;
+  options_.ack_flusher->DeferUntil(due, [handle] {
+    absl::MutexLock lock(&handle->mu);
+    if (handle->stream != nullptr) {
+      handle->stream->FlushDeferredAck();
+    }
+  });
+}
+
+void AgentStream::FlushDeferredAck() {
+  absl::MutexLock lock(&mu_);
+  flush_queued_ = false;
+  if (ack_waiting_since_ == absl::InfiniteFuture()) {
+    return;  // a read wrote it
+  }
+  const absl::Time due = ack_waiting_since_ + options_.ack_flusher->max_delay();
+  if (due > absl::Now()) {
+    DeferFlushLocked(due);  // a read wrote the one this was for; a later one waits
+    return;
+  }
   MaybeWriteLocked();
+  // Written, or not asked for yet (an ack_later tail): the next AskForAck writes it at once.
+  ack_waiting_since_ = absl::InfiniteFuture();
 }
 
 void AgentStream::AskForAck(uint64_t sequence) {
@@ -400,6 +460,7 @@ void AgentStream::MaybeWriteLocked() {
              acks_asked_.front() <= pending_ack_) {
     next.mutable_ack()->set_sequence(pending_ack_);
     sent_ack_ = pending_ack_;
+    ack_waiting_since_ = absl::InfiniteFuture();  // everything settled goes with it
     while (!acks_asked_.empty() && acks_asked_.front() <= sent_ack_) {
       acks_asked_.pop_front();
     }

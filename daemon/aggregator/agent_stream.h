@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "daemon/aggregator/ack_flusher.h"
 #include "daemon/aggregator/authorization.h"
 #include "daemon/aggregator/batch_observer.h"
 #include "daemon/aggregator/ingest_session.h"
@@ -55,6 +56,10 @@ struct StreamOptions {
   recording::Recorder* recorder = nullptr;
   // Told of every batch stored (remote write). Null: nobody is.
   std::shared_ptr<BatchObserver> batch_observer;
+  // Where an ack that settled away from the stream's read waits, at most its max_delay, for the
+  // stream's next read to write it (ack_flusher.h). Null: written at once, from whichever
+  // thread settled it. Outlives every stream.
+  AckFlusher* ack_flusher = nullptr;
 };
 
 class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
@@ -80,7 +85,13 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   // Queues `message`; `open_acks`: acks may follow it (the hello's answer).
   void Send(v1::AggregatorMessage message, bool open_acks = false) ABSL_LOCKS_EXCLUDED(mu_);
   // The ledger settled every batch through `sequence`: acknowledged once an ack is asked for.
+  // Settled away from this stream's read (a remote_write queue's thread) and with an
+  // ack_flusher, the write waits for the next read or the flusher.
   void SendAck(uint64_t sequence) ABSL_LOCKS_EXCLUDED(mu_);
+  // The flusher's turn: writes an ack that waited max_delay (unless a read wrote it meanwhile),
+  // or waits again for a later one.
+  void FlushDeferredAck() ABSL_LOCKS_EXCLUDED(mu_);
+  void DeferFlushLocked(absl::Time due) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Batch `sequence` (or, for an AckRequest, the last batch received) wants its ack: the next
   // ack goes out as soon as everything through it is settled, and carries every later settled
   // batch with it. A batch sent with ack_later asks for nothing: it rides on the next ack asked.
@@ -131,6 +142,10 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   // must not be acknowledged before the agent learnt where to resume.
   bool acks_open_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t pending_ack_ ABSL_GUARDED_BY(mu_) = 0;
+  // Since when an ack settled away from a read has waited to be written (InfiniteFuture: none
+  // waits), and whether the flusher holds a flush of this stream.
+  absl::Time ack_waiting_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  bool flush_queued_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t sent_ack_ ABSL_GUARDED_BY(mu_) = 0;
   // Sequences whose ack was asked for and not yet sent, increasing. An agent that sends several
   // batches a second asks for an ack on only some of them (SampleBatch.ack_later), so the others

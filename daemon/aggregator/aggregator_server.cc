@@ -313,6 +313,10 @@ absl::Status AggregatorServer::Build() {
     }
     remote_write_feed_ = std::make_shared<RemoteWriteFeed>(std::move(endpoints), clock_);
     stream.batch_observer = remote_write_feed_;
+    // Batches now settle on the feed's threads: their acks wait for the stream's next read (a
+    // second, an agent's usual interval), so as not to cost a send each (ack_flusher.h).
+    ack_flusher_ = std::make_unique<AckFlusher>(absl::Seconds(2));
+    stream.ack_flusher = ack_flusher_.get();
   }
   telemetry_ = std::make_unique<TelemetryService>(*store_, stats_, stream, clock_);
   diagnostics_ = std::make_unique<DiagnosticsService>(*store_, clock_, settings_.stale_after_nanos,

@@ -145,6 +145,8 @@ class AggregatorServer {
   IngestStats stats_;
   std::unique_ptr<store::SeriesStore> store_;
   std::shared_ptr<recording::Recorder> recorder_;
+  // Before the feed: its threads settle batches, whose acks may wait here, until it is gone.
+  std::unique_ptr<AckFlusher> ack_flusher_;
   std::shared_ptr<RemoteWriteFeed> remote_write_feed_;
   std::unique_ptr<TelemetryService> telemetry_;
   std::unique_ptr<DiagnosticsService> diagnostics_;

@@ -7,8 +7,12 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "daemon/aggregator/ack_flusher.h"
+#include "daemon/aggregator/batch_observer.h"
 #include "daemon/common/clock.h"
 #include "daemon/common/logging.h"
 #include "gtest/gtest.h"
@@ -77,6 +81,44 @@ class OlderTelemetry final : public v1::Telemetry::Service {
   std::atomic<uint64_t> acked_{0};
 };
 
+// Keeps every stored batch's settlement until the test lets go of them, from its own thread, as
+// a remote_write queue's thread does once the receiver has the samples.
+class HoldingObserver final : public aggregator::BatchObserver {
+ public:
+  std::unique_ptr<Stream> OpenStream() override { return std::make_unique<HoldingStream>(*this); }
+  void ReleaseAll() {
+    std::vector<std::shared_ptr<store::Settlement>> released;
+    {
+      absl::MutexLock lock(&mu_);
+      released.swap(held_);
+    }
+    // Released here, outside the lock: the last reference settles the batch.
+  }
+  size_t held() {
+    absl::MutexLock lock(&mu_);
+    return held_.size();
+  }
+
+ private:
+  class HoldingStream final : public Stream {
+   public:
+    explicit HoldingStream(HoldingObserver& owner) : owner_(owner) {}
+    void OnStored(const store::NodeState&, absl::Span<const store::SlotRef>,
+                  const std::vector<bool>&,
+                  const std::shared_ptr<store::Settlement>& settlement) override {
+      if (settlement != nullptr) {
+        absl::MutexLock lock(&owner_.mu_);
+        owner_.held_.push_back(settlement);
+      }
+    }
+
+   private:
+    HoldingObserver& owner_;
+  };
+  absl::Mutex mu_;
+  std::vector<std::shared_ptr<store::Settlement>> held_ ABSL_GUARDED_BY(mu_);
+};
+
 class AckCadenceTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -97,9 +139,28 @@ class AckCadenceTest : public ::testing::Test {
     }
   }
 
-  void StartAggregator() {
-    aggregator_ = std::make_unique<AggregatorHarness>(Transport::kTcp, AggregatorOptions{});
+  void StartAggregator(AggregatorOptions options = {}) {
+    aggregator_ = std::make_unique<AggregatorHarness>(Transport::kTcp, std::move(options));
     ASSERT_TRUE(aggregator_->Start());
+  }
+
+  // An aggregator whose batches settle when the test says, on the test's thread, and whose acks
+  // settled so wait for a read or for `max_delay` (ack_flusher.h). Returns the raw stream after
+  // its hello, declarations and layout.
+  std::unique_ptr<RawStream> StartHeldAggregator(absl::Duration max_delay) {
+    flusher_ = std::make_unique<aggregator::AckFlusher>(max_delay);
+    observer_ = std::make_shared<HoldingObserver>();
+    AggregatorOptions options;
+    options.stream.batch_observer = observer_;
+    options.stream.ack_flusher = flusher_.get();
+    StartAggregator(std::move(options));
+    auto raw = std::make_unique<RawStream>(aggregator_->channel(), absl::Seconds(60));
+    EXPECT_TRUE(raw->Write(HelloMessage(kRawNode, "boot-h", 9)));
+    std::optional<v1::AggregatorMessage> hello_ack = raw->Read();
+    EXPECT_TRUE(hello_ack.has_value() && hello_ack->has_hello_ack());
+    EXPECT_TRUE(raw->Write(CounterDeclarations(1, 2)));
+    EXPECT_TRUE(raw->Write(LayoutMessage(1, {1, 2})));
+    return raw;
   }
 
   // A real agent sending a cycle every 100 ms (the shortest interval a collector takes) to
@@ -120,6 +181,8 @@ class AckCadenceTest : public ::testing::Test {
 
   TempTree tree_;
   std::string sysfs_root_;
+  std::unique_ptr<aggregator::AckFlusher> flusher_;  // outlives the aggregator's streams
+  std::shared_ptr<HoldingObserver> observer_;
   std::unique_ptr<AggregatorHarness> aggregator_;
   std::unique_ptr<grpc::Server> older_server_;
   std::unique_ptr<AgentHarness> agent_;
@@ -164,6 +227,41 @@ TEST_F(AckCadenceTest, AnAckLaterBatchRidesOnTheNextAckAskedFor) {
     ADD_FAILURE() << "nothing more was due: " << message.ShortDebugString();
   }
   EXPECT_EQ(RawBatches(), 4u);
+}
+
+// A batch settled away from the stream's read (a remote_write queue's thread) is acknowledged
+// with the stream's next read, not on its own: here the flusher would wait an hour, so the ack
+// can only have come with the read of batch 2.
+TEST_F(AckCadenceTest, AnAckSettledAwayFromTheReadGoesWithTheNextRead) {
+  std::unique_ptr<RawStream> raw = StartHeldAggregator(absl::Hours(1));
+  const int64_t now = RealClock::Get().NowUnixNanos();
+  ASSERT_TRUE(raw->Write(BatchMessage(1, now, 1, {5, 9})));
+  ASSERT_TRUE(WaitFor([&] { return observer_->held() >= 1; }));
+  observer_->ReleaseAll();  // settled on this thread
+  ASSERT_TRUE(raw->Write(AckLater(BatchMessage(2, now + kSecond, 1, {1, 1}))));
+  std::optional<v1::AggregatorMessage> ack = raw->Read();
+  ASSERT_TRUE(ack.has_value());
+  ASSERT_TRUE(ack->has_ack()) << ack->ShortDebugString();
+  EXPECT_EQ(ack->ack().sequence(), 1u) << "batch 2 is held: only batch 1 settled";
+  observer_->ReleaseAll();
+  ASSERT_TRUE(raw->Write(AckRequestMessage()));
+  ack = raw->Read();
+  ASSERT_TRUE(ack.has_value() && ack->has_ack()) << (ack ? ack->ShortDebugString() : "none");
+  EXPECT_EQ(ack->ack().sequence(), 2u);
+}
+
+// With no read after it (the agent's last batch before it stops, or a slow collector), the ack
+// comes from the flusher once it has waited its delay.
+TEST_F(AckCadenceTest, AnAckSettledAwayFromTheReadComesWithoutAnotherRead) {
+  std::unique_ptr<RawStream> raw = StartHeldAggregator(absl::Milliseconds(200));
+  const int64_t now = RealClock::Get().NowUnixNanos();
+  ASSERT_TRUE(raw->Write(BatchMessage(1, now, 1, {5, 9})));
+  ASSERT_TRUE(WaitFor([&] { return observer_->held() >= 1; }));
+  observer_->ReleaseAll();
+  std::optional<v1::AggregatorMessage> ack = raw->Read();  // nothing else is written
+  ASSERT_TRUE(ack.has_value());
+  ASSERT_TRUE(ack->has_ack()) << ack->ShortDebugString();
+  EXPECT_EQ(ack->ack().sequence(), 1u);
 }
 
 TEST_F(AckCadenceTest, AnAckRequestBeforeAnyBatchIsHarmless) {
