@@ -330,22 +330,36 @@ def start_engines(workdir, procs, vm_binary, prometheus):
     return vm_port, prom_port
 
 
-def run_engines(args, workdir, procs):
+def start_engines_or_skip(workdir, procs):
+    """start_engines' ports, or None (logged) when the Debian packages are missing."""
     vm_binary = shutil.which("victoria-metrics")
     prometheus = shutil.which("prometheus")
     if vm_binary is None or prometheus is None:
         log("SKIP: victoria-metrics and prometheus (Debian packages) are needed")
-        return SKIP
-    vm_port, prom_port = start_engines(workdir, procs, vm_binary, prometheus)
+        return None
+    return start_engines(workdir, procs, vm_binary, prometheus)
 
-    queue = "queue { shards: 2 batch_send_deadline_ms: 100 min_backoff_ms: 20 max_backoff_ms: 500 }"
+
+def engines_config(vm_port, prom_port, queue, external=True):
+    """An aggregator config (plaintext) remote-writing to both engines as endpoints "vm" and
+    "prometheus", each with the `queue` block and, if `external`, the EXTERNAL label."""
+    labels = 'external_labels { key: "%s" value: "%s" } ' % EXTERNAL if external else ""
     config = "tls { insecure_plaintext: true }\n"
     for name, port in (("vm", vm_port), ("prometheus", prom_port)):
-        config += ('remote_write { url: "http://127.0.0.1:%d/api/v1/write" name: "%s" '
-                   'external_labels { key: "%s" value: "%s" } %s }\n' %
-                   (port, name, EXTERNAL[0], EXTERNAL[1], queue))
+        config += ('remote_write { url: "http://127.0.0.1:%d/api/v1/write" name: "%s" %s%s }\n' %
+                   (port, name, labels, queue))
+    return config
+
+
+def run_engines(args, workdir, procs):
+    ports = start_engines_or_skip(workdir, procs)
+    if ports is None:
+        return SKIP
+    vm_port, prom_port = ports
     daemons = Daemons(args, workdir, procs)
-    daemons.start_aggregator(config)
+    daemons.start_aggregator(engines_config(
+        vm_port, prom_port,
+        "queue { shards: 2 batch_send_deadline_ms: 100 min_backoff_ms: 20 max_backoff_ms: 500 }"))
     daemons.start_agents(NODES)
     daemons.wait_batches(16)
     daemons.pause_agents()
@@ -461,24 +475,18 @@ def run_engines(args, workdir, procs):
 
 
 def run_refusal(args, workdir, procs):
-    vm_binary = shutil.which("victoria-metrics")
-    prometheus = shutil.which("prometheus")
-    if vm_binary is None or prometheus is None:
-        log("SKIP: victoria-metrics and prometheus (Debian packages) are needed")
+    ports = start_engines_or_skip(workdir, procs)
+    if ports is None:
         return SKIP
-    vm_port, prom_port = start_engines(workdir, procs, vm_binary, prometheus)
+    vm_port, prom_port = ports
     prom = "http://127.0.0.1:%d" % prom_port
+    daemons = Daemons(args, workdir, procs)
     # One queue per endpoint and a batch deadline that gathers runs: a request holds several
     # (the agents' batches of both nodes and the aggregator's own series), yet the queues are
     # empty between ticks once the agents pause.
-    queue = "queue { shards: 1 batch_send_deadline_ms: 250 min_backoff_ms: 20 max_backoff_ms: 500 }"
-    config = "tls { insecure_plaintext: true }\n"
-    for name, port in (("vm", vm_port), ("prometheus", prom_port)):
-        config += ('remote_write { url: "http://127.0.0.1:%d/api/v1/write" name: "%s" '
-                   'external_labels { key: "%s" value: "%s" } %s }\n' %
-                   (port, name, EXTERNAL[0], EXTERNAL[1], queue))
-    daemons = Daemons(args, workdir, procs)
-    daemons.start_aggregator(config)
+    daemons.start_aggregator(engines_config(
+        vm_port, prom_port,
+        "queue { shards: 1 batch_send_deadline_ms: 250 min_backoff_ms: 20 max_backoff_ms: 500 }"))
     daemons.start_agents(NODES)
     # The agents' series (fabricmon_node_* come each detector tick, agents paused or not).
     selector = '{node=~"%s",__name__!~"fabricmon_node_.*"}' % "|".join(NODES)
@@ -658,20 +666,17 @@ def check_no_gap_no_duplicate(engine, timelines, moved, kill_ms, restart_ms):
 
 
 def run_failover(args, workdir, procs):
-    vm_binary = shutil.which("victoria-metrics")
-    prometheus = shutil.which("prometheus")
-    if vm_binary is None or prometheus is None:
-        log("SKIP: victoria-metrics and prometheus (Debian packages) are needed")
-        return SKIP
     sys.path.insert(0, os.path.join(HERE, "..", "..", "sim"))
     import gen_sysfs_tree  # noqa: E402
 
-    vm_port, prom_port = start_engines(workdir, procs, vm_binary, prometheus)
-    queue = "queue { shards: 2 batch_send_deadline_ms: 100 min_backoff_ms: 20 max_backoff_ms: 500 }"
-    config = "tls { insecure_plaintext: true }\n"
-    for name, port in (("vm", vm_port), ("prometheus", prom_port)):
-        config += ('remote_write { url: "http://127.0.0.1:%d/api/v1/write" name: "%s" %s }\n' %
-                   (port, name, queue))
+    ports = start_engines_or_skip(workdir, procs)
+    if ports is None:
+        return SKIP
+    vm_port, prom_port = ports
+    config = engines_config(
+        vm_port, prom_port,
+        "queue { shards: 2 batch_send_deadline_ms: 100 min_backoff_ms: 20 max_backoff_ms: 500 }",
+        external=False)
     shards = [Aggregator(args, workdir, procs, "shard-%s" % n, config) for n in "ab"]
     for shard in shards:
         shard.start()
