@@ -91,6 +91,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   // The flusher's turn: writes an ack that waited max_delay (unless a read wrote it meanwhile),
   // or waits again for a later one.
   void FlushDeferredAck() ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues this stream's one flush with the flusher, for `due`.
   void DeferFlushLocked(absl::Time due) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Batch `sequence` (or, for an AckRequest, the last batch received) wants its ack: the next
   // ack goes out as soon as everything through it is settled, and carries every later settled
