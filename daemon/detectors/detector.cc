@@ -10,17 +10,32 @@ namespace fabricmon::detectors {
 using store::Series;
 using store::StoredSample;
 
-void FabricView::ForEachSeries(
-    absl::string_view family,
-    const std::function<void(const std::string&, const Series&)>& visit) const {
-  if (nodes_.empty()) {
+namespace {
+void VisitOnEveryNode(const std::vector<std::shared_ptr<store::NodeState>>& nodes,
+                      absl::string_view family, bool only_changing,
+                      const std::function<void(const std::string&, const Series&)>& visit) {
+  if (nodes.empty()) {
     return;
   }
   // The nodes of a view share one store: the family is looked up there once for all of them.
-  const store::FamilyKey key = nodes_.front()->KeyOfFamily(family);
-  for (const auto& node : nodes_) {
-    node->VisitFamily(key, [&](const Series& series) { visit(node->name(), series); });
+  const store::FamilyKey key = nodes.front()->KeyOfFamily(family);
+  for (const auto& node : nodes) {
+    node->VisitFamily(
+        key, [&](const Series& series) { visit(node->name(), series); }, only_changing);
   }
+}
+}  // namespace
+
+void FabricView::ForEachSeries(
+    absl::string_view family,
+    const std::function<void(const std::string&, const Series&)>& visit) const {
+  VisitOnEveryNode(nodes_, family, /*only_changing=*/false, visit);
+}
+
+void FabricView::ForEachChangingSeries(
+    absl::string_view family,
+    const std::function<void(const std::string&, const Series&)>& visit) const {
+  VisitOnEveryNode(nodes_, family, /*only_changing=*/true, visit);
 }
 
 namespace {

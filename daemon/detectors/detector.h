@@ -121,6 +121,12 @@ class FabricView {
   void ForEachSeries(
       absl::string_view family,
       const std::function<void(const std::string&, const store::Series&)>& visit) const;
+  // The same for only the series whose retained samples do not all read one raw value (the
+  // complement of HoldsOneValue, known to the store without touching the series): what a
+  // detector looking for increases or changes has to read.
+  void ForEachChangingSeries(
+      absl::string_view family,
+      const std::function<void(const std::string&, const store::Series&)>& visit) const;
 
  private:
   std::vector<std::shared_ptr<store::NodeState>> nodes_;
@@ -234,9 +240,10 @@ void ForEachNewPair(const store::Series& series, int64_t* cursor,
 // Whether every sample `series` retains reads the same raw value (true for none or one). A
 // detector that looks only for increases or changes (error counters, link downs, port state) has
 // nothing to find in such a series and can skip its cursor, which is a cache miss of its own per
-// series per tick: most of a fabric's error counters stand still. Skipping leaves the cursor
-// behind, which is harmless: when a change comes, the walk from the old cursor visits pairs that
-// all read the same value first, which add nothing.
+// series per tick: most of a fabric's error counters stand still (FabricView::
+// ForEachChangingSeries skips them without reading the series at all). Skipping leaves the
+// cursor behind, which is harmless: when a change comes, the walk from the old cursor visits
+// pairs that all read the same value first, which add nothing.
 bool HoldsOneValue(const store::Series& series);
 
 // Counter increase between two samples in raw units, unwinding a wrap of a wrapping counter; 0

@@ -21,7 +21,7 @@ void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>
   const int64_t now = view.now_unix_nanos();
   for (const char* family : kErrorCounters) {
     // First the increases, from the series that have one (most error counters stand still:
-    // those cost neither a port lookup nor a cursor).
+    // those are not even read).
     struct Increase {
       const Port* port;
       const std::string* node;  // the view's: valid for the tick
@@ -31,10 +31,7 @@ void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>
     };
     std::vector<Increase> increases;
     bool contested = false;  // an increase reported by a node that is not its port's own
-    view.ForEachSeries(family, [&](const std::string& node, const store::Series& series) {
-      if (HoldsOneValue(series)) {
-        return;  // no increase among its samples (detector.h)
-      }
+    view.ForEachChangingSeries(family, [&](const std::string& node, const store::Series& series) {
       const Port& port = view.PortOf(node, series);
       ForEachNewPair(series, &cursors_[view.KeyOf(series)],
                      [&](const store::StoredSample& previous, const store::StoredSample& current) {

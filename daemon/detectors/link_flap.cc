@@ -79,11 +79,8 @@ void LinkFlapDetector::Evaluate(const FabricView& view, std::vector<Finding>& ou
                      });
     });
   }
-  view.ForEachSeries(families::kIbPortState, [&](const std::string& node,
-                                                 const store::Series& series) {
-    if (HoldsOneValue(series)) {
-      return;  // the state did not change
-    }
+  view.ForEachChangingSeries(families::kIbPortState, [&](const std::string& node,
+                                                         const store::Series& series) {
     const Port& port = view.PortOf(node, series);
     const SeriesKey key = view.KeyOf(series);
     ForEachNewPair(series, &cursors_[key],

@@ -23,8 +23,12 @@ Endpoint LinkEndpoint(const std::string& node, const collectors::SeriesDesc& des
 
 void NvlinkDetector::Evaluate(const FabricView& view, std::vector<Finding>& out) {
   std::map<Endpoint, std::pair<double, std::vector<Evidence>>> degraded;
+  // A series holding one value has no rate, which only a threshold of 0 would flag: with a
+  // positive one, the links whose counters stand still (nearly all) are not read.
+  const auto for_each_series = options_.errors_per_second > 0 ? &FabricView::ForEachChangingSeries
+                                                              : &FabricView::ForEachSeries;
   for (const char* family : {families::kNvlinkErrors, families::kNvlinkRecoveryEvents}) {
-    view.ForEachSeries(family, [&](const std::string& node, const store::Series& series) {
+    (view.*for_each_series)(family, [&](const std::string& node, const store::Series& series) {
       if (family == families::kNvlinkRecoveryEvents &&
           collectors::LabelValue(series.desc, "outcome") == "all") {
         return;  // the sum of the other two outcomes

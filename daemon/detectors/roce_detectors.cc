@@ -40,7 +40,7 @@ void PauseStormDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
     }
   });
   for (const char* family : {families::kRocePauseStormWarning, families::kRocePauseStormError}) {
-    view.ForEachSeries(family, [&](const std::string& node, const Series& series) {
+    view.ForEachChangingSeries(family, [&](const std::string& node, const Series& series) {
       const SeriesKey key = view.KeyOf(series);
       ForEachNewPair(series, &cursors_[key],
                      [&](const StoredSample& previous, const StoredSample& current) {

@@ -214,6 +214,7 @@ absl::StatusOr<uint32_t> NodeState::DeclareLocked(const collectors::SeriesDesc& 
       // taken across the change.
       existing.SetDesc(ShareDesc(desc));
       existing.count = 0;
+      appends_until_steady_[it->second] = 0;
     }
     return it->second;
   }
@@ -257,7 +258,9 @@ absl::StatusOr<uint32_t> NodeState::DeclareLocked(const collectors::SeriesDesc& 
   } else {
     index = static_cast<uint32_t>(series_.size());
     series_.emplace_back();
+    appends_until_steady_.push_back(0);
   }
+  appends_until_steady_[index] = 0;
   Series& series = series_[index];
   series.SetDesc(ShareDesc(desc));
   series.id = next_series_id.fetch_add(1, std::memory_order_relaxed);
@@ -401,8 +404,14 @@ NodeState::AppendResult NodeState::AppendBatchLocked(uint64_t sequence, uint64_t
     series.last_stored_unix_nanos = now_unix_nanos;
     series.absent = false;
     const uint64_t raw = values[i];
+    uint32_t& until_steady = appends_until_steady_[slots[i].index];
     if (series.count > 0) {
       const StoredSample& last = series.ring[series.head];
+      if (raw == last.raw) {
+        until_steady -= until_steady > 0 ? 1 : 0;
+      } else {
+        until_steady = static_cast<uint32_t>(series.ring.size() - 1);
+      }
       if (series.IsCounter() && raw < last.raw) {
         const bool wrapped = series.overflow == Overflow::kWraps && series.width_bits < 64 &&
                              last.raw > series.MaxRaw() / 2;
@@ -411,6 +420,7 @@ NodeState::AppendResult NodeState::AppendBatchLocked(uint64_t sequence, uint64_t
           ++series.resets;
           ++counters_.resets;
           series.count = 0;
+          until_steady = 0;
         }
       }
     }
@@ -487,6 +497,7 @@ uint64_t NodeState::RetireStaleLocked(int64_t now_unix_nanos) {
     Series& series = series_[index];
     const uint32_t generation = series.generation + 1;
     series = Series{};  // frees the description and the ring
+    appends_until_steady_[index] = 0;
     series.retired = true;
     series.absent = true;
     series.generation = generation;
@@ -557,35 +568,35 @@ void NodeState::RepointFamilyLocked(const FamilyList& family) {
 
 void NodeState::VisitFamily(absl::string_view family,
                             const std::function<void(const Series&)>& visit) const {
-  absl::MutexLock lock(&mu_);
-  auto it = by_family_.find(family);
-  if (it == by_family_.end()) {
-    return;
-  }
-  for (uint32_t index : it->second.indices) {
-    visit(series_[index]);
-  }
+  FamilyKey key;
+  key.name = family;
+  VisitFamily(key, visit);
 }
 
 void NodeState::VisitFamily(const FamilyKey& family,
-                            const std::function<void(const Series&)>& visit) const {
-  if (family.table != descs_.get() || family.table == nullptr) {
-    VisitFamily(family.name, visit);
-    return;
-  }
-  if (family.held_nowhere) {
-    return;
-  }
-  if (!family.number.has_value()) {
-    VisitFamily(family.name, visit);
+                            const std::function<void(const Series&)>& visit,
+                            bool only_changing) const {
+  if (family.held_nowhere && family.table == descs_.get() && family.table != nullptr) {
     return;
   }
   absl::MutexLock lock(&mu_);
-  if (*family.number >= by_family_number_.size()) {
-    return;
+  absl::Span<const uint32_t> indices;
+  if (family.table == descs_.get() && family.table != nullptr && family.number.has_value()) {
+    if (*family.number >= by_family_number_.size()) {
+      return;
+    }
+    indices = by_family_number_[*family.number];
+  } else {
+    auto it = by_family_.find(family.name);
+    if (it == by_family_.end()) {
+      return;
+    }
+    indices = it->second.indices;
   }
-  for (uint32_t index : by_family_number_[*family.number]) {
-    visit(series_[index]);
+  for (uint32_t index : indices) {
+    if (!only_changing || appends_until_steady_[index] != 0) {
+      visit(series_[index]);
+    }
   }
 }
 

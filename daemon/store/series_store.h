@@ -363,8 +363,12 @@ class NodeState {
   void VisitFamily(absl::string_view family, const std::function<void(const Series&)>& visit) const
       ABSL_LOCKS_EXCLUDED(mu_);
   // The same for a family looked up once (KeyOfFamily) for a pass over many nodes of one store.
-  void VisitFamily(const FamilyKey& family, const std::function<void(const Series&)>& visit) const
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // With `only_changing`, only the series whose retained samples do not all read the same raw
+  // value: the few that can show an increase or a change. A reader looking for those (error
+  // counters, link downs, port state) skips the many that stand still without touching them,
+  // where visiting a series is a cache miss of its own (ChangingSeries below).
+  void VisitFamily(const FamilyKey& family, const std::function<void(const Series&)>& visit,
+                   bool only_changing = false) const ABSL_LOCKS_EXCLUDED(mu_);
   // `family` as this node's store numbers it (by name only for a node outside a store).
   FamilyKey KeyOfFamily(absl::string_view family) const;
   // Calls `visit` once with all series, under the node's lock (same rules as ForEachSeries;
@@ -460,6 +464,11 @@ class NodeState {
   // by_family_, re-pointed whenever that list changes (empty: none on this node).
   std::vector<absl::Span<const uint32_t>> by_family_number_ ABSL_GUARDED_BY(mu_);
   std::vector<Series> series_ ABSL_GUARDED_BY(mu_);
+  // By slot, beside series_: how many more appends of its latest value a series needs before
+  // every sample it retains reads that value (0: it holds one value, or none). Set to the ring's
+  // capacity less one when a value differs from the one before, counted down by each equal one,
+  // so it says in a dense array what scanning the ring would (VisitFamily's only_changing).
+  std::vector<uint32_t> appends_until_steady_ ABSL_GUARDED_BY(mu_);
   TokenBucket new_series_ ABSL_GUARDED_BY(mu_);
   std::vector<uint32_t> free_slots_ ABSL_GUARDED_BY(mu_);  // retired slots, reused first
   int64_t last_sweep_ ABSL_GUARDED_BY(mu_) = 0;

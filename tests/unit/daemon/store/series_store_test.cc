@@ -332,6 +332,68 @@ TEST_F(NodeStateTest, ACounterBeyondItsWidthRefusesTheBatch) {
   EXPECT_TRUE(Append(3, kT0 + 2 * kSecond, {12, ~uint64_t{0}, too_big - 1}).stored);
 }
 
+// VisitFamily(only_changing) skips a series by a count kept as samples are stored, never reading
+// the series: it must visit exactly the series whose retained samples do not all read one raw
+// value, through changes, runs longer and shorter than the ring, wraps, resets, absent values
+// and a redeclaration with new semantics, at several ring capacities.
+TEST(NodeStateChangingSeriesTest, VisitsExactlyTheSeriesWhoseRingHoldsMoreThanOneValue) {
+  std::mt19937_64 rng(20261128);
+  for (size_t capacity : {2, 3, 4, 7}) {
+    SCOPED_TRACE(absl::StrCat("capacity ", capacity));
+    NodeState node("node-1", capacity, /*max_series=*/100);
+    std::vector<SeriesDesc> descs = {
+        Counter(8, Overflow::kWraps, 1.0, "fabricmon_wrapping_total"),
+        Counter(16, Overflow::kSaturates, 1.0, "fabricmon_saturating_total"),
+        GaugeSeries("test", "fabricmon_state", "h", Unit::kNone, 1.0, {{"device", "mlx5_0"}})};
+    std::vector<uint32_t> indices;
+    for (const SeriesDesc& desc : descs) {
+      absl::StatusOr<uint32_t> index = node.Declare(desc);
+      ASSERT_THAT(index, IsOk());
+      indices.push_back(*index);
+    }
+    std::vector<uint64_t> values(descs.size(), 0);
+    for (uint64_t sequence = 1; sequence <= 3000; ++sequence) {
+      std::vector<bool> present(descs.size(), true);
+      for (size_t i = 0; i < descs.size(); ++i) {
+        const uint64_t roll = rng() % 100;
+        if (roll < 8) {
+          values[i] = (values[i] + 1 + rng() % 3) & descs[i].MaxRaw();  // a change (maybe a wrap)
+        } else if (roll < 10) {
+          values[i] = values[i] / 2;  // down: a reset for the counters
+        } else if (roll < 12) {
+          present[i] = false;
+        }  // else the value stands still: runs of dozens of samples
+      }
+      if (sequence % 997 == 0) {  // the saturating counter comes back 32 bits wide
+        descs[1].width_bits = descs[1].width_bits == 16 ? 32 : 16;
+        ASSERT_THAT(node.Declare(descs[1]), IsOk());
+        values[1] &= descs[1].MaxRaw();
+      }
+      node.AppendBatch(sequence, 0, kT0 + static_cast<int64_t>(sequence) * kSecond, indices, values,
+                       present, kT0 + static_cast<int64_t>(sequence) * kSecond);
+      for (size_t i = 0; i < descs.size(); ++i) {
+        FamilyKey family;
+        family.name = descs[i].name;
+        bool scanned_changing = false;
+        node.WithSeries([&](const std::vector<Series>& all) {
+          const Series& series = all[indices[i]];
+          for (uint32_t back = 1; back < series.count; ++back) {
+            const size_t at = (series.head + series.ring.size() - back) % series.ring.size();
+            scanned_changing = scanned_changing || series.ring[at].raw != series.Latest()->raw;
+          }
+        });
+        bool visited = false;
+        node.VisitFamily(
+            family, [&](const Series&) { visited = true; }, /*only_changing=*/true);
+        ASSERT_EQ(visited, scanned_changing) << descs[i].name << " at sequence " << sequence;
+        bool visited_all = false;
+        node.VisitFamily(family, [&](const Series&) { visited_all = true; });
+        ASSERT_TRUE(visited_all);
+      }
+    }
+  }
+}
+
 TEST_F(NodeStateTest, ResetStartsANewBaselineAndIsCountedButAWrapIsNot) {
   Append(1, kT0, {0xFFFFFFF0u, 1000, 5});
   Append(2, kT0 + kSecond, {0x10u, 10, 6});  // a wraps, b (64-bit) was reset
