@@ -43,6 +43,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "benchmark/benchmark.h"
 #include "daemon/common/clock.h"
 #include "daemon/detectors/engine.h"
@@ -272,4 +273,15 @@ BENCHMARK(BM_DetectorTick)->Args({1000, 0})->Iterations(40)->Unit(benchmark::kMi
 }  // namespace
 }  // namespace fabricmon::bench
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  // As the aggregator does (aggregator_main.cc): this absl build checks lock order on every
+  // acquisition, a cost production does not pay.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) {
+    return 1;
+  }
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

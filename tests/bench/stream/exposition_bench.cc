@@ -28,6 +28,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "benchmark/benchmark.h"
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/metrics_exporter.h"
@@ -642,6 +643,9 @@ int DumpText(const std::string& path, size_t series, const std::string& source,
 }  // namespace fabricmon::bench
 
 int main(int argc, char** argv) {
+  // As the aggregator does (aggregator_main.cc): this absl build checks lock order on every
+  // acquisition, a cost production does not pay.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::string dump_path, dump_source = "synthetic", dump_serializer = "prometheus-cpp";
   size_t dump_series = 100000;
   for (int i = 1; i < argc; ++i) {
