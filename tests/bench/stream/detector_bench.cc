@@ -43,13 +43,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
 #include "benchmark/benchmark.h"
 #include "daemon/common/clock.h"
 #include "daemon/detectors/engine.h"
 #include "daemon/store/series_store.h"
 #include "fabricmon/v1/config.pb.h"
 #include "tests/bench/stream/node_model.h"
+#include "tests/bench/stream/run_benchmarks.h"
 
 namespace fabricmon::bench {
 namespace {
@@ -274,14 +274,5 @@ BENCHMARK(BM_DetectorTick)->Args({1000, 0})->Iterations(40)->Unit(benchmark::kMi
 }  // namespace fabricmon::bench
 
 int main(int argc, char** argv) {
-  // As the aggregator does (aggregator_main.cc): this absl build checks lock order on every
-  // acquisition, a cost production does not pay.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) {
-    return 1;
-  }
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return fabricmon::bench::RunBenchmarksAsTheDaemonsRun(argc, argv);
 }

@@ -28,7 +28,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/mutex.h"
 #include "benchmark/benchmark.h"
 #include "daemon/aggregator/ingest_stats.h"
 #include "daemon/aggregator/metrics_exporter.h"
@@ -39,6 +38,7 @@
 #include "daemon/wire/batch_codec.h"
 #include "prometheus/text_serializer.h"
 #include "tests/bench/stream/node_model.h"
+#include "tests/bench/stream/run_benchmarks.h"
 #include "tests/testing/loopback.h"
 
 namespace fabricmon::bench {
@@ -643,9 +643,6 @@ int DumpText(const std::string& path, size_t series, const std::string& source,
 }  // namespace fabricmon::bench
 
 int main(int argc, char** argv) {
-  // As the aggregator does (aggregator_main.cc): this absl build checks lock order on every
-  // acquisition, a cost production does not pay.
-  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   std::string dump_path, dump_source = "synthetic", dump_serializer = "prometheus-cpp";
   size_t dump_series = 100000;
   for (int i = 1; i < argc; ++i) {
@@ -663,11 +660,5 @@ int main(int argc, char** argv) {
   if (!dump_path.empty()) {
     return fabricmon::bench::DumpText(dump_path, dump_series, dump_source, dump_serializer);
   }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) {
-    return 1;
-  }
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
-  return 0;
+  return fabricmon::bench::RunBenchmarksAsTheDaemonsRun(argc, argv);
 }
