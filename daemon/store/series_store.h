@@ -366,7 +366,7 @@ class NodeState {
   // With `only_changing`, only the series whose retained samples do not all read the same raw
   // value: the few that can show an increase or a change. A reader looking for those (error
   // counters, link downs, port state) skips the many that stand still without touching them,
-  // where visiting a series is a cache miss of its own (ChangingSeries below).
+  // where visiting a series is a cache miss of its own (appends_until_steady_ below).
   void VisitFamily(const FamilyKey& family, const std::function<void(const Series&)>& visit,
                    bool only_changing = false) const ABSL_LOCKS_EXCLUDED(mu_);
   // `family` as this node's store numbers it (by name only for a node outside a store).
