@@ -1,5 +1,4 @@
-#ifndef FABRICMON_TESTS_BENCH_STREAM_RUN_BENCHMARKS_H_
-#define FABRICMON_TESTS_BENCH_STREAM_RUN_BENCHMARKS_H_
+#pragma once
 
 #include "absl/synchronization/mutex.h"
 #include "benchmark/benchmark.h"
@@ -21,5 +20,3 @@ inline int RunBenchmarksAsTheDaemonsRun(int argc, char** argv) {
 }
 
 }  // namespace fabricmon::bench
-
-#endif  // FABRICMON_TESTS_BENCH_STREAM_RUN_BENCHMARKS_H_
