@@ -41,9 +41,12 @@ namespace fabricmon::remote_write {
 // that remote_write is done with those samples (the agent's batch may then be acknowledged).
 using Hold = std::shared_ptr<const void>;
 
+// A request's samples at most unless configured (config.cc says why this many).
+inline constexpr uint32_t kDefaultMaxSamplesPerSend = 10000;
+
 struct QueueOptions {
   uint32_t shards = 4;
-  uint32_t max_samples_per_send = 2000;
+  uint32_t max_samples_per_send = kDefaultMaxSamplesPerSend;
   int64_t batch_send_deadline_nanos = int64_t{1000} * 1000000;
   uint64_t capacity_samples = 1000000;  // queued per endpoint (shared equally by its shards)
   int64_t min_backoff_nanos = int64_t{30} * 1000000;

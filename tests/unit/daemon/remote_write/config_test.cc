@@ -25,9 +25,21 @@ TEST(RemoteWriteConfigTest, DefaultsAndRedactedName) {
   const EndpointConfig& c = (*parsed)[0];
   EXPECT_EQ(c.endpoint.name, "http://vm:8428/api/v1/write");  // no credentials in labels
   EXPECT_EQ(c.endpoint.queue.shards, 4u);
-  EXPECT_EQ(c.endpoint.queue.max_samples_per_send, 2000u);
+  EXPECT_EQ(c.endpoint.queue.max_samples_per_send, 10000u);
   EXPECT_EQ(c.endpoint.queue.capacity_samples, 1000000u);
   EXPECT_EQ(c.flush_deadline_nanos, int64_t{5000} * 1000000);
+}
+
+// A config written when the default request was 2,000 samples and that sets a capacity below
+// the new default stays valid: the default request is then the capacity.
+TEST(RemoteWriteConfigTest, TheDefaultRequestNeverExceedsASmallerCapacity) {
+  auto parsed = Parse(R"(remote_write { url: "http://vm" queue { capacity_samples: 5000 } })");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ((*parsed)[0].endpoint.queue.max_samples_per_send, 5000u);
+  EXPECT_EQ((*parsed)[0].endpoint.queue.capacity_samples, 5000u);
+  parsed = Parse(R"(remote_write { url: "http://vm" queue { capacity_samples: 0 } })");
+  EXPECT_THAT(parsed.status(), StatusIs(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(parsed.status().message(), HasSubstr("capacity_samples"));
 }
 
 TEST(RemoteWriteConfigTest, ReadsTheTokenAndSortsExternalLabels) {
