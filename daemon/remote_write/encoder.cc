@@ -116,16 +116,18 @@ void EncodedSamples::Add(absl::string_view labels, int64_t timestamp_ms, double 
   const uint64_t bits = DoubleBits(value);
   const size_t sample_size = SampleMessageSize(timestamp_ms, bits);
   const size_t series_size = labels.size() + wire::FieldSize(sample_size);
-  const size_t begin = raw.size();
-  // resize() zero-fills what it adds, but only the few bytes about to be written; growth is
-  // geometric, so a run of n samples reallocates log(n) times.
-  raw.resize(begin + wire::FieldSize(series_size));
-  char* out = raw.data() + begin;
+  const size_t field_size = wire::FieldSize(series_size);
+  if (buffer_.size() - used_ < field_size) {
+    buffer_.resize(std::max(2 * buffer_.size(), used_ + field_size));  // geometric
+  }
+  char* const begin = buffer_.data() + used_;
+  char* out = begin;
   *out++ = wire::kWriteRequestTimeseries;
   out = wire::WriteVarint(series_size, out);
   std::memcpy(out, labels.data(), labels.size());
   out = WriteSample(timestamp_ms, bits, sample_size, out + labels.size());
-  ends.push_back(static_cast<size_t>(out - raw.data()));
+  used_ += static_cast<size_t>(out - begin);
+  ends_.push_back(used_);
 }
 
 void EncodeSamples(absl::Span<const PendingSample> samples, const LabelMerger& labels,
@@ -148,7 +150,7 @@ CompressedSamples CompressSamples(const EncodedSamples& run, size_t begin, size_
     scratch.resize(bound);  // only grows: resize() zero-fills what it adds
   }
   size_t compressed_size = 0;
-  snappy::RawCompress(run.raw.data() + from, size, scratch.data(), &compressed_size);
+  snappy::RawCompress(run.bytes().data() + from, size, scratch.data(), &compressed_size);
   // snappy's preamble is the length as a varint: the elements follow it.
   const size_t preamble = wire::VarintSize(size);
   out.elements.assign(scratch.data() + preamble, compressed_size - preamble);

@@ -63,23 +63,32 @@ class LabelMerger {
 //
 // The bytes are protobuf's, exactly what it serializes for the same WriteRequest (encoder_test
 // checks it), written by hand into one buffer.
-struct EncodedSamples {
-  std::string raw;
-  // ends[i]: where sample i's field ends in `raw` (it begins where sample i - 1's ends), so that
-  // a shard can cut the run into request-sized parts.
-  std::vector<size_t> ends;
-  int64_t enqueued_monotonic_nanos = 0;  // for the batch deadline and the oldest-pending age
-
-  size_t size() const { return ends.size(); }
-  // Where sample i begins in `raw`.
-  size_t begin(size_t i) const { return i == 0 ? 0 : ends[i - 1]; }
+class EncodedSamples {
+ public:
+  size_t size() const { return ends_.size(); }
+  // The samples' fields back to back.
+  absl::string_view bytes() const { return absl::string_view(buffer_.data(), used_); }
+  // Where sample i begins in bytes() (it ends where sample i + 1 begins), so that a shard can
+  // cut the run into request-sized parts.
+  size_t begin(size_t i) const { return i == 0 ? 0 : ends_[i - 1]; }
   // Appends one sample of the series whose merged labels (LabelMerger) are `labels`.
   void Add(absl::string_view labels, int64_t timestamp_ms, double value);
   // Empties it, keeping its buffers.
   void Clear() {
-    raw.clear();
-    ends.clear();
+    used_ = 0;
+    ends_.clear();
   }
+
+  int64_t enqueued_monotonic_nanos = 0;  // for the batch deadline and the oldest-pending age
+
+ private:
+  // bytes() is its first used_ bytes; the rest is room for the next samples, written in place
+  // and never read. A sample is written straight into it, with no per-sample resize: the feed
+  // keeps one EncodedSamples per ingest thread, so the room is grown (and zero-filled) only
+  // while the largest batch grows.
+  std::string buffer_;
+  size_t used_ = 0;
+  std::vector<size_t> ends_;  // ends_[i]: where sample i's field ends
 };
 
 // `samples` encoded with `labels` (LabelMerger) into `out` (appended), in the order given.

@@ -29,7 +29,7 @@ std::string RawRequest(absl::Span<const PendingSample> samples, const LabelPairs
                        const LabelPairs& aggregator = {}) {
   EncodedSamples encoded;
   EncodeSamples(samples, LabelMerger(external, aggregator), encoded);
-  return encoded.raw;
+  return std::string(encoded.bytes());
 }
 
 TEST(LabelSetTest, SortsWithNameFirstAndDropsEmptyValues) {
@@ -300,7 +300,7 @@ TEST(EncoderTest, RunsCompressedApartJoinIntoOneRequest) {
   const LabelPairs external = {{"cluster", "c1"}};
   EncodedSamples encoded;
   EncodeSamples(samples, LabelMerger(external), encoded);
-  ASSERT_GT(encoded.raw.size(), size_t{3} * 65536);
+  ASSERT_GT(encoded.bytes().size(), size_t{3} * 65536);
   const std::string expected = ReferenceRequest(samples, external).SerializeAsString();
   std::string scratch;
   for (const std::vector<size_t>& cuts : std::vector<std::vector<size_t>>{
@@ -314,14 +314,36 @@ TEST(EncoderTest, RunsCompressedApartJoinIntoOneRequest) {
     }
     std::string body;
     JoinRequest(runs, body);
-    EXPECT_LT(compressed, encoded.raw.size() / 4) << "compressed";
+    EXPECT_LT(compressed, encoded.bytes().size() / 4) << "compressed";
     size_t length = 0;
     ASSERT_TRUE(snappy::GetUncompressedLength(body.data(), body.size(), &length));
-    EXPECT_EQ(length, encoded.raw.size());
+    EXPECT_EQ(length, encoded.bytes().size());
     std::string raw;
     ASSERT_TRUE(snappy::Uncompress(body.data(), body.size(), &raw));
     EXPECT_EQ(raw, expected) << cuts.size();
   }
+}
+
+// The feed reuses one EncodedSamples per ingest thread: after Clear() a smaller batch is exactly
+// its own request, nothing of the larger one before it (whose bytes still lie past it) included.
+TEST(EncoderTest, AClearedRunHoldsOnlyWhatWasAddedSince) {
+  auto big = MakeLabelSet("fabricmon_ib_port_rcv_data_bytes_total",
+                          {{"node", std::string(200, 'n')}, {"device", "mlx5_0"}});
+  auto small = MakeLabelSet("m", {{"node", "a"}});
+  std::vector<PendingSample> before(50, PendingSample{big, 1700000000000, 12345.5, 0});
+  const std::vector<PendingSample> after = {{small, 1700000001000, 1, 0},
+                                            {small, 1700000002000, 0, 0}};
+  const LabelMerger merger({});
+  EncodedSamples run;
+  EncodeSamples(before, merger, run);
+  run.Clear();
+  EXPECT_EQ(run.size(), 0u);
+  EXPECT_TRUE(run.bytes().empty());
+  EncodeSamples(after, merger, run);
+  EXPECT_EQ(run.size(), 2u);
+  // The first sample carries its value (9 bytes); the second, 0, leaves it out.
+  EXPECT_EQ(run.begin(1), (run.bytes().size() + 9) / 2);
+  EXPECT_EQ(std::string(run.bytes()), ReferenceRequest(after, {}).SerializeAsString());
 }
 
 TEST(EncoderTest, StaleNaNIsPrometheusBitPattern) {
