@@ -162,10 +162,10 @@ absl::StatusOr<EndpointConfig> ParseOne(const v1::RemoteWriteConfig& config) {
   // an HTTP exchange and the release of its batches' acknowledgements, and at 2,000 that was
   // about a tenth of its CPU at 1,000 nodes × 1 Hz. Never above a smaller capacity, which must
   // hold one request: a config that sets only the capacity stays valid.
-  const uint32_t per_send = q.has_max_samples_per_send()
-                                ? q.max_samples_per_send()
-                                : static_cast<uint32_t>(std::clamp<uint64_t>(
-                                      capacity, 1, kDefaultMaxSamplesPerSend));
+  const uint32_t per_send =
+      q.has_max_samples_per_send()
+          ? q.max_samples_per_send()
+          : static_cast<uint32_t>(std::clamp<uint64_t>(capacity, 1, kDefaultMaxSamplesPerSend));
   const uint32_t deadline = q.has_batch_send_deadline_ms() ? q.batch_send_deadline_ms() : 1000;
   const uint32_t min_backoff = q.has_min_backoff_ms() ? q.min_backoff_ms() : 30;
   const uint32_t max_backoff = q.has_max_backoff_ms() ? q.max_backoff_ms() : 5000;
