@@ -154,8 +154,7 @@ void TcpFallbackDetector::Evaluate(const FabricView& view, std::vector<Finding>&
 
   ForgetNodesNotIn(view, state_);
   for (auto& [node, traffic] : nodes.entries()) {
-    NodeState& state =
-        state_.try_emplace(node, NodeState{Debounce(options_.consecutive_ticks)}).first->second;
+    NodeState& state = state_.try_emplace(node, Debounce(options_.consecutive_ticks)).first->second;
     const double rdma = traffic.Rdma();
     if (rdma >= options_.min_kernel_bytes_per_second) {
       state.last_rdma_busy = now;

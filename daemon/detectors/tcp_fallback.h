@@ -58,6 +58,7 @@ class TcpFallbackDetector final : public Detector {
 
  private:
   struct NodeState {
+    explicit NodeState(Debounce initial) : debounce(initial) {}
     Debounce debounce;
     int64_t last_rdma_busy = 0;  // last time its own RDMA rate was heavy
     GpuProcessQps qps;           // as of the last sample the condition held
