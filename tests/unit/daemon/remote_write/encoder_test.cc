@@ -330,7 +330,7 @@ TEST(EncoderTest, AClearedRunHoldsOnlyWhatWasAddedSince) {
   auto big = MakeLabelSet("fabricmon_ib_port_rcv_data_bytes_total",
                           {{"node", std::string(200, 'n')}, {"device", "mlx5_0"}});
   auto small = MakeLabelSet("m", {{"node", "a"}});
-  std::vector<PendingSample> before(50, PendingSample{big, 1700000000000, 12345.5, 0});
+  const std::vector<PendingSample> before(50, PendingSample{big, 1700000000000, 12345.5, 0});
   const std::vector<PendingSample> after = {{small, 1700000001000, 1, 0},
                                             {small, 1700000002000, 0, 0}};
   const LabelMerger merger({});
