@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
   const int64_t series_count = Flag(argc, argv, "series", smoke ? 2000 : 100000);
   const int64_t rounds = Flag(argc, argv, "rounds", smoke ? 3 : 10);
   const int64_t shards = Flag(argc, argv, "shards", 4);
-  const int64_t per_send = Flag(argc, argv, "per_send", 2000);
+  const int64_t per_send = Flag(argc, argv, "per_send", rw::kDefaultMaxSamplesPerSend);
 
   // Label sets shaped like an ib_sysfs series: name, node, device, port; an agent's series, so
   // it gets the external labels and not the shard label, as in the aggregator. A node's series are
