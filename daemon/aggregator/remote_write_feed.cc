@@ -9,6 +9,8 @@
 #include "absl/time/time.h"
 #include "collectors/core/sample.h"
 #include "daemon/exposition/text_exposition.h"
+#include "daemon/remote_write/batch_template.h"
+#include "daemon/remote_write/protobuf_wire.h"
 #include "daemon/wire/aggregator_families.h"
 
 namespace fabricmon::aggregator {
@@ -27,10 +29,11 @@ int64_t ToMillis(int64_t unix_nanos) {
 
 // Per agent stream: for each endpoint, the merged labels (LabelMerger) of each slot's series as a
 // request carries them, built once per series (and again when the slot was retired and reused:
-// its generation changed). A stored batch becomes one run of encoded samples per endpoint
-// (EncodedSamples), compressed and queued on the shard of the stream's node: nothing per sample
-// is queued, counted or looked up again, and a series' label bytes are read from one buffer per
-// stream in slot order rather than from a label set of its own.
+// its generation changed). A stored batch becomes one compressed run per endpoint, queued on the
+// shard of the stream's node: nothing per sample is queued, counted or looked up again. A batch
+// of the layout the stream sent last is compressed by that layout's template (BatchTemplate: its
+// labels were compressed once); another is encoded (EncodedSamples), its labels read from one
+// buffer per stream in slot order, and compressed by the shard.
 class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
  public:
   explicit StreamFeed(RemoteWriteFeed& feed) : feed_(feed), labels_(feed.endpoints_.size()) {}
@@ -39,15 +42,21 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
                 const std::vector<bool>& present,
                 const std::shared_ptr<store::Settlement>& settlement) override {
     const int64_t now = feed_.clock_.MonotonicNanos();
-    // The batch being encoded, by endpoint: the shards compress it before AppendEncoded returns,
-    // so one buffer per ingest thread serves every stream (kept, it rarely grows; one per stream
-    // was ~60 kB each for a DGX node's batch).
-    thread_local std::vector<remote_write::EncodedSamples> runs;
-    runs.resize(feed_.endpoints_.size());
-    for (remote_write::EncodedSamples& run : runs) {
-      run.Clear();
-      run.enqueued_monotonic_nanos = now;
-    }
+    // The batch's samples, each naming its labels by slot and kind (LabelsKey): written into
+    // requests after the node's lock is released. One buffer per ingest thread serves every
+    // stream.
+    thread_local std::vector<remote_write::KeyedSample> batch;
+    batch.clear();
+    uint64_t layout = 0;  // a hash of the batch's layout (BatchTemplate::Matches)
+    auto add = [&](size_t slot, size_t kind, int64_t timestamp_ms, double value) {
+      const uint32_t key = LabelsKey(slot, kind);
+      batch.push_back({key, timestamp_ms, value});
+      layout =
+          (layout ^
+           (key | (uint64_t{remote_write::wire::VarintSize(static_cast<uint64_t>(timestamp_ms))}
+                   << 32))) *
+          0x9e3779b97f4a7c15ULL;
+    };
     node.WithSeries([&](const std::vector<store::Series>& all) {
       for (size_t i = 0; i < slots.size() && i < present.size(); ++i) {
         const store::SlotRef slot = slots[i];
@@ -85,10 +94,8 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
           cached.flagged = false;
         }
         const int64_t timestamp_ms = ToMillis(latest->timestamp_unix_nanos);
-        const double value = collectors::ExportedValue(series.type, cached.scale, latest->raw);
-        for (size_t e = 0; e < runs.size(); ++e) {
-          runs[e].Add(Labels(e, slot.index, kSeriesLabels), timestamp_ms, value);
-        }
+        add(slot.index, kSeriesLabels, timestamp_ms,
+            collectors::ExportedValue(series.type, cached.scale, latest->raw));
         // The saturation flag /metrics shows beside a pinned saturating counter: 1 while it is
         // pinned, then a staleness marker when it moves again (a reset).
         const bool saturated = series.IsSaturated(latest->raw);
@@ -101,21 +108,44 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
                                                  remote_write::SeriesOrigin::kAgent));
             cached.flag_known = true;
           }
-          for (size_t e = 0; e < runs.size(); ++e) {
-            runs[e].Add(Labels(e, slot.index, kFlagLabels), timestamp_ms,
-                        saturated ? 1.0 : remote_write::StaleNaN());
-          }
+          add(slot.index, kFlagLabels, timestamp_ms, saturated ? 1.0 : remote_write::StaleNaN());
           cached.flagged = saturated;
         }
       }
     });
-    if (runs.empty() || runs[0].size() == 0) {
+    if (batch.empty()) {
       return;
     }
-    // Every batch of a node to the same shard of each endpoint (outside the node's lock).
+    // A layout seen twice running is worth a template: a stream whose batches alternate
+    // between layouts (collectors on different intervals) is compressed as it comes.
+    const bool repeated = layout == last_layout_;
+    last_layout_ = layout;
+    // Every batch of a node to the same shard of each endpoint.
     const uint64_t route = std::hash<std::string_view>()(node.name());
-    for (size_t e = 0; e < runs.size(); ++e) {
-      feed_.endpoints_[e].endpoint->AppendEncoded(route, runs[e], settlement);
+    for (size_t e = 0; e < labels_.size(); ++e) {
+      remote_write::Endpoint& endpoint = *feed_.endpoints_[e].endpoint;
+      remote_write::BatchTemplate& layout_template = labels_[e].layout_template;
+      if (batch.size() <= endpoint.max_samples_per_send() &&
+          (layout_template.Matches(labels_version_, batch) ||
+           (repeated && layout_template.Build(labels_version_, batch, [&](uint32_t key) {
+             return Labels(e, key / 2, key % 2);
+           })))) {
+        thread_local remote_write::CompressedSamples run;
+        layout_template.Compress(batch, run);
+        run.enqueued_monotonic_nanos = now;
+        if (endpoint.AppendCompressed(route, run, settlement)) {
+          continue;
+        }
+      }
+      // Encoded as it comes; the shard compresses what fits and counts the rest.
+      thread_local remote_write::EncodedSamples encoded;
+      encoded.Clear();
+      encoded.enqueued_monotonic_nanos = now;
+      for (const remote_write::KeyedSample& sample : batch) {
+        encoded.Add(Labels(e, sample.labels_key / 2, sample.labels_key % 2), sample.timestamp_ms,
+                    sample.value);
+      }
+      endpoint.AppendEncoded(route, encoded, settlement);
     }
   }
 
@@ -145,7 +175,14 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
     std::string bytes;
     std::vector<std::array<LabelSpan, 2>> by_slot;
     size_t live = 0;  // bytes still referred to (the rest: labels of replaced series)
+    // The stream's last repeated layout with these labels, compressed once.
+    remote_write::BatchTemplate layout_template;
   };
+
+  // A batch's sample names its labels by slot and kind.
+  static uint32_t LabelsKey(size_t slot, size_t kind) {
+    return static_cast<uint32_t>(2 * slot + kind);
+  }
 
   absl::string_view Labels(size_t endpoint, size_t slot, size_t kind) const {
     const EndpointLabels& labels = labels_[endpoint];
@@ -175,6 +212,7 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
   }
 
   void Forget(size_t slot, size_t kind) {
+    ++labels_version_;  // a template built before may name other labels by this slot
     for (EndpointLabels& labels : labels_) {
       if (slot < labels.by_slot.size()) {
         labels.live -= labels.by_slot[slot][kind].size;
@@ -199,6 +237,8 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
   RemoteWriteFeed& feed_;
   std::vector<Cached> slots_;           // by slot index
   std::vector<EndpointLabels> labels_;  // by endpoint
+  uint64_t labels_version_ = 0;         // moves whenever a slot's labels change
+  uint64_t last_layout_ = 0;            // the last batch's layout hash
 };
 
 RemoteWriteFeed::RemoteWriteFeed(std::vector<EndpointEntry> endpoints, const Clock& clock)

@@ -141,6 +141,14 @@ void Endpoint::AppendEncoded(uint64_t route, const EncodedSamples& samples, cons
   shards_[route % shards_.size()]->Push(samples, hold);
 }
 
+bool Endpoint::AppendCompressed(uint64_t route, CompressedSamples& run, const Hold& hold) {
+  if (stopping_.load(std::memory_order_relaxed)) {
+    stats_.samples_dropped_shutdown += run.samples;
+    return true;
+  }
+  return shards_[route % shards_.size()]->PushCompressed(run, hold);
+}
+
 size_t Endpoint::Pending() const {
   size_t pending = 0;
   for (const auto& shard : shards_) {

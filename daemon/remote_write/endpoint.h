@@ -57,6 +57,13 @@ class Endpoint {
   // series, always the same route, so each series stays on one shard and in order), their
   // labels merged with labels() for this endpoint. The rest as Append().
   void AppendEncoded(uint64_t route, const EncodedSamples& samples, const Hold& hold = nullptr);
+  // The same for a run compressed already (BatchTemplate), queued whole: true when it was
+  // (or was counted as dropped at shutdown), false when the shard has no room for all of it and
+  // nothing was done (the caller appends it encoded, to queue what fits and count the rest).
+  // A run of more than queue.max_samples_per_send samples must go through AppendEncoded.
+  bool AppendCompressed(uint64_t route, CompressedSamples& run, const Hold& hold = nullptr);
+  // The most samples one request carries.
+  size_t max_samples_per_send() const { return options_.queue.max_samples_per_send; }
   // What AppendEncoded's samples' labels must be merged with: this endpoint's external labels.
   const LabelMerger& labels() const { return labels_; }
 

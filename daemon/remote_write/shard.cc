@@ -55,36 +55,51 @@ size_t Shard::Push(const EncodedSamples& samples, Hold hold) {
     const size_t end = std::min<size_t>(room, begin + options_.max_samples_per_send);
     runs.push_back(CompressSamples(samples, begin, end, scratch));
   }
-  size_t taken = 0;
+  size_t taken;
   {
     absl::MutexLock lock(&mu_);
-    const bool was_below_batch = queued_samples_ < options_.max_samples_per_send;
-    const bool was_empty = queued_samples_ == 0;
-    for (CompressedSamples& run : runs) {
-      if (RoomLocked(run.samples) < run.samples) {
-        break;  // others filled the queue meanwhile: this run and the rest are dropped
-      }
-      taken += run.samples;
-      queued_samples_ += run.samples;
-      queue_.push_back(std::move(run));
-    }
-    queued_ += taken;
-    if (taken > 0 && hold != nullptr) {
-      holds_.push_back({queued_, std::move(hold)});  // what was dropped needs no hold: counted
-    }
-    // The thread sleeps until the oldest sample's deadline, or for ever when nothing is queued:
-    // wake it for a first sample and for a full batch.
-    if (taken > 0 &&
-        (was_empty || (was_below_batch && queued_samples_ >= options_.max_samples_per_send))) {
-      woken_ = true;
-      work_.Signal();
-    }
+    taken = EnqueueLocked(absl::MakeSpan(runs), std::move(hold));
   }
   const size_t dropped = count - taken;
   if (dropped > 0) {
     stats_.samples_dropped_queue_full += dropped;
   }
   return dropped;
+}
+
+bool Shard::PushCompressed(CompressedSamples& run, Hold hold) {
+  absl::MutexLock lock(&mu_);
+  if (RoomLocked(run.samples) < run.samples) {
+    return false;
+  }
+  EnqueueLocked(absl::MakeSpan(&run, 1), std::move(hold));
+  return true;
+}
+
+size_t Shard::EnqueueLocked(absl::Span<CompressedSamples> runs, Hold hold) {
+  size_t taken = 0;
+  const bool was_below_batch = queued_samples_ < options_.max_samples_per_send;
+  const bool was_empty = queued_samples_ == 0;
+  for (CompressedSamples& run : runs) {
+    if (RoomLocked(run.samples) < run.samples) {
+      break;  // others filled the queue meanwhile: this run and the rest are dropped
+    }
+    taken += run.samples;
+    queued_samples_ += run.samples;
+    queue_.push_back(std::move(run));
+  }
+  queued_ += taken;
+  if (taken > 0 && hold != nullptr) {
+    holds_.push_back({queued_, std::move(hold)});  // what was dropped needs no hold: counted
+  }
+  // The thread sleeps until the oldest sample's deadline, or for ever when nothing is queued:
+  // wake it for a first sample and for a full batch.
+  if (taken > 0 &&
+      (was_empty || (was_below_batch && queued_samples_ >= options_.max_samples_per_send))) {
+    woken_ = true;
+    work_.Signal();
+  }
+  return taken;
 }
 
 size_t Shard::Push(absl::Span<const PendingSample> samples, Hold hold) {

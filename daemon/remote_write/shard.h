@@ -87,6 +87,9 @@ class Shard {
   // shard. The samples are compressed here, outside the queue's lock, in runs of at most
   // max_samples_per_send; a request takes whole runs.
   size_t Push(const EncodedSamples& samples, Hold hold = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
+  // Queues `run` (compressed already: BatchTemplate) whole if it fits, and returns true; false,
+  // with nothing queued, taken or counted, when it does not (the caller pushes it another way).
+  bool PushCompressed(CompressedSamples& run, Hold hold = nullptr) ABSL_LOCKS_EXCLUDED(mu_);
   // The same for samples not yet encoded (encoded here).
   size_t Push(absl::Span<const PendingSample> samples, Hold hold = nullptr)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -125,6 +128,11 @@ class Shard {
   Backoff backoff_;  // Step() only
   // How many of `count` samples the queue has room for now.
   size_t RoomLocked(size_t count) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queues `runs` in order until one does not fit (it and the rest are left to the caller to
+  // count), with `hold` for what was queued, and wakes the sending thread when it has work.
+  // Returns how many samples were queued.
+  size_t EnqueueLocked(absl::Span<CompressedSamples> runs, Hold hold)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `count` more samples left the shard: returns the holds that no queued sample needs any more
   // (the caller releases them after mu_: a release may acknowledge an agent's batch).
   std::vector<Hold> ReleaseLocked(uint64_t count) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

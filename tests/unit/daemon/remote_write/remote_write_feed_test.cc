@@ -386,6 +386,92 @@ TEST_F(RemoteWriteFeedTest, EachEndpointMergesItsOwnExternalLabels) {
   }
 }
 
+// A stream's batches of the layout it sent last are compressed by that layout's template
+// (BatchTemplate), others as they come; a batch larger than a request goes the encoder's way.
+// Both endpoints get every value exactly, through layouts that repeat, change (a series absent,
+// a series added) and repeat again.
+TEST_F(RemoteWriteFeedTest, RepeatedAndChangedLayoutsAreSentExactly) {
+  std::vector<std::string> bodies[2];
+  std::vector<RemoteWriteFeed::EndpointEntry> endpoints;
+  for (int e = 0; e < 2; ++e) {
+    remote_write::QueueOptions queue;
+    queue.shards = 2;
+    queue.max_samples_per_send = e == 0 ? 10000 : 7;  // the second never uses a template
+    auto endpoint = remote_write::Endpoint::Create(
+        {absl::StrCat("e", e), {{"cluster", "c"}}, queue},
+        [&, e]() -> absl::StatusOr<std::unique_ptr<remote_write::Sender>> {
+          return std::unique_ptr<remote_write::Sender>(
+              std::make_unique<CapturingSender>(bodies[e], mu_));
+        },
+        clock_);
+    ASSERT_TRUE(endpoint.ok());
+    endpoints.push_back({*std::move(endpoint), int64_t{5} * 1000000000});
+  }
+  RemoteWriteFeed feed(std::move(endpoints), clock_);
+  NodeState node("gpu-3", 4, 1000);
+  std::vector<SlotRef> slots;
+  auto declare = [&](int i) {
+    auto slot = node.DeclareSlot(
+        collectors::CounterSeries("c", "fabricmon_c_total", "h", collectors::Unit::kNone, 64,
+                                  collectors::Overflow::kWraps, 1.0,
+                                  {{"device", absl::StrCat("mlx5_", i)}}),
+        0);
+    ASSERT_TRUE(slot.ok());
+    slots.push_back(*slot);
+  };
+  for (int i = 0; i < 12; ++i) {
+    declare(i);
+  }
+  auto stream = feed.OpenStream();
+  // What each series should have received, by device, in order.
+  std::map<std::string, std::vector<std::pair<int64_t, double>>> expected;
+  const int64_t start = clock_.NowUnixNanos();
+  for (int round = 0; round < 9; ++round) {
+    if (round == 6) {
+      declare(12);  // a series added: a new layout, with new labels
+    }
+    std::vector<bool> present(slots.size(), true);
+    if (round >= 3) {
+      present[5] = false;  // a series absent from round 3 on: the layout changes
+    }
+    std::vector<uint64_t> values;
+    for (size_t i = 0; i < slots.size(); ++i) {
+      // Idle counters (zero), equal ones, growing ones.
+      values.push_back(i % 4 == 0 ? 0 : i % 4 == 1 ? 7 : 1000003 * (round + 1) + i);
+    }
+    const int64_t t = start + int64_t{round} * 1'000'000'000;
+    ASSERT_TRUE(node.AppendBatchToSlots(round + 1, 0, t, slots, values, present, t).stored);
+    stream->OnStored(node, slots, present, nullptr);
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (present[i]) {
+        expected[absl::StrCat("mlx5_", i)].emplace_back(t / 1000000,
+                                                        static_cast<double>(values[i]));
+      }
+    }
+  }
+  stream.reset();
+  feed.Shutdown();
+  for (int e = 0; e < 2; ++e) {
+    absl::MutexLock lock(&mu_);
+    std::map<std::string, std::vector<std::pair<int64_t, double>>> got;
+    for (const std::string& body : bodies[e]) {
+      auto request = remote_write::DecodeWriteRequest(body);
+      ASSERT_TRUE(request.ok()) << request.status();
+      for (const auto& series : request->timeseries()) {
+        std::string device;
+        for (const auto& label : series.labels()) {
+          if (label.name() == "device") {
+            device = label.value();
+          }
+        }
+        ASSERT_EQ(series.samples_size(), 1);
+        got[device].emplace_back(series.samples(0).timestamp(), series.samples(0).value());
+      }
+    }
+    EXPECT_EQ(got, expected) << "endpoint " << e;
+  }
+}
+
 TEST_F(RemoteWriteFeedTest, FamiliesAreSentEachTickAndAClearedFindingIsMarkedStale) {
   auto feed = MakeFeed();
   auto finding = [](const std::string& node) {
