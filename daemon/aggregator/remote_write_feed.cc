@@ -367,6 +367,7 @@ std::vector<prometheus::MetricFamily> RemoteWriteFeed::Collect() const {
     f.metric.push_back(std::move(metric));
   };
   auto sent = exposition::EmptyFamily(wire::kRemoteWriteSamplesSentTotalFamily);
+  auto sent_bytes = exposition::EmptyFamily(wire::kRemoteWriteSentBytesTotalFamily);
   auto failed = exposition::EmptyFamily(wire::kRemoteWriteSamplesFailedTotalFamily);
   auto dropped = exposition::EmptyFamily(wire::kRemoteWriteSamplesDroppedTotalFamily);
   auto pending = exposition::EmptyFamily(wire::kRemoteWriteSamplesPendingFamily);
@@ -385,6 +386,7 @@ std::vector<prometheus::MetricFamily> RemoteWriteFeed::Collect() const {
     const remote_write::EndpointStats& stats = endpoint.stats();
     const std::string& name = endpoint.name();
     add(sent, {{"endpoint", name}}, static_cast<double>(stats.samples_sent.load()));
+    add(sent_bytes, {{"endpoint", name}}, static_cast<double>(stats.bytes_sent.load()));
     add(failed, {{"endpoint", name}}, static_cast<double>(stats.samples_failed.load()));
     add(dropped, {{"endpoint", name}, {"reason", "queue_full"}},
         static_cast<double>(stats.samples_dropped_queue_full.load()));
@@ -398,7 +400,8 @@ std::vector<prometheus::MetricFamily> RemoteWriteFeed::Collect() const {
     add(retries, {{"endpoint", name}}, static_cast<double>(stats.retries.load()));
   }
   std::vector<prometheus::MetricFamily> out;
-  for (auto* f : {&age, &requests, &retries, &dropped, &failed, &pending, &sent, &token_reloads}) {
+  for (auto* f : {&age, &requests, &retries, &dropped, &failed, &pending, &sent, &sent_bytes,
+                  &token_reloads}) {
     if (!f->metric.empty()) {
       out.push_back(std::move(*f));
     }

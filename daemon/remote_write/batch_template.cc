@@ -1,5 +1,6 @@
 #include "daemon/remote_write/batch_template.h"
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <limits>
@@ -80,6 +81,20 @@ uint32_t Load32(const char* p) {
   return word;
 }
 
+// Bytes are moved kSmallCopy at a time when fewer: a fixed-size copy is two register moves,
+// where a call to memcpy for a handful of bytes costs more than the bytes. Whatever is read so
+// has kSmallCopy readable bytes, and the output kSmallCopy bytes of room past its end.
+constexpr size_t kSmallCopy = 16;
+
+char* CopySmall(const char* from, size_t size, char* out) {
+  if (size <= kSmallCopy) {
+    std::memcpy(out, from, kSmallCopy);
+  } else {
+    std::memcpy(out, from, size);
+  }
+  return out + size;
+}
+
 // Writes elements, joining consecutive copies that reach equally far back into one (a copy is
 // byte by byte, so two such copies are one of their lengths together).
 class ElementWriter {
@@ -95,15 +110,14 @@ class ElementWriter {
     pending_offset_ = offset;
     pending_length_ = length;
   }
-  // Elements written before.
+  // Elements written before (kSmallCopy readable bytes at `elements`, see CopySmall).
   void Stored(const char* elements, size_t size) {
     if (size != 0) {
       Flush();
-      std::memcpy(out_, elements, size);
-      out_ += size;
+      out_ = CopySmall(elements, size, out_);
     }
   }
-  // One literal of `first` then `second`.
+  // One literal of `first` then `second` (each with kSmallCopy readable bytes).
   void Literal(const char* first, size_t first_size, const char* second = nullptr,
                size_t second_size = 0) {
     if (first_size + second_size == 0) {
@@ -111,11 +125,9 @@ class ElementWriter {
     }
     Flush();
     out_ = WriteLiteralTag(first_size + second_size, out_);
-    std::memcpy(out_, first, first_size);
-    out_ += first_size;
+    out_ = CopySmall(first, first_size, out_);
     if (second_size != 0) {
-      std::memcpy(out_, second, second_size);
-      out_ += second_size;
+      out_ = CopySmall(second, second_size, out_);
     }
   }
   void Flush() {
@@ -297,7 +309,10 @@ bool BatchTemplate::Build(uint64_t labels_version, absl::Span<const KeyedSample>
     leads_.push_back(lead);
     trails_.push_back(trail);
   }
-  elements_.assign(out.data(), w - out.data());  // at its size: `out` is twice the run's
+  // At its size (`out` is twice the run's), and kSmallCopy bytes more that Compress may read.
+  elements_.reserve(w - out.data() + kSmallCopy);
+  elements_.assign(out.data(), w - out.data());
+  elements_.append(kSmallCopy, '\0');
   labels_version_ = labels_version;
   built_ = true;
   return true;
@@ -308,7 +323,7 @@ void BatchTemplate::Compress(absl::Span<const KeyedSample> samples, CompressedSa
   // slack. A bound, generously: the stored elements, and no element longer than three bytes
   // per raw byte it stands for or than a literal's tag and its bytes.
   thread_local std::string scratch;
-  const size_t bound = elements_.size() + 3 * raw_size_ + 16;
+  const size_t bound = elements_.size() + 3 * raw_size_ + 2 * kSmallCopy;
   if (scratch.size() < bound) {
     scratch.resize(bound);  // only grows: resize() zero-fills what it adds
   }
@@ -343,7 +358,7 @@ void BatchTemplate::Compress(absl::Span<const KeyedSample> samples, CompressedSa
     const bool same_time_as_previous =
         i > 0 && samples[i - 1].timestamp_ms == sample.timestamp_ms && reach(i - 1);
     const size_t previous_distance = i > 0 ? at - value_offsets_[i - 1] : 0;
-    char timestamp[10];
+    char timestamp[kSmallCopy];
     wire::WriteVarint(static_cast<uint64_t>(sample.timestamp_ms), timestamp);
 
     uint32_t& last = last_with_value[(bits * 0x9e3779b97f4a7c15ULL) >> (64 - kValueHashBits)];
@@ -381,7 +396,7 @@ void BatchTemplate::Compress(absl::Span<const KeyedSample> samples, CompressedSa
       }
       continue;
     }
-    char value[kValueAndTag];
+    char value[2 * kSmallCopy];  // read from value + skip (up to 8)
     WriteFixed64(bits, value);
     value[8] = wire::kSampleTimestamp;
     size_t skip = 0;
@@ -393,8 +408,14 @@ void BatchTemplate::Compress(absl::Span<const KeyedSample> samples, CompressedSa
       skip = zeros;
     }
     if (same_time_as_previous) {
-      w.Literal(value + skip, 8 - skip);
-      w.Copy(previous_distance, 1 + timestamp_size);  // the tag and the timestamp
+      // The previous sample's value's high bytes (its sign, exponent and first bits of
+      // mantissa: values of one magnitude share them) go with its timestamp in one copy, which
+      // the next sample's lead usually joins.
+      const uint64_t differ = bits ^ DoubleBits(samples[i - 1].value);
+      const size_t high =
+          std::min(8 - skip, differ == 0 ? 8 : static_cast<size_t>(__builtin_clzll(differ)) / 8);
+      w.Literal(value + skip, 8 - skip - high);
+      w.Copy(previous_distance, high + 1 + timestamp_size);  // and the tag and the timestamp
       continue;
     }
     w.Literal(value + skip, kValueAndTag - skip, timestamp, timestamp_size);

@@ -217,6 +217,9 @@ void Shard::StartPart(size_t begin, size_t end, int64_t now) {
 
 std::vector<Hold> Shard::FinishPart(bool delivered, int64_t now) {
   (delivered ? stats_.samples_sent : stats_.samples_failed) += part_samples_;
+  if (delivered) {
+    stats_.bytes_sent += body_.size();
+  }
   const uint64_t done = part_samples_;
   part_samples_ = 0;
   body_.clear();

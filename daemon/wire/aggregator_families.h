@@ -208,6 +208,11 @@ inline constexpr FamilySpec kRemoteWriteRetriesTotalFamily = AggregatorCounter(
     "fabricmon_remote_write_retries_total",
     "Requests to the remote_write endpoint that will be retried (5xx, 429, no response).",
     Unit::kNone);
+inline constexpr FamilySpec kRemoteWriteSentBytesTotalFamily =
+    AggregatorCounter("fabricmon_remote_write_sent_bytes_total",
+                      "Request body bytes (snappy-compressed, as on the wire without HTTP's own) "
+                      "the remote_write endpoint accepted (2xx).",
+                      Unit::kNone);
 inline constexpr FamilySpec kRemoteWriteSamplesDroppedTotalFamily = AggregatorCounter(
     "fabricmon_remote_write_samples_dropped_total",
     "Samples never delivered to the remote_write endpoint, by reason (queue_full: its buffer was "
@@ -302,6 +307,7 @@ inline constexpr FamilySpec kAggregatorFamilies[] = {
     kRemoteWriteSamplesFailedTotalFamily,
     kRemoteWriteSamplesPendingFamily,
     kRemoteWriteSamplesSentTotalFamily,
+    kRemoteWriteSentBytesTotalFamily,
     kSeriesSaturatedFamily,
     kTopologyDisagreementsFamily,
     kTopologyGuidConflictsFamily,

@@ -8,6 +8,8 @@
 //
 // Prints:
 //   encode only: <samples/s per core> samples/s per core, <bytes> bytes/sample
+//   encode only (template): the same for a stream's repeated layout (BatchTemplate), with both
+//     as ratios to snappy's
 //   queued: <bytes> bytes/sample (the queue's heap per pending sample)
 //   encode+send: <samples/s per core> samples/s per core (<cpu s> CPU s, <wall s> s wall, ...)
 
@@ -32,6 +34,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "daemon/common/clock.h"
+#include "daemon/remote_write/batch_template.h"
 #include "daemon/remote_write/curl_sender.h"
 #include "daemon/remote_write/encoder.h"
 #include "daemon/remote_write/endpoint.h"
@@ -172,6 +175,8 @@ int main(int argc, char** argv) {
     }
   };
 
+  double snappy_rate = 0;   // samples/s per core
+  double snappy_bytes = 0;  // per sample
   // 1. Encoding alone, as the aggregator does: every sample written with its series' merged labels
   // into its node's batch, the batch compressed in runs of a request's size (what a shard queues),
   // and the runs joined into request bodies (what a shard sends).
@@ -199,10 +204,64 @@ int main(int argc, char** argv) {
       each_batch(r, encode);
     }
     const double cpu = CpuSeconds() - cpu0;
+    snappy_rate = encoded / cpu;
+    snappy_bytes = static_cast<double>(bytes) / encoded;
     std::printf(
         "encode only: %.0f samples/s per core, %.2f bytes/sample (snappy, %lld per "
         "request)\n",
-        encoded / cpu, static_cast<double>(bytes) / encoded, static_cast<long long>(per_send));
+        snappy_rate, snappy_bytes, static_cast<long long>(per_send));
+  }
+
+  // 1b. The same batches as the feed writes a stream's batch once its layout repeated: each
+  // node's samples named by key, checked against the node's template (built in the unmeasured
+  // first round) and written by it, the runs joined into request bodies.
+  {
+    const int64_t nodes = (series_count + kSeriesPerNode - 1) / kSeriesPerNode;
+    std::vector<rw::BatchTemplate> templates(static_cast<size_t>(nodes));
+    std::vector<rw::KeyedSample> keyed;
+    rw::CompressedSamples run;
+    std::string body;
+    size_t bytes = 0;
+    int64_t encoded = 0;
+    auto each_node = [&](int64_t round) {
+      for (int64_t first = 0; first < series_count; first += kSeriesPerNode) {
+        const int64_t last = std::min(series_count, first + kSeriesPerNode);
+        keyed.clear();
+        for (int64_t i = first; i < last; ++i) {
+          keyed.push_back({static_cast<uint32_t>(i - first), base_ms + round * 1000,
+                           static_cast<double>(i * 1000003 + round * 4096)});
+        }
+        rw::BatchTemplate& layout = templates[static_cast<size_t>(first / kSeriesPerNode)];
+        if (keyed.size() > static_cast<size_t>(per_send)) {
+          std::fprintf(stderr, "a node's batch is larger than a request: --per_send\n");
+          std::exit(1);
+        }
+        if (!layout.Matches(0, keyed) &&
+            !layout.Build(0, keyed, [&](uint32_t key) -> absl::string_view {
+              return merged[static_cast<size_t>(first) + key];
+            })) {
+          std::exit(1);
+        }
+        layout.Compress(keyed, run);
+        rw::JoinRequest(absl::MakeConstSpan(&run, 1), body);  // no copy of the run
+        bytes += body.size();
+        encoded += last - first;
+      }
+    };
+    each_node(0);  // unmeasured: the templates are built
+    bytes = 0;
+    encoded = 0;
+    const double cpu0 = CpuSeconds();
+    for (int64_t r = 0; r < rounds; ++r) {
+      each_node(r);
+    }
+    const double cpu = CpuSeconds() - cpu0;
+    const double rate = encoded / cpu;
+    const double per_sample = static_cast<double>(bytes) / encoded;
+    std::printf(
+        "encode only (template): %.0f samples/s per core, %.2f bytes/sample (%.2fx snappy's "
+        "speed, %.2fx its bytes)\n",
+        rate, per_sample, rate / snappy_rate, per_sample / snappy_bytes);
   }
 
   // Queue memory: every round queued on an endpoint whose threads never start (nothing leaves),

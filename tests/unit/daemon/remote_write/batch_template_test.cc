@@ -262,3 +262,65 @@ TEST(BatchTemplateTest, KnowsTheMemoryItHolds) {
 
 }  // namespace
 }  // namespace fabricmon::remote_write
+namespace fabricmon::remote_write {
+TEST(BatchTemplateDebug, Ops) {
+  const LabelMerger merger(LabelPairs{{"cluster", "bench"}}, LabelPairs{{"shard", "bench-0"}});
+  std::vector<std::string> labels(3000);
+  for (int i = 0; i < 3000; ++i)
+    merger.Append(*MakeLabelSet(absl::StrCat("fabricmon_ib_port_counter_", i % 40, "_total"),
+                                {{"node", "gpu-node-0"},
+                                 {"device", absl::StrCat("mlx5_", (i / 40) % 18)},
+                                 {"port", "1"}},
+                                SeriesOrigin::kAgent),
+                  labels[i]);
+  std::vector<KeyedSample> batch;
+  for (uint32_t key = 0; key < 3000; ++key)
+    batch.push_back({key, 1700000000000 + 3000, static_cast<double>(key * 1000003 + 3 * 4096)});
+  BatchTemplate layout;
+  ASSERT_TRUE(layout.Build(0, batch, LabelsOf(labels)));
+  CompressedSamples run;
+  layout.Compress(batch, run);
+  printf("template %zu bytes for %zu samples = %.2f; snappy %zu\n", run.elements.size(),
+         batch.size(), run.elements.size() / 3000.0, Reference(batch, labels).size());
+  const std::string& e = run.elements;
+  size_t p = 0, out = 0;
+  while (p < e.size()) {
+    unsigned char t = e[p];
+    bool show = out > 200000 && out < 200400;
+    if ((t & 3) == 0) {
+      size_t n = (t >> 2) + 1;
+      size_t hdr = 1;
+      if ((t >> 2) >= 60) {
+        int x = (t >> 2) - 59;
+        n = 0;
+        for (int k = 0; k < x; k++) n |= (size_t)(unsigned char)e[p + 1 + k] << (8 * k);
+        n += 1;
+        hdr += x;
+      }
+      if (show) {
+        printf("L%zu '", n);
+        for (size_t k = 0; k < n; k++) {
+          char c = e[p + hdr + k];
+          printf(c >= 32 && c < 127 ? "%c" : "\\x%02x", (unsigned char)c);
+        }
+        printf("'\n");
+      }
+      p += hdr + n;
+      out += n;
+    } else if ((t & 3) == 1) {
+      size_t n = ((t >> 2) & 7) + 4;
+      size_t off = ((t >> 5) << 8) | (unsigned char)e[p + 1];
+      if (show) printf("C1 len %zu off %zu\n", n, off);
+      p += 2;
+      out += n;
+    } else {
+      size_t n = (t >> 2) + 1;
+      size_t off = (unsigned char)e[p + 1] | ((unsigned char)e[p + 2] << 8);
+      if (show) printf("C2 len %zu off %zu\n", n, off);
+      p += 3;
+      out += n;
+    }
+  }
+  printf("%s\n", labels[1500].c_str());
+}
+}  // namespace fabricmon::remote_write

@@ -529,6 +529,15 @@ TEST_F(RemoteWriteFeedTest, ExportsItsMetricsPerEndpoint) {
     }
   }
   EXPECT_EQ(values["fabricmon_remote_write_samples_sent_total,endpoint=test"], 1);
+  size_t body_bytes = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const std::string& body : bodies_) {
+      body_bytes += body.size();
+    }
+  }
+  EXPECT_GT(body_bytes, 0u);
+  EXPECT_EQ(values["fabricmon_remote_write_sent_bytes_total,endpoint=test"], body_bytes);
   EXPECT_EQ(values["fabricmon_remote_write_requests_total,code=200,endpoint=test"], 1);
   EXPECT_EQ(values["fabricmon_remote_write_samples_pending,endpoint=test"], 0);
   EXPECT_EQ(values["fabricmon_remote_write_samples_dropped_total,endpoint=test,reason=queue_full"],

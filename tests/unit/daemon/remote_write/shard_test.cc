@@ -333,6 +333,7 @@ TEST_F(ShardTest, ARefusalOfPartOfARequestCostsOnlyTheRefusedRun) {
       ASSERT_EQ(sender.bodies.size(), 1u) << code;
       EXPECT_EQ(stats.samples_failed.load(), 5u);
       EXPECT_EQ(stats.samples_sent.load(), 0u);
+      EXPECT_EQ(stats.bytes_sent.load(), 0u) << "a refused body is not sent bytes";
       continue;
     }
     std::vector<std::vector<std::string>> requests;
@@ -346,6 +347,8 @@ TEST_F(ShardTest, ARefusalOfPartOfARequestCostsOnlyTheRefusedRun) {
         << code;
     EXPECT_EQ(stats.samples_sent.load(), 3u) << code;
     EXPECT_EQ(stats.samples_failed.load(), 2u) << code;
+    // Only the accepted parts' bodies: b c was refused, a and d e were taken.
+    EXPECT_EQ(stats.bytes_sent.load(), sender.bodies[2].size() + sender.bodies[4].size()) << code;
     EXPECT_EQ(stats.retries.load(), 0u) << code;
     EXPECT_EQ(stats.Requests(),
               (std::map<std::string, uint64_t>{{"200", 2}, {absl::StrCat(code), 3}}));
