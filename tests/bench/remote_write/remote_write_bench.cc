@@ -1,7 +1,9 @@
 // Remote-write throughput: samples per second per core that the aggregator's remote_write client
-// encodes (protobuf + snappy) and sends (libcurl, keep-alive) to a local receiver, and bytes per
-// sample on the wire. The receiver is a forked child (a minimal HTTP/1.1 server answering 204),
-// so this process' CPU time is the client's alone.
+// encodes (protobuf + snappy, or a stream's repeated layout by its template: BatchTemplate) and
+// sends (libcurl, keep-alive) to a local receiver, and bytes per sample on the wire. The queue
+// and send parts take each node's batch as the feed does in a steady state: by template (by
+// snappy when --per_send is below a node's 3,000 series). The receiver is a forked child (a minimal
+// HTTP/1.1 server answering 204), so this process' CPU time is the client's alone.
 //
 //   fabricmon_remote_write_bench [--series=N] [--rounds=N] [--shards=N] [--per_send=N]
 //   BENCH_SMOKE=1: tiny sizes (seconds, not a measurement).
@@ -175,6 +177,36 @@ int main(int argc, char** argv) {
     }
   };
 
+  // One round of every node's batch as the feed writes it once the node's layout repeated: the
+  // samples named by key, checked against the node's template (built the first time) and
+  // written by it, handed to `take`. A node's batch larger than a request is written the other
+  // way by the feed (each_batch): false when that is the case.
+  const bool templated = kSeriesPerNode <= per_send;
+  std::vector<rw::BatchTemplate> templates(
+      static_cast<size_t>((series_count + kSeriesPerNode - 1) / kSeriesPerNode));
+  std::vector<rw::KeyedSample> keyed;
+  rw::CompressedSamples templated_run;
+  auto each_templated_batch = [&](int64_t round, auto take) {
+    for (int64_t first = 0; first < series_count; first += kSeriesPerNode) {
+      const int64_t last = std::min(series_count, first + kSeriesPerNode);
+      keyed.clear();
+      for (int64_t i = first; i < last; ++i) {
+        keyed.push_back({static_cast<uint32_t>(i - first), base_ms + round * 1000,
+                         static_cast<double>(i * 1000003 + round * 4096)});
+      }
+      rw::BatchTemplate& layout = templates[static_cast<size_t>(first / kSeriesPerNode)];
+      if (!layout.Matches(0, keyed) &&
+          !layout.Build(0, keyed, [&](uint32_t key) -> absl::string_view {
+            return merged[static_cast<size_t>(first) + key];
+          })) {
+        std::fprintf(stderr, "no template for a batch of %zu samples\n", keyed.size());
+        std::exit(1);
+      }
+      layout.Compress(keyed, templated_run);
+      take(static_cast<uint64_t>(first / kSeriesPerNode), templated_run);
+    }
+  };
+
   double snappy_rate = 0;   // samples/s per core
   double snappy_bytes = 0;  // per sample
   // 1. Encoding alone, as the aggregator does: every sample written with its series' merged labels
@@ -212,48 +244,23 @@ int main(int argc, char** argv) {
         snappy_rate, snappy_bytes, static_cast<long long>(per_send));
   }
 
-  // 1b. The same batches as the feed writes a stream's batch once its layout repeated: each
-  // node's samples named by key, checked against the node's template (built in the unmeasured
-  // first round) and written by it, the runs joined into request bodies.
-  {
-    const int64_t nodes = (series_count + kSeriesPerNode - 1) / kSeriesPerNode;
-    std::vector<rw::BatchTemplate> templates(static_cast<size_t>(nodes));
-    std::vector<rw::KeyedSample> keyed;
-    rw::CompressedSamples run;
+  // 1b. The same batches as the feed writes a stream's batch once its layout repeated (the
+  // templates built in an unmeasured first round), the runs joined into request bodies.
+  if (templated) {
     std::string body;
     size_t bytes = 0;
     int64_t encoded = 0;
-    auto each_node = [&](int64_t round) {
-      for (int64_t first = 0; first < series_count; first += kSeriesPerNode) {
-        const int64_t last = std::min(series_count, first + kSeriesPerNode);
-        keyed.clear();
-        for (int64_t i = first; i < last; ++i) {
-          keyed.push_back({static_cast<uint32_t>(i - first), base_ms + round * 1000,
-                           static_cast<double>(i * 1000003 + round * 4096)});
-        }
-        rw::BatchTemplate& layout = templates[static_cast<size_t>(first / kSeriesPerNode)];
-        if (keyed.size() > static_cast<size_t>(per_send)) {
-          std::fprintf(stderr, "a node's batch is larger than a request: --per_send\n");
-          std::exit(1);
-        }
-        if (!layout.Matches(0, keyed) &&
-            !layout.Build(0, keyed, [&](uint32_t key) -> absl::string_view {
-              return merged[static_cast<size_t>(first) + key];
-            })) {
-          std::exit(1);
-        }
-        layout.Compress(keyed, run);
-        rw::JoinRequest(absl::MakeConstSpan(&run, 1), body);  // no copy of the run
-        bytes += body.size();
-        encoded += last - first;
-      }
+    auto encode = [&](uint64_t, const rw::CompressedSamples& run) {
+      rw::JoinRequest(absl::MakeConstSpan(&run, 1), body);  // no copy of the run
+      bytes += body.size();
+      encoded += static_cast<int64_t>(run.samples);
     };
-    each_node(0);  // unmeasured: the templates are built
+    each_templated_batch(0, encode);  // unmeasured: the templates are built
     bytes = 0;
     encoded = 0;
     const double cpu0 = CpuSeconds();
     for (int64_t r = 0; r < rounds; ++r) {
-      each_node(r);
+      each_templated_batch(r, encode);
     }
     const double cpu = CpuSeconds() - cpu0;
     const double rate = encoded / cpu;
@@ -263,6 +270,23 @@ int main(int argc, char** argv) {
         "speed, %.2fx its bytes)\n",
         rate, per_sample, rate / snappy_rate, per_sample / snappy_bytes);
   }
+
+  // Queues a round on `endpoint` as the feed does: by template when a node's batch fits in a
+  // request, else encoded.
+  auto append = [&](rw::Endpoint& endpoint, int64_t round) {
+    if (templated) {
+      each_templated_batch(round, [&](uint64_t node, rw::CompressedSamples& run) {
+        if (!endpoint.AppendCompressed(node, run)) {
+          std::fprintf(stderr, "queue full\n");
+          std::exit(1);
+        }
+      });
+    } else {
+      each_batch(round, [&](uint64_t node, const rw::EncodedSamples& batch) {
+        endpoint.AppendEncoded(node, batch);
+      });
+    }
+  };
 
   // Queue memory: every round queued on an endpoint whose threads never start (nothing leaves),
   // the heap in use before and after.
@@ -283,9 +307,7 @@ int main(int argc, char** argv) {
     }
     const size_t heap0 = mallinfo2().uordblks;
     for (int64_t r = 0; r < rounds; ++r) {
-      each_batch(r, [&](uint64_t node, const rw::EncodedSamples& batch) {
-        (*idle)->AppendEncoded(node, batch);
-      });
+      append(**idle, r);
     }
     const size_t heap = mallinfo2().uordblks - heap0;
     std::printf("queued: %.1f bytes/sample (%zu samples pending)\n",
@@ -323,9 +345,7 @@ int main(int argc, char** argv) {
   const auto wall0 = std::chrono::steady_clock::now();
   (*endpoint)->Start();
   for (int64_t r = 0; r < rounds; ++r) {
-    each_batch(r, [&](uint64_t node, const rw::EncodedSamples& batch) {
-      (*endpoint)->AppendEncoded(node, batch);
-    });
+    append(**endpoint, r);
   }
   while ((*endpoint)->Pending() > 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
