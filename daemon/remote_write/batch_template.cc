@@ -358,8 +358,12 @@ void BatchTemplate::Compress(absl::Span<const KeyedSample> samples, CompressedSa
     const bool same_time_as_previous =
         i > 0 && samples[i - 1].timestamp_ms == sample.timestamp_ms && reach(i - 1);
     const size_t previous_distance = i > 0 ? at - value_offsets_[i - 1] : 0;
+    // The timestamp as written, only where it is not copied: most samples copy it.
     char timestamp[kSmallCopy];
-    wire::WriteVarint(static_cast<uint64_t>(sample.timestamp_ms), timestamp);
+    auto written_timestamp = [&]() -> const char* {
+      wire::WriteVarint(static_cast<uint64_t>(sample.timestamp_ms), timestamp);
+      return timestamp;
+    };
 
     uint32_t& last = last_with_value[(bits * 0x9e3779b97f4a7c15ULL) >> (64 - kValueHashBits)];
     const uint32_t j = last;
@@ -392,7 +396,7 @@ void BatchTemplate::Compress(absl::Span<const KeyedSample> samples, CompressedSa
       if (same_time_as_previous) {
         w.Copy(previous_distance, timestamp_size);
       } else {
-        w.Literal(timestamp, timestamp_size);
+        w.Literal(written_timestamp(), timestamp_size);
       }
       continue;
     }
@@ -418,7 +422,7 @@ void BatchTemplate::Compress(absl::Span<const KeyedSample> samples, CompressedSa
       w.Copy(previous_distance, high + 1 + timestamp_size);  // and the tag and the timestamp
       continue;
     }
-    w.Literal(value + skip, kValueAndTag - skip, timestamp, timestamp_size);
+    w.Literal(value + skip, kValueAndTag - skip, written_timestamp(), timestamp_size);
   }
   w.Flush();
   out.elements.assign(scratch.data(), w.end() - scratch.data());

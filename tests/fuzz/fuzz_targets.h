@@ -20,6 +20,7 @@ void Fuzz_link_list(const uint8_t* data, size_t size);
 void Fuzz_text_config(const uint8_t* data, size_t size);
 void Fuzz_ingest(const uint8_t* data, size_t size);
 void Fuzz_exposition(const uint8_t* data, size_t size);
+void Fuzz_batch_template(const uint8_t* data, size_t size);
 
 // Every target in this build, in a fixed order.
 inline std::vector<FuzzTarget> AllFuzzTargets() {
@@ -50,6 +51,9 @@ inline std::vector<FuzzTarget> AllFuzzTargets() {
 #endif
 #ifdef FABRICMON_FUZZ_HAVE_EXPOSITION
       {"exposition", &Fuzz_exposition},
+#endif
+#ifdef FABRICMON_FUZZ_HAVE_BATCH_TEMPLATE
+      {"batch_template", &Fuzz_batch_template},
 #endif
   };
   return targets;

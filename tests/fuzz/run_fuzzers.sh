@@ -32,7 +32,7 @@ MALLOC_MB=${FUZZ_MALLOC_MB:-512}
 CC=${CC:-clang-14}
 CXX=${CXX:-clang++-14}
 ALL_TARGETS=(sysfs_value ethtool_text proc_net_snmp rdma_netlink ibnetdiscover link_list text_config
-  ingest exposition)
+  ingest exposition batch_template)
 TARGETS=("$@")
 if ((${#TARGETS[@]} == 0)); then TARGETS=("${ALL_TARGETS[@]}"); fi
 
