@@ -120,6 +120,19 @@ std::pair<pid_t, int> StartReceiver() {
   return {pid, ntohs(address.sin_port)};
 }
 
+// Runs round(0) unmeasured, then restart() (which zeroes what the round counts), then
+// round(0..rounds-1): returns their CPU seconds.
+template <typename Round, typename Restart>
+double MeasuredRounds(int64_t rounds, Round round, Restart restart) {
+  round(0);
+  restart();
+  const double cpu0 = CpuSeconds();
+  for (int64_t r = 0; r < rounds; ++r) {
+    round(r);
+  }
+  return CpuSeconds() - cpu0;
+}
+
 int64_t Flag(int argc, char** argv, const char* name, int64_t fallback) {
   const std::string prefix = absl::StrCat("--", name, "=");
   for (int i = 1; i < argc; ++i) {
@@ -228,14 +241,13 @@ int main(int argc, char** argv) {
         encoded += static_cast<int64_t>(end - begin);
       }
     };
-    each_batch(0, encode);  // unmeasured: the heap grows to its working size (page faults) first
-    bytes = 0;
-    encoded = 0;
-    const double cpu0 = CpuSeconds();
-    for (int64_t r = 0; r < rounds; ++r) {
-      each_batch(r, encode);
-    }
-    const double cpu = CpuSeconds() - cpu0;
+    // Unmeasured first: the heap grows to its working size (page faults).
+    const double cpu = MeasuredRounds(
+        rounds, [&](int64_t r) { each_batch(r, encode); },
+        [&] {
+          bytes = 0;
+          encoded = 0;
+        });
     snappy_rate = encoded / cpu;
     snappy_bytes = static_cast<double>(bytes) / encoded;
     std::printf(
@@ -255,14 +267,13 @@ int main(int argc, char** argv) {
       bytes += body.size();
       encoded += static_cast<int64_t>(run.samples);
     };
-    each_templated_batch(0, encode);  // unmeasured: the templates are built
-    bytes = 0;
-    encoded = 0;
-    const double cpu0 = CpuSeconds();
-    for (int64_t r = 0; r < rounds; ++r) {
-      each_templated_batch(r, encode);
-    }
-    const double cpu = CpuSeconds() - cpu0;
+    // Unmeasured first: the templates are built.
+    const double cpu = MeasuredRounds(
+        rounds, [&](int64_t r) { each_templated_batch(r, encode); },
+        [&] {
+          bytes = 0;
+          encoded = 0;
+        });
     const double rate = encoded / cpu;
     const double per_sample = static_cast<double>(bytes) / encoded;
     std::printf(

@@ -44,17 +44,23 @@ class RemoteWriteFeedTest : public ::testing::Test {
                                             LabelPairs aggregator_labels = {}) {
     remote_write::QueueOptions queue;
     queue.shards = 2;
+    std::vector<RemoteWriteFeed::EndpointEntry> endpoints;
+    endpoints.push_back(
+        Entry({"test", std::move(external), queue, std::move(aggregator_labels)}, bodies_));
+    return std::make_unique<RemoteWriteFeed>(std::move(endpoints), clock_);
+  }
+  // An endpoint whose requests' bodies go to `bodies`.
+  RemoteWriteFeed::EndpointEntry Entry(remote_write::EndpointOptions options,
+                                       std::vector<std::string>& bodies) {
     auto endpoint = remote_write::Endpoint::Create(
-        {"test", std::move(external), queue, std::move(aggregator_labels)},
-        [this]() -> absl::StatusOr<std::unique_ptr<remote_write::Sender>> {
+        std::move(options),
+        [this, &bodies]() -> absl::StatusOr<std::unique_ptr<remote_write::Sender>> {
           return std::unique_ptr<remote_write::Sender>(
-              std::make_unique<CapturingSender>(bodies_, mu_));
+              std::make_unique<CapturingSender>(bodies, mu_));
         },
         clock_);
     EXPECT_TRUE(endpoint.ok());
-    std::vector<RemoteWriteFeed::EndpointEntry> endpoints;
-    endpoints.push_back({*std::move(endpoint), int64_t{5} * 1000000000});
-    return std::make_unique<RemoteWriteFeed>(std::move(endpoints), clock_);
+    return {*std::move(endpoint), int64_t{5} * 1000000000};
   }
   // Everything the receiver got, by series (labels as "k=v,..."), in arrival order.
   std::map<std::string, std::vector<Received>> ReceivedBySeries() {
@@ -316,15 +322,7 @@ TEST_F(RemoteWriteFeedTest, EachEndpointMergesItsOwnExternalLabels) {
     remote_write::QueueOptions queue;
     queue.shards = 3;
     queue.max_samples_per_send = 7;
-    auto endpoint = remote_write::Endpoint::Create(
-        {absl::StrCat("e", e), external[e], queue},
-        [&, e]() -> absl::StatusOr<std::unique_ptr<remote_write::Sender>> {
-          return std::unique_ptr<remote_write::Sender>(
-              std::make_unique<CapturingSender>(bodies[e], mu_));
-        },
-        clock_);
-    ASSERT_TRUE(endpoint.ok());
-    endpoints.push_back({*std::move(endpoint), int64_t{5} * 1000000000});
+    endpoints.push_back(Entry({absl::StrCat("e", e), external[e], queue, {}}, bodies[e]));
   }
   RemoteWriteFeed feed(std::move(endpoints), clock_);
   NodeState node("gpu-9", 4, 1000);
@@ -397,15 +395,7 @@ TEST_F(RemoteWriteFeedTest, RepeatedAndChangedLayoutsAreSentExactly) {
     remote_write::QueueOptions queue;
     queue.shards = 2;
     queue.max_samples_per_send = e == 0 ? 10000 : 7;  // the second never uses a template
-    auto endpoint = remote_write::Endpoint::Create(
-        {absl::StrCat("e", e), {{"cluster", "c"}}, queue},
-        [&, e]() -> absl::StatusOr<std::unique_ptr<remote_write::Sender>> {
-          return std::unique_ptr<remote_write::Sender>(
-              std::make_unique<CapturingSender>(bodies[e], mu_));
-        },
-        clock_);
-    ASSERT_TRUE(endpoint.ok());
-    endpoints.push_back({*std::move(endpoint), int64_t{5} * 1000000000});
+    endpoints.push_back(Entry({absl::StrCat("e", e), {{"cluster", "c"}}, queue, {}}, bodies[e]));
   }
   RemoteWriteFeed feed(std::move(endpoints), clock_);
   NodeState node("gpu-3", 4, 1000);
