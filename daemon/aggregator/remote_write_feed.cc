@@ -9,7 +9,7 @@
 #include "absl/time/time.h"
 #include "collectors/core/sample.h"
 #include "daemon/exposition/text_exposition.h"
-#include "daemon/remote_write/batch_template.h"
+#include "daemon/remote_write/keyed_batch_writer.h"
 #include "daemon/remote_write/protobuf_wire.h"
 #include "daemon/wire/aggregator_families.h"
 
@@ -17,7 +17,6 @@ namespace fabricmon::aggregator {
 namespace {
 
 using remote_write::LabelPairs;
-using remote_write::LabelSet;
 using remote_write::PendingSample;
 
 int64_t ToMillis(int64_t unix_nanos) {
@@ -36,7 +35,7 @@ int64_t ToMillis(int64_t unix_nanos) {
 // buffer per stream in slot order, and compressed by the shard.
 class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
  public:
-  explicit StreamFeed(RemoteWriteFeed& feed) : feed_(feed), labels_(feed.endpoints_.size()) {}
+  explicit StreamFeed(RemoteWriteFeed& feed) : feed_(feed), writer_(feed.Endpoints()) {}
 
   void OnStored(const store::NodeState& node, absl::Span<const store::SlotRef> slots,
                 const std::vector<bool>& present,
@@ -45,17 +44,19 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
     // The batch's samples, each naming its labels by slot and kind (LabelsKey): written into
     // requests after the node's lock is released. One buffer per ingest thread serves every
     // stream.
-    thread_local std::vector<remote_write::KeyedSample> batch;
-    batch.clear();
-    uint64_t layout = 0;  // a hash of the batch's layout (BatchTemplate::Matches)
+    // Sized for the most a batch can hold (a sample and a saturation flag per slot) and written
+    // field by field: a KeyedSample built apart and copied in whole was read back before its
+    // fields' stores had landed (a store-forwarding stall on every sample).
+    thread_local std::vector<remote_write::KeyedSample> buffer;
+    if (buffer.size() < 2 * slots.size()) {
+      buffer.resize(2 * slots.size());
+    }
+    size_t count = 0;
     auto add = [&](size_t slot, size_t kind, int64_t timestamp_ms, double value) {
-      const uint32_t key = LabelsKey(slot, kind);
-      batch.push_back({key, timestamp_ms, value});
-      layout =
-          (layout ^
-           (key | (uint64_t{remote_write::wire::VarintSize(static_cast<uint64_t>(timestamp_ms))}
-                   << 32))) *
-          0x9e3779b97f4a7c15ULL;
+      remote_write::KeyedSample& sample = buffer[count++];
+      sample.labels_key = LabelsKey(slot, kind);
+      sample.timestamp_ms = timestamp_ms;
+      sample.value = value;
     };
     node.WithSeries([&](const std::vector<store::Series>& all) {
       for (size_t i = 0; i < slots.size() && i < present.size(); ++i) {
@@ -84,10 +85,10 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
           pairs.reserve(series.desc->labels.size() + 1);
           pairs.emplace_back("node", node.name());
           pairs.insert(pairs.end(), series.desc->labels.begin(), series.desc->labels.end());
-          Remember(slot.index, kSeriesLabels,
-                   *remote_write::MakeLabelSet(series.desc->name, std::move(pairs),
-                                               remote_write::SeriesOrigin::kAgent));
-          Forget(slot.index, kFlagLabels);
+          writer_.Remember(LabelsKey(slot.index, kSeriesLabels),
+                           *remote_write::MakeLabelSet(series.desc->name, std::move(pairs),
+                                                       remote_write::SeriesOrigin::kAgent));
+          writer_.Forget(LabelsKey(slot.index, kFlagLabels));
           cached.generation = slot.generation;
           cached.known = true;
           cached.flag_known = false;
@@ -103,9 +104,10 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
           if (!cached.flag_known) {
             LabelPairs pairs = {{"node", node.name()}, {"metric", series.desc->name}};
             pairs.insert(pairs.end(), series.desc->labels.begin(), series.desc->labels.end());
-            Remember(slot.index, kFlagLabels,
-                     *remote_write::MakeLabelSet(exposition::kSaturatedFamily, std::move(pairs),
-                                                 remote_write::SeriesOrigin::kAgent));
+            writer_.Remember(
+                LabelsKey(slot.index, kFlagLabels),
+                *remote_write::MakeLabelSet(exposition::kSaturatedFamily, std::move(pairs),
+                                            remote_write::SeriesOrigin::kAgent));
             cached.flag_known = true;
           }
           add(slot.index, kFlagLabels, timestamp_ms, saturated ? 1.0 : remote_write::StaleNaN());
@@ -113,40 +115,12 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
         }
       }
     });
-    if (batch.empty()) {
+    if (count == 0) {
       return;
     }
-    // A layout seen twice running is worth a template: a stream whose batches alternate
-    // between layouts (collectors on different intervals) is compressed as it comes.
-    const bool repeated = layout == last_layout_;
-    last_layout_ = layout;
     // Every batch of a node to the same shard of each endpoint.
-    const uint64_t route = std::hash<std::string_view>()(node.name());
-    for (size_t e = 0; e < labels_.size(); ++e) {
-      remote_write::Endpoint& endpoint = *feed_.endpoints_[e].endpoint;
-      remote_write::BatchTemplate& layout_template = labels_[e].layout_template;
-      if (batch.size() <= endpoint.max_samples_per_send() &&
-          (layout_template.Matches(labels_version_, batch) ||
-           (repeated && layout_template.Build(labels_version_, batch, [&](uint32_t key) {
-             return Labels(e, key / 2, key % 2);
-           })))) {
-        thread_local remote_write::CompressedSamples run;
-        layout_template.Compress(batch, run);
-        run.enqueued_monotonic_nanos = now;
-        if (endpoint.AppendCompressed(route, run, settlement)) {
-          continue;
-        }
-      }
-      // Encoded as it comes; the shard compresses what fits and counts the rest.
-      thread_local remote_write::EncodedSamples encoded;
-      encoded.Clear();
-      encoded.enqueued_monotonic_nanos = now;
-      for (const remote_write::KeyedSample& sample : batch) {
-        encoded.Add(Labels(e, sample.labels_key / 2, sample.labels_key % 2), sample.timestamp_ms,
-                    sample.value);
-      }
-      endpoint.AppendEncoded(route, encoded, settlement);
-    }
+    writer_.Write(absl::MakeConstSpan(buffer.data(), count),
+                  std::hash<std::string_view>()(node.name()), now, settlement);
   }
 
  private:
@@ -161,94 +135,35 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
     store::SharedDesc desc;
     double scale = 1.0;
   };
-  // Where a slot's merged labels lie in an endpoint's buffer.
-  struct LabelSpan {
-    // 64 bits: the caps allow a node 200,000 series of up to 16 labels of 256 bytes each (and
-    // their saturation flags' labels), past 4 GiB with the buffer's slack.
-    uint64_t offset = 0;
-    uint32_t size = 0;
-  };
   static constexpr size_t kSeriesLabels = 0;
   static constexpr size_t kFlagLabels = 1;
-  // One endpoint's merged labels of every slot, back to back in `bytes`; by_slot[slot][kind].
-  struct EndpointLabels {
-    std::string bytes;
-    std::vector<std::array<LabelSpan, 2>> by_slot;
-    size_t live = 0;  // bytes still referred to (the rest: labels of replaced series)
-    // The stream's last repeated layout with these labels, compressed once.
-    remote_write::BatchTemplate layout_template;
-  };
-
   // A batch's sample names its labels by slot and kind.
   static uint32_t LabelsKey(size_t slot, size_t kind) {
     return static_cast<uint32_t>(2 * slot + kind);
   }
 
-  absl::string_view Labels(size_t endpoint, size_t slot, size_t kind) const {
-    const EndpointLabels& labels = labels_[endpoint];
-    const LabelSpan span = labels.by_slot[slot][kind];
-    return absl::string_view(labels.bytes.data() + span.offset, span.size);
-  }
-
-  // Merges `set` with each endpoint's external labels and keeps the result as the slot's.
-  void Remember(size_t slot, size_t kind, const remote_write::LabelSet& set) {
-    Forget(slot, kind);
-    for (size_t e = 0; e < labels_.size(); ++e) {
-      EndpointLabels& labels = labels_[e];
-      if (slot >= labels.by_slot.size()) {
-        labels.by_slot.resize(slot + 1);
-      }
-      // Series churn leaves replaced labels behind: past twice what is live, the buffer is
-      // rebuilt from the live spans.
-      if (labels.bytes.size() > 2 * labels.live + 65536) {
-        Compact(labels);
-      }
-      const size_t offset = labels.bytes.size();
-      feed_.endpoints_[e].endpoint->labels().Append(set, labels.bytes);
-      const size_t size = labels.bytes.size() - offset;
-      labels.by_slot[slot][kind] = {offset, static_cast<uint32_t>(size)};
-      labels.live += size;
-    }
-  }
-
-  void Forget(size_t slot, size_t kind) {
-    ++labels_version_;  // a template built before may name other labels by this slot
-    for (EndpointLabels& labels : labels_) {
-      if (slot < labels.by_slot.size()) {
-        labels.live -= labels.by_slot[slot][kind].size;
-        labels.by_slot[slot][kind] = {};
-      }
-    }
-  }
-
-  static void Compact(EndpointLabels& labels) {
-    std::string bytes;
-    bytes.reserve(labels.live);
-    for (auto& spans : labels.by_slot) {
-      for (LabelSpan& span : spans) {
-        const size_t offset = bytes.size();
-        bytes.append(labels.bytes, span.offset, span.size);
-        span.offset = offset;
-      }
-    }
-    labels.bytes = std::move(bytes);
-  }
-
   RemoteWriteFeed& feed_;
-  std::vector<Cached> slots_;           // by slot index
-  std::vector<EndpointLabels> labels_;  // by endpoint
-  uint64_t labels_version_ = 0;         // moves whenever a slot's labels change
-  uint64_t last_layout_ = 0;            // the last batch's layout hash
+  std::vector<Cached> slots_;  // by slot index
+  // Each slot's labels (LabelsKey) and the stream's last repeated layout, per endpoint.
+  remote_write::KeyedBatchWriter writer_;
 };
 
 RemoteWriteFeed::RemoteWriteFeed(std::vector<EndpointEntry> endpoints, const Clock& clock)
-    : endpoints_(std::move(endpoints)), clock_(clock) {
+    : endpoints_(std::move(endpoints)), clock_(clock), forward_writer_(Endpoints()) {
   for (EndpointEntry& entry : endpoints_) {
     entry.endpoint->Start();
   }
 }
 
 RemoteWriteFeed::~RemoteWriteFeed() { Shutdown(); }
+
+std::vector<remote_write::Endpoint*> RemoteWriteFeed::Endpoints() const {
+  std::vector<remote_write::Endpoint*> endpoints;
+  for (const EndpointEntry& entry : endpoints_) {
+    endpoints.push_back(entry.endpoint.get());
+  }
+  return endpoints;
+}
 
 std::unique_ptr<BatchObserver::Stream> RemoteWriteFeed::OpenStream() {
   return std::make_unique<StreamFeed>(*this);
@@ -288,12 +203,12 @@ void RemoteWriteFeed::ForwardFamilies(const std::vector<prometheus::MetricFamily
                                       int64_t timestamp_unix_nanos) {
   const int64_t timestamp_ms = ToMillis(timestamp_unix_nanos);
   const int64_t now = clock_.MonotonicNanos();
-  std::vector<PendingSample> samples;
   absl::MutexLock lock(&forward_mu_);
   ++forwardings_;
+  forward_batch_.clear();
   // Each tick forwards mostly the series of the tick before: a series is looked up by its
-  // encoded labels, built in buffers kept across ticks, and gets a label set of its own only
-  // the first time (the same set each tick, so its shard does not depend on a fresh hash).
+  // encoded labels, built in buffers kept across ticks, and is given a key (its labels merged
+  // for every endpoint) only the first time.
   for (const prometheus::MetricFamily& family : families) {
     const bool counter = family.type == prometheus::MetricType::Counter;
     for (const prometheus::ClientMetric& metric : family.metric) {
@@ -309,26 +224,44 @@ void RemoteWriteFeed::ForwardFamilies(const std::vector<prometheus::MetricFamily
         for (const auto& label : metric.label) {
           pairs.emplace_back(label.name, label.value);
         }
-        std::shared_ptr<const LabelSet> set = remote_write::MakeLabelSet(
-            family.name, std::move(pairs), remote_write::SeriesOrigin::kAggregator);
-        it = last_forwarded_.emplace(key_, Forwarded{std::move(set), 0}).first;
+        uint32_t key = next_key_;
+        if (free_keys_.empty()) {
+          ++next_key_;
+        } else {
+          key = free_keys_.back();
+          free_keys_.pop_back();
+        }
+        forward_writer_.Remember(
+            key, *remote_write::MakeLabelSet(family.name, std::move(pairs),
+                                             remote_write::SeriesOrigin::kAggregator));
+        it = last_forwarded_.emplace(key_, Forwarded{key, 0}).first;
+      } else if (it->second.forwarding == forwardings_) {
+        // The same series twice in one forwarding: a receiver refuses a request with two
+        // values at one timestamp whole, so the first one goes.
+        continue;
       }
       it->second.forwarding = forwardings_;
-      samples.push_back(
-          {it->second.set, timestamp_ms, counter ? metric.counter.value : metric.gauge.value, now});
+      forward_batch_.push_back(
+          {it->second.key, timestamp_ms, counter ? metric.counter.value : metric.gauge.value});
     }
   }
-  // A series this forwarding lacks ends: a staleness marker, and it is forgotten.
+  // A series this forwarding lacks ends: a staleness marker, and it is forgotten (its key
+  // once the marker is queued).
+  ended_keys_.clear();
   for (auto it = last_forwarded_.begin(); it != last_forwarded_.end();) {
     if (it->second.forwarding != forwardings_) {
-      samples.push_back({it->second.set, timestamp_ms, remote_write::StaleNaN(), now});
+      forward_batch_.push_back({it->second.key, timestamp_ms, remote_write::StaleNaN()});
+      ended_keys_.push_back(it->second.key);
       last_forwarded_.erase(it++);
     } else {
       ++it;
     }
   }
-  if (!samples.empty()) {
-    Append(samples);
+  // All to one shard of each endpoint, so that each series stays in order.
+  forward_writer_.Write(forward_batch_, /*route=*/0, now, nullptr);
+  for (const uint32_t key : ended_keys_) {
+    forward_writer_.Forget(key);
+    free_keys_.push_back(key);
   }
 }
 

@@ -33,6 +33,7 @@
 #include "daemon/common/clock.h"
 #include "daemon/remote_write/bearer_token_file.h"
 #include "daemon/remote_write/endpoint.h"
+#include "daemon/remote_write/keyed_batch_writer.h"
 #include "prometheus/collectable.h"
 #include "prometheus/metric_family.h"
 
@@ -82,15 +83,26 @@ class RemoteWriteFeed final : public BatchObserver, public prometheus::Collectab
   std::vector<EndpointEntry> endpoints_;
   const Clock& clock_;
 
+  // Each endpoint's entry's endpoint.
+  std::vector<remote_write::Endpoint*> Endpoints() const;
+
   absl::Mutex forward_mu_;
   struct Forwarded {
-    std::shared_ptr<const remote_write::LabelSet> set;
+    uint32_t key = 0;         // its labels' key in forward_writer_
     uint64_t forwarding = 0;  // the last forwarding that had the series
   };
   // The series of the last forwarding, by their encoded labels (LabelSet::encoded): a series
   // missing from the next one gets a staleness marker.
   absl::flat_hash_map<std::string, Forwarded> last_forwarded_ ABSL_GUARDED_BY(forward_mu_);
   uint64_t forwardings_ ABSL_GUARDED_BY(forward_mu_) = 0;
+  // The forwarded series' labels by key, and each tick's layout compressed once: the families
+  // come in the same order every tick.
+  remote_write::KeyedBatchWriter forward_writer_ ABSL_GUARDED_BY(forward_mu_);
+  std::vector<uint32_t> free_keys_ ABSL_GUARDED_BY(forward_mu_);  // keys of ended series
+  uint32_t next_key_ ABSL_GUARDED_BY(forward_mu_) = 0;
+  // One forwarding's samples, and the keys it ended (kept: no allocation per tick).
+  std::vector<remote_write::KeyedSample> forward_batch_ ABSL_GUARDED_BY(forward_mu_);
+  std::vector<uint32_t> ended_keys_ ABSL_GUARDED_BY(forward_mu_);
   // A series' labels while it is looked up (kept: no allocation per series once grown).
   remote_write::LabelRefs label_refs_ ABSL_GUARDED_BY(forward_mu_);
   std::string key_ ABSL_GUARDED_BY(forward_mu_);

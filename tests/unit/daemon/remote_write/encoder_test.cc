@@ -4,8 +4,10 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "daemon/remote_write/protobuf_wire.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "snappy.h"
@@ -344,6 +346,21 @@ TEST(EncoderTest, AClearedRunHoldsOnlyWhatWasAddedSince) {
   // The first sample carries its value (9 bytes); the second, 0, leaves it out.
   EXPECT_EQ(run.begin(1), (run.bytes().size() + 9) / 2);
   EXPECT_EQ(std::string(run.bytes()), ReferenceRequest(after, {}).SerializeAsString());
+}
+
+TEST(EncoderTest, VarintSizeIsTheLengthWriteVarintWrites) {
+  // Every length boundary (2^(7k) - 1 and 2^(7k)), each power of two, and the extremes.
+  std::vector<uint64_t> values = {0, 1, ~uint64_t{0}, uint64_t{1} << 63};
+  for (int bit = 0; bit < 64; ++bit) {
+    values.push_back(uint64_t{1} << bit);
+    values.push_back((uint64_t{1} << bit) - 1);
+    values.push_back((uint64_t{1} << bit) + 1);
+  }
+  for (const uint64_t value : values) {
+    char out[16];
+    const size_t written = wire::WriteVarint(value, out) - out;
+    EXPECT_EQ(wire::VarintSize(value), written) << value;
+  }
 }
 
 TEST(EncoderTest, StaleNaNIsPrometheusBitPattern) {

@@ -385,7 +385,8 @@ TEST_F(RemoteWriteFeedTest, EachEndpointMergesItsOwnExternalLabels) {
 }
 
 // A stream's batches of the layout it sent last are compressed by that layout's template
-// (BatchTemplate), others as they come; a batch larger than a request goes the encoder's way.
+// (BatchTemplate), others as they come; a batch larger than a request goes in pieces of a
+// request's size, each with a template of its own.
 // Both endpoints get every value exactly, through layouts that repeat, change (a series absent,
 // a series added) and repeat again.
 TEST_F(RemoteWriteFeedTest, RepeatedAndChangedLayoutsAreSentExactly) {
@@ -394,7 +395,7 @@ TEST_F(RemoteWriteFeedTest, RepeatedAndChangedLayoutsAreSentExactly) {
   for (int e = 0; e < 2; ++e) {
     remote_write::QueueOptions queue;
     queue.shards = 2;
-    queue.max_samples_per_send = e == 0 ? 10000 : 7;  // the second never uses a template
+    queue.max_samples_per_send = e == 0 ? 10000 : 7;  // the second: two pieces a batch
     endpoints.push_back(Entry({absl::StrCat("e", e), {{"cluster", "c"}}, queue, {}}, bodies[e]));
   }
   RemoteWriteFeed feed(std::move(endpoints), clock_);
@@ -459,6 +460,79 @@ TEST_F(RemoteWriteFeedTest, RepeatedAndChangedLayoutsAreSentExactly) {
       }
     }
     EXPECT_EQ(got, expected) << "endpoint " << e;
+  }
+}
+
+// The aggregator's own families come in the same order every tick and are written by
+// templates too, in pieces of a request's size: every value exactly, each series in order, a
+// series a tick lacks marked stale (and back later as a series anew), a series listed twice in
+// one tick sent once.
+TEST_F(RemoteWriteFeedTest, ForwardedFamiliesAreSentExactlyTickAfterTick) {
+  std::vector<std::string> bodies;
+  remote_write::QueueOptions queue;
+  queue.shards = 3;
+  queue.max_samples_per_send = 7;
+  std::vector<RemoteWriteFeed::EndpointEntry> endpoints;
+  endpoints.push_back(Entry({"e", {}, queue, {{"shard", "s1"}}}, bodies));
+  RemoteWriteFeed feed(std::move(endpoints), clock_);
+  // Node name → its samples in arrival order.
+  std::map<std::string, std::vector<std::pair<int64_t, double>>> expected;
+  const int64_t start_ms = 1'700'000'000'000;
+  for (int tick = 0; tick < 8; ++tick) {
+    prometheus::MetricFamily up;
+    up.name = "fabricmon_node_up";
+    up.type = prometheus::MetricType::Gauge;
+    const int64_t t_ms = start_ms + tick * 1000;
+    for (int i = 0; i < 20; ++i) {
+      if (i == 5 && (tick == 3 || tick == 4)) {
+        if (tick == 3) {
+          expected["n5"].emplace_back(t_ms, remote_write::StaleNaN());  // ended
+        }
+        continue;
+      }
+      up.metric.emplace_back();
+      up.metric.back().label = {{"node", absl::StrCat("n", i)}};
+      up.metric.back().gauge.value = i % 3 == 0 ? 1 : tick * 100 + i;
+      expected[absl::StrCat("n", i)].emplace_back(t_ms, up.metric.back().gauge.value);
+    }
+    if (tick == 2) {
+      up.metric.push_back(up.metric.front());  // listed twice: the first value goes
+      up.metric.back().gauge.value = -1;
+    }
+    feed.ForwardFamilies({up}, t_ms * 1'000'000);
+  }
+  feed.Shutdown();
+  absl::MutexLock lock(&mu_);
+  std::map<std::string, std::vector<std::pair<int64_t, double>>> got;
+  for (const std::string& body : bodies) {
+    auto request = remote_write::DecodeWriteRequest(body);
+    ASSERT_TRUE(request.ok()) << request.status();
+    for (const auto& series : request->timeseries()) {
+      std::string node;
+      for (const auto& label : series.labels()) {
+        if (label.name() == "node") {
+          node = label.value();
+        }
+        if (label.name() == "shard") {
+          EXPECT_EQ(label.value(), "s1");
+        }
+      }
+      for (const auto& sample : series.samples()) {
+        got[node].emplace_back(sample.timestamp(), sample.value());
+      }
+    }
+  }
+  ASSERT_EQ(got.size(), expected.size());
+  for (const auto& [node, samples] : expected) {
+    ASSERT_EQ(got[node].size(), samples.size()) << node;
+    for (size_t k = 0; k < samples.size(); ++k) {
+      EXPECT_EQ(got[node][k].first, samples[k].first) << node << " " << k;
+      if (remote_write::IsStaleNaN(samples[k].second)) {
+        EXPECT_TRUE(remote_write::IsStaleNaN(got[node][k].second)) << node << " " << k;
+      } else {
+        EXPECT_EQ(got[node][k].second, samples[k].second) << node << " " << k;
+      }
+    }
   }
 }
 

@@ -1,0 +1,88 @@
+#pragma once
+
+// Writes batches whose samples name their labels by a key into every endpoint's queue. Each key's
+// labels are merged with each endpoint's labels (LabelMerger) once, when remembered, and kept
+// back to back in one buffer per endpoint; a batch of the layout the writer was given last
+// (the same keys in the same order, timestamps of the same encoded sizes, no labels changed since)
+// is compressed by that layout's template (BatchTemplate: its labels were compressed once), any
+// other is encoded and compressed by the shard. A batch larger than an endpoint's
+// max_samples_per_send is written in pieces of that many, each with a template of its own. Every
+// batch goes to shard `route` of each endpoint, so a writer whose keys always come with the same
+// route keeps each series in order.
+//
+// Two writers: one per agent stream (keys: a node's slots), and the aggregator's forwarding of
+// its own families (keys: the forwarded series).
+//
+// Thread-compatible: one thread at a time.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "daemon/remote_write/batch_template.h"
+#include "daemon/remote_write/endpoint.h"
+#include "daemon/remote_write/label_set.h"
+
+namespace fabricmon::remote_write {
+
+class KeyedBatchWriter {
+ public:
+  // Keeps references to the endpoints, which must outlive the writer.
+  explicit KeyedBatchWriter(std::vector<Endpoint*> endpoints);
+
+  // `set`, merged with each endpoint's labels, becomes the labels of `key` (replacing any).
+  void Remember(uint32_t key, const LabelSet& set);
+  // `key` names no labels any more.
+  void Forget(uint32_t key);
+
+  // Queues `batch` (each key remembered) on shard `route` of every endpoint, enqueued at
+  // `now_monotonic_nanos`; `hold` is kept until every endpoint is done with it. What a full
+  // queue cannot take is counted by the endpoint (Endpoint::AppendEncoded).
+  void Write(absl::Span<const KeyedSample> batch, uint64_t route, int64_t now_monotonic_nanos,
+             const Hold& hold);
+
+  // The labels `key` names for endpoint `endpoint` (empty: none), as a request carries them.
+  absl::string_view Labels(size_t endpoint, uint32_t key) const;
+
+  // Heap bytes held (labels and templates).
+  size_t MemoryBytes() const;
+
+ private:
+  // Where a key's merged labels lie in an endpoint's buffer.
+  struct LabelSpan {
+    // 64 bits: the caps allow a node 200,000 series of up to 16 labels of 256 bytes each (and
+    // their saturation flags' labels), past 4 GiB with the buffer's slack.
+    uint64_t offset = 0;
+    uint32_t size = 0;
+  };
+  // The n-th max_samples_per_send samples of a batch, for one endpoint.
+  struct Piece {
+    BatchTemplate layout_template;  // the last repeated layout, its labels compressed once
+    uint64_t last_layout = 0;       // the last one's LayoutHash
+  };
+  // One endpoint's merged labels of every key, back to back in `bytes`, and its pieces.
+  struct EndpointLabels {
+    Endpoint* endpoint = nullptr;
+    std::string bytes;
+    std::vector<LabelSpan> by_key;
+    size_t live = 0;  // bytes still referred to (the rest: labels of replaced keys)
+    std::vector<Piece> pieces;
+  };
+
+  // The batch's layout (keys in order and the timestamps' encoded sizes) as a hash: only
+  // whether a layout repeated, before a template of it is built (Build reads the batch itself,
+  // so a collision costs a template, never a wrong request).
+  static uint64_t LayoutHash(absl::Span<const KeyedSample> batch);
+  static void Compact(EndpointLabels& labels);
+  // Queues one piece of a batch on endpoint `e`.
+  void WritePiece(size_t e, Piece& piece, absl::Span<const KeyedSample> samples, uint64_t route,
+                  int64_t now_monotonic_nanos, const Hold& hold);
+
+  std::vector<EndpointLabels> endpoints_;
+  uint64_t labels_version_ = 0;  // moves whenever a key's labels change
+};
+
+}  // namespace fabricmon::remote_write

@@ -1,0 +1,136 @@
+#include "daemon/remote_write/keyed_batch_writer.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "tests/testing/fake_clock.h"
+
+namespace fabricmon::remote_write {
+namespace {
+
+class CapturingSender final : public Sender {
+ public:
+  CapturingSender(std::vector<std::string>& bodies, absl::Mutex& mu) : bodies_(bodies), mu_(mu) {}
+  SendResult Send(const std::string& body, int64_t) override {
+    absl::MutexLock lock(&mu_);
+    bodies_.push_back(body);
+    return {200, ""};
+  }
+
+ private:
+  std::vector<std::string>& bodies_;
+  absl::Mutex& mu_;
+};
+
+class KeyedBatchWriterTest : public ::testing::Test {
+ protected:
+  // An endpoint of one shard whose requests hold at most `per_send` samples.
+  void Start(size_t per_send) {
+    QueueOptions queue;
+    queue.shards = 1;
+    queue.max_samples_per_send = per_send;
+    auto endpoint = Endpoint::Create(
+        {"test", {{"cluster", "c1"}}, queue, {{"shard", "s1"}}},
+        [this]() -> absl::StatusOr<std::unique_ptr<Sender>> {
+          return std::unique_ptr<Sender>(std::make_unique<CapturingSender>(bodies_, mu_));
+        },
+        clock_);
+    ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+    endpoint_ = *std::move(endpoint);
+    endpoint_->Start();
+  }
+  static std::shared_ptr<const LabelSet> Series(const std::string& device) {
+    return MakeLabelSet("fabricmon_x_total", {{"node", "n1"}, {"device", device}},
+                        SeriesOrigin::kAgent);
+  }
+  // Every sample received, as "device@timestamp" → value, after the endpoint flushed.
+  std::map<std::string, double> Received() {
+    endpoint_->Shutdown(int64_t{5} * 1000000000);
+    absl::MutexLock lock(&mu_);
+    std::map<std::string, double> out;
+    for (const std::string& body : bodies_) {
+      auto request = DecodeWriteRequest(body);
+      EXPECT_TRUE(request.ok()) << request.status();
+      for (const auto& series : request->timeseries()) {
+        std::string device;
+        for (const auto& label : series.labels()) {
+          if (label.name() == "device") {
+            device = label.value();
+          }
+        }
+        for (const auto& sample : series.samples()) {
+          const std::string key = absl::StrCat(device, "@", sample.timestamp());
+          EXPECT_EQ(out.count(key), 0u) << key << " twice";
+          out[key] = sample.value();
+        }
+      }
+    }
+    return out;
+  }
+
+  testing::FakeClock clock_;
+  absl::Mutex mu_;
+  std::vector<std::string> bodies_;
+  std::unique_ptr<Endpoint> endpoint_;
+};
+
+// A batch larger than a request is written in pieces, each by a template of its own once its
+// layout repeated; a smaller batch lets go of the pieces it no longer has.
+TEST_F(KeyedBatchWriterTest, RepeatedLayoutsAreWrittenInPiecesByTemplates) {
+  Start(5);
+  KeyedBatchWriter writer({endpoint_.get()});
+  for (uint32_t key = 0; key < 12; ++key) {
+    writer.Remember(key, *Series(absl::StrCat("d", key)));
+  }
+  const size_t labels_only = writer.MemoryBytes();
+  std::map<std::string, double> expected;
+  auto write = [&](int64_t t, size_t count) {
+    std::vector<KeyedSample> batch;
+    for (uint32_t key = 0; key < count; ++key) {
+      const double value = key % 3 == 0 ? 0 : static_cast<double>(t * 100 + key);
+      batch.push_back({key, t, value});
+      expected[absl::StrCat("d", key, "@", t)] = value;
+    }
+    writer.Write(batch, /*route=*/0, clock_.MonotonicNanos(), nullptr);
+  };
+  write(1000, 12);
+  const size_t first = writer.MemoryBytes();  // three pieces, no template yet
+  EXPECT_GT(first, labels_only);
+  write(2000, 12);  // repeated: three templates built
+  const size_t built = writer.MemoryBytes();
+  EXPECT_GT(built, first);
+  write(3000, 12);
+  EXPECT_EQ(writer.MemoryBytes(), built);  // no template built again
+  write(4000, 4);                          // one piece left
+  EXPECT_LT(writer.MemoryBytes(), built);
+  EXPECT_EQ(Received(), expected);
+}
+
+// A key given other labels (Remember again) names them from the next batch on, though the layout
+// (keys, order, timestamp sizes) is the same: a template built before is not used again.
+TEST_F(KeyedBatchWriterTest, AKeyGivenOtherLabelsIsSentWithThem) {
+  Start(100);
+  KeyedBatchWriter writer({endpoint_.get()});
+  writer.Remember(0, *Series("a"));
+  writer.Remember(1, *Series("b"));
+  for (int64_t t = 1000; t <= 3000; t += 1000) {
+    writer.Write({{0, t, 1}, {1, t, 2}}, 0, clock_.MonotonicNanos(), nullptr);
+  }
+  writer.Remember(1, *Series("c"));  // replaces b's
+  for (int64_t t = 4000; t <= 6000; t += 1000) {
+    writer.Write({{0, t, 1}, {1, t, 3}}, 0, clock_.MonotonicNanos(), nullptr);
+  }
+  const std::map<std::string, double> expected = {
+      {"a@1000", 1}, {"a@2000", 1}, {"a@3000", 1}, {"a@4000", 1}, {"a@5000", 1}, {"a@6000", 1},
+      {"b@1000", 2}, {"b@2000", 2}, {"b@3000", 2}, {"c@4000", 3}, {"c@5000", 3}, {"c@6000", 3}};
+  EXPECT_EQ(Received(), expected);
+}
+
+}  // namespace
+}  // namespace fabricmon::remote_write
