@@ -30,9 +30,9 @@ int64_t ToMillis(int64_t unix_nanos) {
 // request carries them, built once per series (and again when the slot was retired and reused:
 // its generation changed). A stored batch becomes one compressed run per endpoint, queued on the
 // shard of the stream's node: nothing per sample is queued, counted or looked up again. A batch
-// of the layout the stream sent last is compressed by that layout's template (BatchTemplate: its
-// labels were compressed once); another is encoded (EncodedSamples), its labels read from one
-// buffer per stream in slot order, and compressed by the shard.
+// of a layout the stream sent before (each collector sends its own) is compressed by that
+// layout's template (KeyedBatchWriter); another is encoded, its labels read from one buffer per
+// stream, and compressed by the shard.
 class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
  public:
   explicit StreamFeed(RemoteWriteFeed& feed) : feed_(feed), writer_(feed.Endpoints()) {}
@@ -301,6 +301,7 @@ std::vector<prometheus::MetricFamily> RemoteWriteFeed::Collect() const {
   };
   auto sent = exposition::EmptyFamily(wire::kRemoteWriteSamplesSentTotalFamily);
   auto sent_bytes = exposition::EmptyFamily(wire::kRemoteWriteSentBytesTotalFamily);
+  auto templated = exposition::EmptyFamily(wire::kRemoteWriteSamplesTemplatedTotalFamily);
   auto failed = exposition::EmptyFamily(wire::kRemoteWriteSamplesFailedTotalFamily);
   auto dropped = exposition::EmptyFamily(wire::kRemoteWriteSamplesDroppedTotalFamily);
   auto pending = exposition::EmptyFamily(wire::kRemoteWriteSamplesPendingFamily);
@@ -320,6 +321,7 @@ std::vector<prometheus::MetricFamily> RemoteWriteFeed::Collect() const {
     const std::string& name = endpoint.name();
     add(sent, {{"endpoint", name}}, static_cast<double>(stats.samples_sent.load()));
     add(sent_bytes, {{"endpoint", name}}, static_cast<double>(stats.bytes_sent.load()));
+    add(templated, {{"endpoint", name}}, static_cast<double>(stats.samples_templated.load()));
     add(failed, {{"endpoint", name}}, static_cast<double>(stats.samples_failed.load()));
     add(dropped, {{"endpoint", name}, {"reason", "queue_full"}},
         static_cast<double>(stats.samples_dropped_queue_full.load()));
@@ -333,8 +335,8 @@ std::vector<prometheus::MetricFamily> RemoteWriteFeed::Collect() const {
     add(retries, {{"endpoint", name}}, static_cast<double>(stats.retries.load()));
   }
   std::vector<prometheus::MetricFamily> out;
-  for (auto* f : {&age, &requests, &retries, &dropped, &failed, &pending, &sent, &sent_bytes,
-                  &token_reloads}) {
+  for (auto* f : {&age, &requests, &retries, &dropped, &failed, &pending, &sent, &templated,
+                  &sent_bytes, &token_reloads}) {
     if (!f->metric.empty()) {
       out.push_back(std::move(*f));
     }

@@ -58,6 +58,9 @@ class BatchTemplate {
   // Forgets the layout: Matches() is false until the next Build().
   void Clear();
 
+  // Samples in the layout (0: none built).
+  size_t size() const { return keys_.size(); }
+
   // Heap bytes held.
   size_t MemoryBytes() const;
 

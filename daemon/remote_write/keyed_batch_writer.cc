@@ -55,37 +55,19 @@ absl::string_view KeyedBatchWriter::Labels(size_t endpoint, uint32_t key) const 
 void KeyedBatchWriter::Write(absl::Span<const KeyedSample> batch, uint64_t route,
                              int64_t now_monotonic_nanos, const Hold& hold) {
   for (size_t e = 0; e < endpoints_.size(); ++e) {
-    EndpointLabels& labels = endpoints_[e];
-    const size_t per_send = std::max<size_t>(1, labels.endpoint->max_samples_per_send());
-    const size_t pieces = (batch.size() + per_send - 1) / per_send;
-    // A batch that shrank lets go of the templates of pieces it no longer has.
-    labels.pieces.resize(pieces);
-    for (size_t p = 0; p < pieces; ++p) {
-      WritePiece(e, labels.pieces[p], batch.subspan(p * per_send, per_send), route,
-                 now_monotonic_nanos, hold);
+    const size_t per_send = std::max<size_t>(1, endpoints_[e].endpoint->max_samples_per_send());
+    for (size_t begin = 0; begin < batch.size(); begin += per_send) {
+      WritePiece(e, batch.subspan(begin, per_send), route, now_monotonic_nanos, hold);
     }
   }
 }
 
-void KeyedBatchWriter::WritePiece(size_t e, Piece& piece, absl::Span<const KeyedSample> samples,
-                                  uint64_t route, int64_t now_monotonic_nanos, const Hold& hold) {
+void KeyedBatchWriter::WritePiece(size_t e, absl::Span<const KeyedSample> samples, uint64_t route,
+                                  int64_t now_monotonic_nanos, const Hold& hold) {
   Endpoint& endpoint = *endpoints_[e].endpoint;
-  BatchTemplate& layout_template = piece.layout_template;
-  // Hashed only when the template does not match: a matching piece has the layout of the last
-  // repeated one, whose hash last_layout still is (every piece that does not match updates it).
-  // A layout seen twice running is worth a template: a writer whose batches alternate between
-  // layouts (collectors on different intervals) is compressed as it comes.
-  auto repeats = [&] {
-    const uint64_t layout = LayoutHash(samples);
-    const bool repeated = layout == piece.last_layout;
-    piece.last_layout = layout;
-    return repeated;
-  };
-  if (layout_template.Matches(labels_version_, samples) ||
-      (repeats() && layout_template.Build(labels_version_, samples,
-                                          [&](uint32_t key) { return Labels(e, key); }))) {
+  if (const BatchTemplate* layout_template = TemplateFor(e, samples); layout_template != nullptr) {
     thread_local CompressedSamples run;
-    layout_template.Compress(samples, run);
+    layout_template->Compress(samples, run);
     run.enqueued_monotonic_nanos = now_monotonic_nanos;
     if (endpoint.AppendCompressed(route, run, hold)) {
       return;
@@ -99,6 +81,64 @@ void KeyedBatchWriter::WritePiece(size_t e, Piece& piece, absl::Span<const Keyed
     encoded.Add(Labels(e, sample.labels_key), sample.timestamp_ms, sample.value);
   }
   endpoint.AppendEncoded(route, encoded, hold);
+}
+
+const BatchTemplate* KeyedBatchWriter::TemplateFor(size_t e,
+                                                   absl::Span<const KeyedSample> samples) {
+  EndpointLabels& labels = endpoints_[e];
+  auto labels_of = [&](uint32_t key) { return Labels(e, key); };
+  const uint64_t hash = LayoutHash(samples);
+  ++uses_;
+  for (Layout& layout : labels.layouts) {
+    if (layout.hash == hash) {
+      layout.last_used = uses_;
+      BatchTemplate& found = layout.layout_template;
+      if (found.Matches(labels_version_, samples)) {
+        return &found;
+      }
+      // Labels changed since it was built (or another layout with its hash): built again.
+      labels.layout_samples -= found.size();
+      const bool built = found.Build(labels_version_, samples, labels_of);
+      labels.layout_samples += found.size();
+      return built ? &found : nullptr;
+    }
+  }
+  // A layout is worth a template the second time it comes.
+  if (labels.seen_once.size() < kRecentLayouts) {
+    labels.seen_once.resize(kRecentLayouts, 0);
+  }
+  const auto seen = std::find(labels.seen_once.begin(), labels.seen_once.end(), hash);
+  if (seen == labels.seen_once.end()) {
+    labels.seen_once[labels.next_seen++ % kRecentLayouts] = hash;
+    return nullptr;
+  }
+  // At most kMaxLayouts, together of about one sample per key remembered (a node's collectors'
+  // layouts hold each series once; the slack lets a changed layout be built before the one it
+  // replaces ages out): the least recently used go first.
+  const size_t bound = labels.by_key.size() + 4096;
+  if (samples.size() > bound) {
+    return nullptr;
+  }
+  while (!labels.layouts.empty() &&
+         (labels.layouts.size() >= kMaxLayouts || labels.layout_samples + samples.size() > bound)) {
+    auto oldest = std::min_element(
+        labels.layouts.begin(), labels.layouts.end(),
+        [](const Layout& a, const Layout& b) { return a.last_used < b.last_used; });
+    labels.layout_samples -= oldest->layout_template.size();
+    if (oldest + 1 != labels.layouts.end()) {
+      *oldest = std::move(labels.layouts.back());
+    }
+    labels.layouts.pop_back();
+  }
+  Layout& layout = labels.layouts.emplace_back();
+  layout.hash = hash;
+  layout.last_used = uses_;
+  if (!layout.layout_template.Build(labels_version_, samples, labels_of)) {
+    labels.layouts.pop_back();
+    return nullptr;
+  }
+  labels.layout_samples += layout.layout_template.size();
+  return &layout.layout_template;
 }
 
 uint64_t KeyedBatchWriter::LayoutHash(absl::Span<const KeyedSample> batch) {
@@ -125,9 +165,10 @@ size_t KeyedBatchWriter::MemoryBytes() const {
   size_t bytes = 0;
   for (const EndpointLabels& labels : endpoints_) {
     bytes += labels.bytes.capacity() + labels.by_key.capacity() * sizeof(LabelSpan) +
-             labels.pieces.capacity() * sizeof(Piece);
-    for (const Piece& piece : labels.pieces) {
-      bytes += piece.layout_template.MemoryBytes();
+             labels.layouts.capacity() * sizeof(Layout) +
+             labels.seen_once.capacity() * sizeof(uint64_t);
+    for (const Layout& layout : labels.layouts) {
+      bytes += layout.layout_template.MemoryBytes();
     }
   }
   return bytes;

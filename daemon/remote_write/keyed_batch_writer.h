@@ -2,13 +2,17 @@
 
 // Writes batches whose samples name their labels by a key into every endpoint's queue. Each key's
 // labels are merged with each endpoint's labels (LabelMerger) once, when remembered, and kept
-// back to back in one buffer per endpoint; a batch of the layout the writer was given last
-// (the same keys in the same order, timestamps of the same encoded sizes, no labels changed since)
-// is compressed by that layout's template (BatchTemplate: its labels were compressed once), any
-// other is encoded and compressed by the shard. A batch larger than an endpoint's
-// max_samples_per_send is written in pieces of that many, each with a template of its own. Every
-// batch goes to shard `route` of each endpoint, so a writer whose keys always come with the same
-// route keeps each series in order.
+// back to back in one buffer per endpoint. A batch of a layout the writer has sent before (the
+// same keys in the same order, timestamps of the same encoded sizes, no labels changed since) is
+// compressed by that layout's template (BatchTemplate: its labels were compressed once); any other
+// is encoded and compressed by the shard. An agent's collectors each send their own layout on one
+// stream (ib_sysfs every second, ethtool every second, NVML every five...), so a writer keeps a
+// template per layout, built the second time a layout comes, up to kMaxLayouts of them holding
+// at most about one sample per key remembered (least recently used first out): a stream cannot
+// make the writer hold more templates than its own series justify. A batch larger than an
+// endpoint's max_samples_per_send is written in pieces of that many, each a layout of its own.
+// Every batch goes to shard `route` of each endpoint, so a writer whose keys always come with the
+// same route keeps each series in order.
 //
 // Two writers: one per agent stream (keys: a node's slots), and the aggregator's forwarding of
 // its own families (keys: the forwarded series).
@@ -58,31 +62,41 @@ class KeyedBatchWriter {
     uint64_t offset = 0;
     uint32_t size = 0;
   };
-  // The n-th max_samples_per_send samples of a batch, for one endpoint.
-  struct Piece {
-    BatchTemplate layout_template;  // the last repeated layout, its labels compressed once
-    uint64_t last_layout = 0;       // the last one's LayoutHash
+  static constexpr size_t kMaxLayouts = 64;
+  static constexpr size_t kRecentLayouts = 64;  // layouts seen once, remembered to build later
+  // A layout sent before, its labels compressed once.
+  struct Layout {
+    uint64_t hash = 0;       // LayoutHash
+    uint64_t last_used = 0;  // `uses_` when last written
+    BatchTemplate layout_template;
   };
-  // One endpoint's merged labels of every key, back to back in `bytes`, and its pieces.
+  // One endpoint's merged labels of every key, back to back in `bytes`, and its layouts.
   struct EndpointLabels {
     Endpoint* endpoint = nullptr;
     std::string bytes;
     std::vector<LabelSpan> by_key;
     size_t live = 0;  // bytes still referred to (the rest: labels of replaced keys)
-    std::vector<Piece> pieces;
+    std::vector<Layout> layouts;
+    size_t layout_samples = 0;        // the layouts' samples together
+    std::vector<uint64_t> seen_once;  // a ring of kRecentLayouts hashes
+    size_t next_seen = 0;
   };
 
-  // The batch's layout (keys in order and the timestamps' encoded sizes) as a hash: only
-  // whether a layout repeated, before a template of it is built (Build reads the batch itself,
-  // so a collision costs a template, never a wrong request).
+  // The batch's layout (keys in order and the timestamps' encoded sizes) as a hash, to find its
+  // template: BatchTemplate::Matches confirms it, and Build reads the batch itself, so a
+  // collision costs a template built again, never a wrong request.
   static uint64_t LayoutHash(absl::Span<const KeyedSample> batch);
   static void Compact(EndpointLabels& labels);
   // Queues one piece of a batch on endpoint `e`.
-  void WritePiece(size_t e, Piece& piece, absl::Span<const KeyedSample> samples, uint64_t route,
+  void WritePiece(size_t e, absl::Span<const KeyedSample> samples, uint64_t route,
                   int64_t now_monotonic_nanos, const Hold& hold);
+  // The template that compresses `samples` for endpoint `e`, built if their layout came before;
+  // null: encode them.
+  const BatchTemplate* TemplateFor(size_t e, absl::Span<const KeyedSample> samples);
 
   std::vector<EndpointLabels> endpoints_;
   uint64_t labels_version_ = 0;  // moves whenever a key's labels change
+  uint64_t uses_ = 0;            // pieces written (the layouts' clock)
 };
 
 }  // namespace fabricmon::remote_write

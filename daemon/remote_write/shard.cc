@@ -72,6 +72,7 @@ bool Shard::PushCompressed(CompressedSamples& run, Hold hold) {
   if (RoomLocked(run.samples) < run.samples) {
     return false;
   }
+  stats_.samples_templated += run.samples;
   EnqueueLocked(absl::MakeSpan(&run, 1), std::move(hold));
   return true;
 }

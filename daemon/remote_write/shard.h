@@ -57,7 +57,9 @@ struct QueueOptions {
 // An endpoint's counters, shared by its shards. Thread-safe.
 struct EndpointStats {
   std::atomic<uint64_t> samples_sent{0};
-  std::atomic<uint64_t> bytes_sent{0};                  // request bodies accepted (2xx)
+  std::atomic<uint64_t> bytes_sent{0};  // request bodies accepted (2xx)
+  // Queued as a layout's template compressed them (KeyedBatchWriter), not compressed as they came.
+  std::atomic<uint64_t> samples_templated{0};
   std::atomic<uint64_t> samples_failed{0};              // refused by the receiver (not retried)
   std::atomic<uint64_t> samples_dropped_queue_full{0};  // never queued: the buffer was full
   std::atomic<uint64_t> samples_dropped_shutdown{0};    // still queued at the flush deadline

@@ -213,6 +213,11 @@ inline constexpr FamilySpec kRemoteWriteSentBytesTotalFamily =
                       "Request body bytes (snappy-compressed, as on the wire without HTTP's own) "
                       "the remote_write endpoint accepted (2xx).",
                       Unit::kNone);
+inline constexpr FamilySpec kRemoteWriteSamplesTemplatedTotalFamily = AggregatorCounter(
+    "fabricmon_remote_write_samples_templated_total",
+    "Samples queued for the remote_write endpoint in a batch of a layout whose labels were "
+    "compressed once (the rest are compressed as they come).",
+    Unit::kNone);
 inline constexpr FamilySpec kRemoteWriteSamplesDroppedTotalFamily = AggregatorCounter(
     "fabricmon_remote_write_samples_dropped_total",
     "Samples never delivered to the remote_write endpoint, by reason (queue_full: its buffer was "
@@ -307,6 +312,7 @@ inline constexpr FamilySpec kAggregatorFamilies[] = {
     kRemoteWriteSamplesFailedTotalFamily,
     kRemoteWriteSamplesPendingFamily,
     kRemoteWriteSamplesSentTotalFamily,
+    kRemoteWriteSamplesTemplatedTotalFamily,
     kRemoteWriteSentBytesTotalFamily,
     kSeriesSaturatedFamily,
     kTopologyDisagreementsFamily,

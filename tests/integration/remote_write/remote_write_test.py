@@ -439,6 +439,11 @@ def run_engines(args, workdir, procs):
                 raise Failure("%s{endpoint=%s} is not 0" % (name, endpoint))
         if metric(final, "fabricmon_remote_write_samples_sent_total", endpoint=endpoint) < stored:
             raise Failure("%s: fewer samples sent than stored" % endpoint)
+        # Each agent's collectors (ib_sysfs and the agent's own) take turns on its stream, each
+        # with its layout: from a layout's second batch on, its labels are not compressed again.
+        templated = metric(final, "fabricmon_remote_write_samples_templated_total",
+                           endpoint=endpoint)
+        log("%s: %d of %d samples queued by a layout's template" % (endpoint, templated, stored))
 
     # The remote_write families keep /metrics clean for promtool.
     promtool = shutil.which("promtool")

@@ -72,8 +72,10 @@ TEST(AckFlusherTest, AFlushMayDeferAgain) {
   std::function<void()> again;
   AckFlusher flusher(absl::Seconds(1));
   again = [&] {
+    // Counted before it is logged: the test reads `turns` as soon as the log has three.
+    const int turn = ++turns;
     log.Entry("turn")();
-    if (++turns < 3) {
+    if (turn < 3) {
       flusher.DeferUntil(absl::Now() + absl::Milliseconds(10), again);
     }
   };

@@ -80,15 +80,14 @@ class KeyedBatchWriterTest : public ::testing::Test {
   std::unique_ptr<Endpoint> endpoint_;
 };
 
-// A batch larger than a request is written in pieces, each by a template of its own once its
-// layout repeated; a smaller batch lets go of the pieces it no longer has.
+// A batch larger than a request is written in pieces, each a layout with a template of its own
+// once it came a second time; a new layout is encoded the first time it comes.
 TEST_F(KeyedBatchWriterTest, RepeatedLayoutsAreWrittenInPiecesByTemplates) {
   Start(5);
   KeyedBatchWriter writer({endpoint_.get()});
   for (uint32_t key = 0; key < 12; ++key) {
     writer.Remember(key, *Series(absl::StrCat("d", key)));
   }
-  const size_t labels_only = writer.MemoryBytes();
   std::map<std::string, double> expected;
   auto write = [&](int64_t t, size_t count) {
     std::vector<KeyedSample> batch;
@@ -99,16 +98,78 @@ TEST_F(KeyedBatchWriterTest, RepeatedLayoutsAreWrittenInPiecesByTemplates) {
     }
     writer.Write(batch, /*route=*/0, clock_.MonotonicNanos(), nullptr);
   };
-  write(1000, 12);
-  const size_t first = writer.MemoryBytes();  // three pieces, no template yet
-  EXPECT_GT(first, labels_only);
-  write(2000, 12);  // repeated: three templates built
+  write(1000, 12);  // three pieces, each seen once
+  const size_t first = writer.MemoryBytes();
+  write(2000, 12);  // three templates built
   const size_t built = writer.MemoryBytes();
   EXPECT_GT(built, first);
   write(3000, 12);
-  EXPECT_EQ(writer.MemoryBytes(), built);  // no template built again
-  write(4000, 4);                          // one piece left
-  EXPECT_LT(writer.MemoryBytes(), built);
+  EXPECT_EQ(writer.MemoryBytes(), built);  // none built again
+  write(4000, 4);                          // a new layout: encoded
+  EXPECT_EQ(writer.MemoryBytes(), built);
+  write(5000, 4);  // and then by a template of its own
+  EXPECT_GT(writer.MemoryBytes(), built);
+  EXPECT_EQ(endpoint_->stats().samples_templated.load(), 12u + 12u + 4u);
+  EXPECT_EQ(Received(), expected);
+}
+
+// An agent's collectors take turns on its stream, each with its own layout: each layout keeps
+// its template while the others come between.
+TEST_F(KeyedBatchWriterTest, LayoutsTakingTurnsEachKeepATemplate) {
+  Start(10000);
+  KeyedBatchWriter writer({endpoint_.get()});
+  for (uint32_t key = 0; key < 10; ++key) {
+    writer.Remember(key, *Series(absl::StrCat("d", key)));
+  }
+  std::map<std::string, double> expected;
+  auto write = [&](int64_t t, uint32_t first_key, uint32_t end_key) {
+    std::vector<KeyedSample> batch;
+    for (uint32_t key = first_key; key < end_key; ++key) {
+      batch.push_back({key, t, static_cast<double>(t + key)});
+      expected[absl::StrCat("d", key, "@", t)] = static_cast<double>(t + key);
+    }
+    writer.Write(batch, 0, clock_.MonotonicNanos(), nullptr);
+  };
+  std::vector<size_t> memory;
+  for (int64_t round = 0; round < 5; ++round) {
+    write(1000 + round * 1000, 0, 6);       // one collector's series
+    write(1000 + round * 1000 + 7, 6, 10);  // another's, read a moment later
+    memory.push_back(writer.MemoryBytes());
+  }
+  EXPECT_GT(memory[1], memory[0]);  // both built in the second round
+  EXPECT_EQ(memory[4], memory[1]);  // and kept: none built again
+  EXPECT_EQ(Received(), expected);
+}
+
+// Templates kept together hold about one sample per key remembered, however many layouts a
+// stream sends (the least recently used go first), and every value still arrives.
+TEST_F(KeyedBatchWriterTest, TemplatesHoldAboutOneSamplePerKey) {
+  Start(10000);
+  KeyedBatchWriter writer({endpoint_.get()});
+  constexpr uint32_t kKeys = 5000;
+  for (uint32_t key = 0; key < kKeys; ++key) {
+    writer.Remember(key, *Series(absl::StrCat("d", key)));
+  }
+  std::map<std::string, double> expected;
+  auto write_twice = [&](int64_t t, uint32_t first_key) {
+    for (int64_t repeat = 0; repeat < 2; ++repeat) {
+      std::vector<KeyedSample> batch;
+      for (uint32_t key = first_key; key < first_key + 3000; ++key) {
+        batch.push_back({key, t + repeat, static_cast<double>(key)});
+        expected[absl::StrCat("d", key, "@", t + repeat)] = static_cast<double>(key);
+      }
+      writer.Write(batch, 0, clock_.MonotonicNanos(), nullptr);
+    }
+  };
+  // 3,000 samples each: the bound (5,000 keys and some slack) holds three at a time.
+  for (uint32_t layout = 0; layout < 3; ++layout) {
+    write_twice(1000 + layout * 10, layout * 500);
+  }
+  const size_t three = writer.MemoryBytes();
+  for (uint32_t layout = 3; layout < 8; ++layout) {
+    write_twice(1000 + layout * 10, layout * 250);
+  }
+  EXPECT_LT(writer.MemoryBytes(), three + three / 5);
   EXPECT_EQ(Received(), expected);
 }
 

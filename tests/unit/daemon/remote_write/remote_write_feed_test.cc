@@ -384,9 +384,9 @@ TEST_F(RemoteWriteFeedTest, EachEndpointMergesItsOwnExternalLabels) {
   }
 }
 
-// A stream's batches of the layout it sent last are compressed by that layout's template
+// A stream's batches of a layout it sent before are compressed by that layout's template
 // (BatchTemplate), others as they come; a batch larger than a request goes in pieces of a
-// request's size, each with a template of its own.
+// request's size, each a layout of its own.
 // Both endpoints get every value exactly, through layouts that repeat, change (a series absent,
 // a series added) and repeat again.
 TEST_F(RemoteWriteFeedTest, RepeatedAndChangedLayoutsAreSentExactly) {
