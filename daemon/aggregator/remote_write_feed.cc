@@ -17,7 +17,6 @@ namespace fabricmon::aggregator {
 namespace {
 
 using remote_write::LabelPairs;
-using remote_write::PendingSample;
 
 int64_t ToMillis(int64_t unix_nanos) {
   // Floor, also for times before 1970 (a broken clock must not round towards the epoch).
@@ -167,13 +166,6 @@ std::vector<remote_write::Endpoint*> RemoteWriteFeed::Endpoints() const {
 
 std::unique_ptr<BatchObserver::Stream> RemoteWriteFeed::OpenStream() {
   return std::make_unique<StreamFeed>(*this);
-}
-
-void RemoteWriteFeed::Append(absl::Span<const PendingSample> samples,
-                             const remote_write::Hold& hold) {
-  for (EndpointEntry& entry : endpoints_) {
-    entry.endpoint->Append(samples, hold);
-  }
 }
 
 void RemoteWriteFeed::ForwardEachTick(

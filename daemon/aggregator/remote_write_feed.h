@@ -65,11 +65,6 @@ class RemoteWriteFeed final : public BatchObserver, public prometheus::Collectab
   void ForwardFamilies(const std::vector<prometheus::MetricFamily>& families,
                        int64_t timestamp_unix_nanos) ABSL_LOCKS_EXCLUDED(forward_mu_);
 
-  // Hands `samples` to every endpoint; `hold` (nullable) is kept until every endpoint is done
-  // with them (remote_write::Hold).
-  void Append(absl::Span<const remote_write::PendingSample> samples,
-              const remote_write::Hold& hold = nullptr);
-
   // Stops the tick thread, then flushes each endpoint within its flush deadline (all at
   // once). Idempotent.
   void Shutdown();

@@ -186,8 +186,11 @@ TEST(AggregatorServerTest, WritesExactlyTheCataloguedAggregatorFamilies) {
   auto server = AggregatorServer::Create(*std::move(settings), RealClock::Get());
   ASSERT_TRUE(server.ok()) << server.status();
   ASSERT_NE((*server)->remote_write_feed(), nullptr);
-  (*server)->remote_write_feed()->Append(
-      {{remote_write::MakeLabelSet("fabricmon_x", {}), 1, 1, RealClock::Get().MonotonicNanos()}});
+  prometheus::MetricFamily x;
+  x.name = "fabricmon_x";
+  x.type = prometheus::MetricType::Gauge;
+  x.metric.emplace_back().gauge.value = 1;
+  (*server)->remote_write_feed()->ForwardFamilies({x}, RealClock::Get().NowUnixNanos());
 
   auto collect = [&] {
     std::vector<prometheus::MetricFamily> families = (*server)->exporter()->HealthFamilies();

@@ -579,7 +579,11 @@ TEST_F(RemoteWriteFeedTest, FamiliesAreSentEachTickAndAClearedFindingIsMarkedSta
 
 TEST_F(RemoteWriteFeedTest, ExportsItsMetricsPerEndpoint) {
   auto feed = MakeFeed();
-  feed->Append({{remote_write::MakeLabelSet("fabricmon_x", {}), 1, 1, clock_.MonotonicNanos()}});
+  prometheus::MetricFamily x;
+  x.name = "fabricmon_x";
+  x.type = prometheus::MetricType::Gauge;
+  x.metric.emplace_back().gauge.value = 1;
+  feed->ForwardFamilies({x}, clock_.NowUnixNanos());
   feed->Shutdown();
   std::map<std::string, double> values;
   for (const auto& family : feed->Collect()) {
