@@ -9,24 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "tests/testing/capturing_sender.h"
 #include "tests/testing/fake_clock.h"
 
 namespace fabricmon::remote_write {
 namespace {
-
-class CapturingSender final : public Sender {
- public:
-  CapturingSender(std::vector<std::string>& bodies, absl::Mutex& mu) : bodies_(bodies), mu_(mu) {}
-  SendResult Send(const std::string& body, int64_t) override {
-    absl::MutexLock lock(&mu_);
-    bodies_.push_back(body);
-    return {200, ""};
-  }
-
- private:
-  std::vector<std::string>& bodies_;
-  absl::Mutex& mu_;
-};
 
 class KeyedBatchWriterTest : public ::testing::Test {
  protected:
@@ -38,7 +25,7 @@ class KeyedBatchWriterTest : public ::testing::Test {
     auto endpoint = Endpoint::Create(
         {"test", {{"cluster", "c1"}}, queue, {{"shard", "s1"}}},
         [this]() -> absl::StatusOr<std::unique_ptr<Sender>> {
-          return std::unique_ptr<Sender>(std::make_unique<CapturingSender>(bodies_, mu_));
+          return std::unique_ptr<Sender>(std::make_unique<testing::CapturingSender>(bodies_, mu_));
         },
         clock_);
     ASSERT_TRUE(endpoint.ok()) << endpoint.status();

@@ -7,6 +7,7 @@
 #include "collectors/core/sample.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/capturing_sender.h"
 #include "tests/testing/fake_clock.h"
 
 namespace fabricmon::aggregator {
@@ -15,22 +16,6 @@ namespace {
 using remote_write::LabelPairs;
 using store::NodeState;
 using store::SlotRef;
-
-// Keeps every request body (thread-safe: the endpoint's shard thread sends).
-class CapturingSender final : public remote_write::Sender {
- public:
-  explicit CapturingSender(std::vector<std::string>& bodies, absl::Mutex& mu)
-      : bodies_(bodies), mu_(mu) {}
-  remote_write::SendResult Send(const std::string& body, int64_t) override {
-    absl::MutexLock lock(&mu_);
-    bodies_.push_back(body);
-    return {200, ""};
-  }
-
- private:
-  std::vector<std::string>& bodies_;
-  absl::Mutex& mu_;
-};
 
 struct Received {
   LabelPairs labels;
@@ -56,7 +41,7 @@ class RemoteWriteFeedTest : public ::testing::Test {
         std::move(options),
         [this, &bodies]() -> absl::StatusOr<std::unique_ptr<remote_write::Sender>> {
           return std::unique_ptr<remote_write::Sender>(
-              std::make_unique<CapturingSender>(bodies, mu_));
+              std::make_unique<testing::CapturingSender>(bodies, mu_));
         },
         clock_);
     EXPECT_TRUE(endpoint.ok());
