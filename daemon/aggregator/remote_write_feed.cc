@@ -143,7 +143,7 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
 
   RemoteWriteFeed& feed_;
   std::vector<Cached> slots_;  // by slot index
-  // Each slot's labels (LabelsKey) and the stream's last repeated layout, per endpoint.
+  // Each slot's labels (LabelsKey) per endpoint, and the templates of the stream's layouts.
   remote_write::KeyedBatchWriter writer_;
 };
 
