@@ -150,7 +150,13 @@ std::vector<prometheus::MetricFamily> JobRegistry::Collect() const {
     start.gauge.value = static_cast<double>(job.started_unix_nanos()) / 1e9;
     started.metric.push_back(std::move(start));
   }
-  return {std::move(count), std::move(members), std::move(started)};
+  // Moved in: a braced list would copy every member (an initializer_list's elements are const).
+  std::vector<prometheus::MetricFamily> families;
+  families.reserve(3);
+  families.push_back(std::move(count));
+  families.push_back(std::move(members));
+  families.push_back(std::move(started));
+  return families;
 }
 
 }  // namespace fabricmon::aggregator

@@ -43,23 +43,28 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
   size_t nodes_up = 0;
   size_t nodes_total = 0;
 
-  for (const std::shared_ptr<store::NodeState>& node : store_.Nodes()) {
-    const store::NodeState::Summary summary = node->GetSummary(false);
+  const std::vector<std::shared_ptr<store::NodeState>> all_nodes = store_.Nodes();
+  for (prometheus::MetricFamily* family :
+       {&up, &age, &node_series, &resets, &gaps, &dropped, &replayed, &clock_steps, &conflicts}) {
+    family->metric.reserve(all_nodes.size());  // grown once, not moved at every doubling
+  }
+  for (const std::shared_ptr<store::NodeState>& node : all_nodes) {
+    const store::NodeState::Health health = node->GetHealth();
     const bool is_up =
-        summary.connected && now - summary.last_seen_unix_nanos <= options_.stale_after_nanos;
-    const std::vector<prometheus::ClientMetric::Label> labels = {{"node", summary.name}};
+        health.connected && now - health.last_seen_unix_nanos <= options_.stale_after_nanos;
+    const std::vector<prometheus::ClientMetric::Label> labels = {{"node", node->name()}};
     AddValue(up, labels, is_up ? 1 : 0);
     AddValue(age, labels,
-             static_cast<double>(std::max<int64_t>(0, now - summary.last_seen_unix_nanos)) / 1e9);
-    AddValue(node_series, labels, static_cast<double>(summary.series));
-    AddValue(resets, labels, static_cast<double>(summary.counters.resets));
-    AddValue(gaps, labels, static_cast<double>(summary.counters.sequence_gaps));
-    AddValue(dropped, labels, static_cast<double>(summary.counters.agent_dropped_batches));
-    AddValue(replayed, labels, static_cast<double>(summary.counters.duplicate_batches));
-    AddValue(clock_steps, labels, static_cast<double>(summary.counters.clock_steps));
-    AddValue(conflicts, labels, static_cast<double>(summary.counters.identity_conflicts));
+             static_cast<double>(std::max<int64_t>(0, now - health.last_seen_unix_nanos)) / 1e9);
+    AddValue(node_series, labels, static_cast<double>(health.series));
+    AddValue(resets, labels, static_cast<double>(health.counters.resets));
+    AddValue(gaps, labels, static_cast<double>(health.counters.sequence_gaps));
+    AddValue(dropped, labels, static_cast<double>(health.counters.agent_dropped_batches));
+    AddValue(replayed, labels, static_cast<double>(health.counters.duplicate_batches));
+    AddValue(clock_steps, labels, static_cast<double>(health.counters.clock_steps));
+    AddValue(conflicts, labels, static_cast<double>(health.counters.identity_conflicts));
     ++nodes_total;
-    total_series += summary.series;
+    total_series += health.series;
     if (is_up) {
       ++nodes_up;
     } else if (!options_.export_down_nodes) {
@@ -103,41 +108,35 @@ std::vector<prometheus::MetricFamily> MetricsExporter::OwnFamilies(
   auto duration = exposition::EmptyFamily(wire::kAggregatorScrapeDurationSecondsFamily);
   AddValue(duration, {}, static_cast<double>(last_scrape_nanos_.load()) / 1e9);
 
-  std::vector<prometheus::MetricFamily> own = {
-      std::move(up),
-      std::move(age),
-      std::move(node_series),
-      std::move(resets),
-      std::move(gaps),
-      std::move(dropped),
-      std::move(replayed),
-      std::move(clock_steps),
-      std::move(conflicts),
-      std::move(nodes),
-      std::move(series_total),
-      std::move(streams),
-      std::move(unstored),
-      std::move(rejected),
-      std::move(duration),
-      std::move(inventory_refused),
-      std::move(calls_refused),
-      std::move(handshakes),
-      counter(wire::kAggregatorStreamsOpenedTotalFamily, stats_.streams_opened.load()),
-      counter(wire::kAggregatorBatchesTotalFamily, stats_.batches.load()),
-      counter(wire::kAggregatorSamplesTotalFamily, stats_.samples.load()),
-      counter(wire::kAggregatorReceivedBytesTotalFamily, stats_.bytes.load()),
-      counter(wire::kAggregatorDuplicateBatchesTotalFamily, stats_.duplicate_batches.load()),
-      counter(wire::kAggregatorAgentDroppedBatchesTotalFamily, stats_.agent_dropped_batches.load()),
-      counter(wire::kAggregatorSeriesRetiredTotalFamily, stats_.series_retired.load()),
-      counter(wire::kAggregatorRetiredSeriesSamplesDroppedTotalFamily,
-              stats_.retired_samples.load()),
-      counter(wire::kAggregatorUnstoredSeriesSamplesDroppedTotalFamily,
-              stats_.unstored_samples.load()),
-      counter(wire::kAggregatorRedeclareRequestsTotalFamily, stats_.redeclare_requests.load()),
-      counter(wire::kAggregatorTimestampsBackwardsTotalFamily, stats_.timestamps_backwards.load()),
-      counter(wire::kAggregatorClockStepsTotalFamily, stats_.clock_steps.load()),
-      counter(wire::kAggregatorNodesForgottenTotalFamily, store_.nodes_forgotten()),
-  };
+  // Moved in one by one: a braced list would copy every family, per node ones included (an
+  // initializer_list's elements are const).
+  std::vector<prometheus::MetricFamily> own;
+  own.reserve(32);
+  for (prometheus::MetricFamily* family :
+       {&up, &age, &node_series, &resets, &gaps, &dropped, &replayed, &clock_steps, &conflicts,
+        &nodes, &series_total, &streams, &unstored, &rejected, &duration, &inventory_refused,
+        &calls_refused, &handshakes}) {
+    own.push_back(std::move(*family));
+  }
+  own.push_back(counter(wire::kAggregatorStreamsOpenedTotalFamily, stats_.streams_opened.load()));
+  own.push_back(counter(wire::kAggregatorBatchesTotalFamily, stats_.batches.load()));
+  own.push_back(counter(wire::kAggregatorSamplesTotalFamily, stats_.samples.load()));
+  own.push_back(counter(wire::kAggregatorReceivedBytesTotalFamily, stats_.bytes.load()));
+  own.push_back(
+      counter(wire::kAggregatorDuplicateBatchesTotalFamily, stats_.duplicate_batches.load()));
+  own.push_back(counter(wire::kAggregatorAgentDroppedBatchesTotalFamily,
+                        stats_.agent_dropped_batches.load()));
+  own.push_back(counter(wire::kAggregatorSeriesRetiredTotalFamily, stats_.series_retired.load()));
+  own.push_back(counter(wire::kAggregatorRetiredSeriesSamplesDroppedTotalFamily,
+                        stats_.retired_samples.load()));
+  own.push_back(counter(wire::kAggregatorUnstoredSeriesSamplesDroppedTotalFamily,
+                        stats_.unstored_samples.load()));
+  own.push_back(
+      counter(wire::kAggregatorRedeclareRequestsTotalFamily, stats_.redeclare_requests.load()));
+  own.push_back(
+      counter(wire::kAggregatorTimestampsBackwardsTotalFamily, stats_.timestamps_backwards.load()));
+  own.push_back(counter(wire::kAggregatorClockStepsTotalFamily, stats_.clock_steps.load()));
+  own.push_back(counter(wire::kAggregatorNodesForgottenTotalFamily, store_.nodes_forgotten()));
   std::sort(own.begin(), own.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   return own;
 }

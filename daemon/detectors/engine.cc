@@ -205,9 +205,8 @@ bool DetectionEngine::CountsForTopology(const store::NodeState& node,
   if (retention_nanos <= 0) {
     return true;
   }
-  const store::NodeState::Summary summary = node.GetSummary(/*with_inventory=*/false);
-  return summary.connected ||
-         clock_.NowUnixNanos() - summary.last_seen_unix_nanos <= retention_nanos;
+  const store::NodeState::Health health = node.GetHealth();
+  return health.connected || clock_.NowUnixNanos() - health.last_seen_unix_nanos <= retention_nanos;
 }
 
 DetectionEngine::TopologyInputs DetectionEngine::InputsOf(

@@ -609,6 +609,16 @@ void NodeState::WithSeries(const std::function<void(const std::vector<Series>&)>
   visit(series_);
 }
 
+NodeState::Health NodeState::GetHealth() const {
+  absl::MutexLock lock(&mu_);
+  Health health;
+  health.connected = connected_;
+  health.last_seen_unix_nanos = last_seen_;
+  health.series = series_.size() - free_slots_.size();
+  health.counters = counters_;
+  return health;
+}
+
 NodeState::Summary NodeState::GetSummary(bool with_inventory) const {
   absl::MutexLock lock(&mu_);
   Summary summary;

@@ -393,6 +393,17 @@ class NodeState {
   };
   Summary GetSummary(bool with_inventory) const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // What is read of every node on every tick (node health families, the topology's retention):
+  // a Summary's numbers without its strings and collector statuses, which cost a tick at 1,000
+  // nodes more in copies than in reading.
+  struct Health {
+    bool connected = false;
+    int64_t last_seen_unix_nanos = 0;
+    size_t series = 0;  // live series (retired slots not counted)
+    NodeCounters counters;
+  };
+  Health GetHealth() const ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
   friend class SeriesStore;
   absl::StatusOr<uint32_t> DeclareLocked(const collectors::SeriesDesc& desc,

@@ -186,6 +186,23 @@ TEST_F(NodeStateTest, StoresBatchesAndComputesRates) {
   EXPECT_EQ(node_.GetSummary(false).last_stored_sequence, 2u);
 }
 
+TEST_F(NodeStateTest, HealthReadsWhatTheSummaryDoes) {
+  Append(1, kT0, {10, 100, 1000});
+  Append(4, kT0 + kSecond, {20, 300, 1000}, /*dropped_before=*/1);
+  Append(4, kT0 + 2 * kSecond, {20, 300, 1000});
+  const NodeState::Summary summary = node_.GetSummary(false);
+  const NodeState::Health health = node_.GetHealth();
+  EXPECT_EQ(health.connected, summary.connected);
+  EXPECT_EQ(health.last_seen_unix_nanos, summary.last_seen_unix_nanos);
+  EXPECT_EQ(health.series, 3u);
+  EXPECT_EQ(health.series, summary.series);
+  EXPECT_EQ(health.counters.batches, 2u);
+  EXPECT_EQ(health.counters.samples, 6u);
+  EXPECT_EQ(health.counters.sequence_gaps, 2u);
+  EXPECT_EQ(health.counters.agent_dropped_batches, 1u);
+  EXPECT_EQ(health.counters.duplicate_batches, 1u);
+}
+
 TEST_F(NodeStateTest, DuplicateSequencesAreCountedAndNotStoredAgain) {
   Append(1, kT0, {10, 100, 1000});
   Append(2, kT0 + kSecond, {20, 200, 2000});
