@@ -34,23 +34,41 @@ std::string Percent(double fraction) { return absl::StrFormat("%.0f%%", fraction
 
 }  // namespace
 
+CongestionDetector::Measured& CongestionDetector::MeasuredAt(const Port& port) {
+  if (port.index >= measured_.size()) {
+    measured_.resize(static_cast<size_t>(port.index) + 1);
+  }
+  Measured& entry = measured_[port.index];
+  if (entry.port == nullptr) {
+    entry.port = &port;
+    measured_indexes_.push_back(port.index);
+  }
+  return entry;
+}
+
+const CongestionDetector::Measured* CongestionDetector::FindMeasured(
+    const FabricView& view, const Endpoint& endpoint) const {
+  const Port* port = view.FindPort(endpoint);
+  if (port == nullptr || port->index >= measured_.size()) {
+    return nullptr;
+  }
+  const Measured& entry = measured_[port->index];
+  return entry.port != nullptr ? &entry : nullptr;
+}
+
 void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& out) {
-  // Every port read this interval: how much it waited or was paused (0 included), and when.
-  struct Measured {
-    Congested port;
-    int64_t sampled = 0;   // the newest reading's timestamp
-    int64_t from = 0;      // the start of the interval it covers
-    double threshold = 0;  // IB wait_fraction, RoCE pause_fraction
-  };
+  // Every port read this interval (MeasuredAt). The last tick's entries start over; their
+  // indexes may since name other ports (the topology changed), which is just as well.
+  for (const uint32_t index : measured_indexes_) {
+    measured_[index] = Measured{};
+  }
+  measured_indexes_.clear();
   auto note_interval = [](Measured& port, const Series& series) {
     if (series.Latest()->timestamp_unix_nanos > port.sampled) {
       port.sampled = series.Latest()->timestamp_unix_nanos;
       port.from = series.Previous()->timestamp_unix_nanos;
     }
   };
-  // Hashed: every port series looks its port up here; what is built from it below is ordered.
-  absl::flat_hash_map<Endpoint, Measured> measured;
-  measured.reserve(measured_hint_);
 
   // IB: join XmitWait with XmitData of the same port over the same interval. Both come from one
   // read of the port (a sysfs cycle, a sweep), so their newest two samples share timestamps; when
@@ -81,7 +99,6 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
       return;
     }
     const Port& waiting = view.PortOf(node, series);
-    const Endpoint& endpoint = waiting.endpoint;
     auto data = data_words.find({&node, waiting.index});
     if (data == data_words.end() || data->second.from != series.Previous()->timestamp_unix_nanos ||
         data->second.to != series.Latest()->timestamp_unix_nanos) {
@@ -90,14 +107,14 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
     const uint64_t words = data->second.words;
     const double fraction =
         wait == 0 ? 0 : static_cast<double>(wait) / static_cast<double>(wait + words);
-    Measured& port = measured[endpoint];
+    Measured& port = MeasuredAt(waiting);
     note_interval(port, series);
     port.threshold = options_.wait_fraction;
-    if (fraction < port.port.fraction || wait == 0) {
+    if (fraction < port.reading.fraction || wait == 0) {
       return;
     }
-    port.port.fraction = fraction;
-    port.port.evidence.push_back(MakeEvidence(
+    port.reading.fraction = fraction;
+    port.reading.evidence.push_back(MakeEvidence(
         series.desc, static_cast<double>(series.Latest()->raw), static_cast<double>(wait) / seconds,
         absl::StrCat("waiting for credits: XmitWait is ", Percent(fraction),
                      " of wait+data in the last ", absl::StrFormat("%.1f", seconds), " s")));
@@ -114,24 +131,22 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
     const double fraction =
         std::min(1.0, static_cast<double>(increase) * series.desc->scale / seconds);
     const bool tx = collectors::LabelValue(series.desc, "direction") == "tx";
-    const Endpoint& endpoint = view.PortOf(node, series).endpoint;
-    Measured& port = measured[endpoint];
+    Measured& port = MeasuredAt(view.PortOf(node, series));
     note_interval(port, series);
     port.threshold = options_.pause_fraction;
     if (fraction < options_.pause_fraction / 2) {
       return;
     }
-    port.port.fraction = std::max(port.port.fraction, fraction);
-    port.port.pauses_peer = port.port.pauses_peer || tx;
-    port.port.evidence.push_back(MakeEvidence(
+    port.reading.fraction = std::max(port.reading.fraction, fraction);
+    port.reading.pauses_peer = port.reading.pauses_peer || tx;
+    port.reading.evidence.push_back(MakeEvidence(
         series.desc, static_cast<double>(series.Latest()->raw) * series.desc->scale, fraction,
         tx ? absl::StrCat("pausing its peer ", Percent(fraction), " of the time (slow receiver)")
            : absl::StrCat("paused by its peer ", Percent(fraction), " of the time")));
   });
 
-  // Sized like the last tick's: grown from empty every tick, they spent more time rehashing than
+  // Sized like the last tick's: grown from empty every tick, it spent more time rehashing than
   // looking up.
-  measured_hint_ = measured.size();
   data_words_hint_ = data_words.size();
 
   // Hysteresis: a port becomes congested at the threshold and stays so until it has been below
@@ -140,29 +155,31 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
   // tree they form, every few seconds.
   std::map<Endpoint, Congested> congested;
   std::set<Endpoint> at_threshold;  // congested by this interval's reading, not only held
-  for (auto& [endpoint, reading] : measured) {
-    const double threshold = reading.threshold;
+  for (const uint32_t index : measured_indexes_) {
+    const Measured& measured = measured_[index];
+    const Endpoint& endpoint = measured.port->endpoint;
+    const double threshold = measured.threshold;
     auto state = ports_.find(endpoint);
-    if (reading.port.fraction >= threshold) {
+    if (measured.reading.fraction >= threshold) {
       at_threshold.insert(endpoint);
       state = ports_.insert_or_assign(endpoint, PortState{}).first;
-      state->second.last = reading.port;
+      state->second.last = measured.reading;
     } else if (state == ports_.end()) {
       continue;  // never congested
-    } else if (reading.port.fraction >= threshold / 2) {
+    } else if (measured.reading.fraction >= threshold / 2) {
       state->second.below = 0;  // between half and the threshold: holds
-      state->second.last = reading.port;
-    } else if (reading.sampled != state->second.last_sample &&
+      state->second.last = measured.reading;
+    } else if (measured.sampled != state->second.last_sample &&
                ++state->second.below >= options_.clear_samples) {
       ports_.erase(state);
       continue;
     }
-    state->second.last_sample = reading.sampled;
+    state->second.last_sample = measured.sampled;
     state->second.unread = 0;
     congested.emplace(endpoint, state->second.last);
   }
   for (auto it = ports_.begin(); it != ports_.end();) {
-    if (measured.count(it->first) > 0) {
+    if (FindMeasured(view, it->first) != nullptr) {
       ++it;
     } else if (++it->second.unread >= options_.clear_samples) {
       it = ports_.erase(it);  // no longer read (its series gone): not congested
@@ -196,20 +213,20 @@ void CongestionDetector::Evaluate(const FabricView& view, std::vector<Finding>& 
     int64_t newest_from = 0;
     int64_t newest_to = 0;
     for (const Endpoint& other : view.topology().PortsOf(peer.node, peer.is_switch)) {
-      auto reading = measured.find(other);
+      const Measured* reading = FindMeasured(view, other);
       if (other == peer) {
-        device_measured = device_measured || reading != measured.end();
+        device_measured = device_measured || reading != nullptr;
         continue;
       }
-      if (reading == measured.end()) {
+      if (reading == nullptr) {
         read_since = false;  // not judged this tick (a failed read): unknown
         continue;
       }
       device_measured = true;
-      read_since = read_since && reading->second.from >= onset;
-      if (reading->second.sampled > newest_to) {
-        newest_to = reading->second.sampled;
-        newest_from = reading->second.from;
+      read_since = read_since && reading->from >= onset;
+      if (reading->sampled > newest_to) {
+        newest_to = reading->sampled;
+        newest_from = reading->from;
       }
     }
     if (!device_measured || read_since) {

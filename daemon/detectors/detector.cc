@@ -140,6 +140,11 @@ const Port& SeriesCache::PortOf(const std::string& node, const Series& series,
   return ports_[it->second];
 }
 
+const Port* SeriesCache::FindPort(const Endpoint& endpoint) const {
+  auto it = index_by_endpoint_.find(endpoint);
+  return it != index_by_endpoint_.end() ? &ports_[it->second] : nullptr;
+}
+
 FabricView::FabricView(std::vector<std::shared_ptr<store::NodeState>> nodes,
                        const CableGraph& topology, int64_t now_unix_nanos, SeriesCache* cache)
     : nodes_(std::move(nodes)), topology_(topology), now_(now_unix_nanos), cache_(cache) {

@@ -65,6 +65,9 @@ class SeriesCache {
   // Valid until ResetPorts(): ports are interned in a deque, whose elements never move.
   const Port& PortOf(const std::string& node, const store::Series& series,
                      const CableGraph& topology);
+  // The port interned for `endpoint` (canonical, as PortOf makes it) since the last
+  // ResetPorts(); null: none.
+  const Port* FindPort(const Endpoint& endpoint) const;
   size_t ports() const { return ports_.size(); }
   size_t series() const { return slot_by_series_id_.size(); }
   // Changes at every ResetPorts(): a detector that keeps something by Port::index across ticks
@@ -108,6 +111,9 @@ class FabricView {
   // the tick. Call it from a ForEachSeries visitor: it keeps its answer in the series' memo,
   // which the node's lock guards.
   const Port& PortOf(const std::string& node, const store::Series& series) const;
+  // The port PortOf gave for the canonical `endpoint` (null: none yet), to look a topology's
+  // endpoint up in a PortTable.
+  const Port* FindPort(const Endpoint& endpoint) const { return cache_->FindPort(endpoint); }
   // Identifies the Port::index numbering (see SeriesCache::port_epoch()).
   uint32_t port_epoch() const { return cache_->port_epoch(); }
   // The key of a series' detector state (SeriesStates). Call it from a ForEachSeries visitor,
