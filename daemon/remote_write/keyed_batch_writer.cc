@@ -34,7 +34,12 @@ void KeyedBatchWriter::Remember(uint32_t key, const LabelSet& set) {
 }
 
 void KeyedBatchWriter::Forget(uint32_t key) {
-  ++labels_version_;  // a template built before may name other labels by this key
+  // A template built at this labels version may name other labels by this key: all are built
+  // again. A key none of them holds (a new series; a saturation flag, forgotten as its series
+  // is remembered) leaves them be, so a stream's new series do not cost every layout a build.
+  if (key < templated_at_.size() && templated_at_[key] == labels_version_ + 1) {
+    ++labels_version_;
+  }
   for (EndpointLabels& labels : endpoints_) {
     if (key < labels.by_key.size()) {
       labels.live -= labels.by_key[key].size;
@@ -86,7 +91,6 @@ void KeyedBatchWriter::WritePiece(size_t e, absl::Span<const KeyedSample> sample
 const BatchTemplate* KeyedBatchWriter::TemplateFor(size_t e,
                                                    absl::Span<const KeyedSample> samples) {
   EndpointLabels& labels = endpoints_[e];
-  auto labels_of = [&](uint32_t key) { return Labels(e, key); };
   const uint64_t hash = LayoutHash(samples);
   ++uses_;
   for (Layout& layout : labels.layouts) {
@@ -98,7 +102,7 @@ const BatchTemplate* KeyedBatchWriter::TemplateFor(size_t e,
       }
       // Labels changed since it was built (or another layout with its hash): built again.
       labels.layout_samples -= found.size();
-      const bool built = found.Build(labels_version_, samples, labels_of);
+      const bool built = Build(e, samples, found);
       labels.layout_samples += found.size();
       return built ? &found : nullptr;
     }
@@ -133,12 +137,25 @@ const BatchTemplate* KeyedBatchWriter::TemplateFor(size_t e,
   Layout& layout = labels.layouts.emplace_back();
   layout.hash = hash;
   layout.last_used = uses_;
-  if (!layout.layout_template.Build(labels_version_, samples, labels_of)) {
+  if (!Build(e, samples, layout.layout_template)) {
     labels.layouts.pop_back();
     return nullptr;
   }
   labels.layout_samples += layout.layout_template.size();
   return &layout.layout_template;
+}
+
+bool KeyedBatchWriter::Build(size_t e, absl::Span<const KeyedSample> samples,
+                             BatchTemplate& layout_template) {
+  for (const KeyedSample& sample : samples) {
+    if (sample.labels_key >= templated_at_.size()) {
+      templated_at_.resize(size_t{sample.labels_key} + 1, 0);
+    }
+    templated_at_[sample.labels_key] = labels_version_ + 1;
+  }
+  ++templates_built_;
+  return layout_template.Build(labels_version_, samples,
+                               [&](uint32_t key) { return Labels(e, key); });
 }
 
 uint64_t KeyedBatchWriter::LayoutHash(absl::Span<const KeyedSample> batch) {

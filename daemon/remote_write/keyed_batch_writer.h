@@ -3,16 +3,16 @@
 // Writes batches whose samples name their labels by a key into every endpoint's queue. Each key's
 // labels are merged with each endpoint's labels (LabelMerger) once, when remembered, and kept
 // back to back in one buffer per endpoint. A batch of a layout the writer has sent before (the
-// same keys in the same order, timestamps of the same encoded sizes, no labels changed since) is
-// compressed by that layout's template (BatchTemplate: its labels were compressed once); any other
-// is encoded and compressed by the shard. An agent's collectors each send their own layout on one
-// stream (ib_sysfs every second, ethtool every second, NVML every five...), so a writer keeps a
-// template per layout, built the second time a layout comes, up to kMaxLayouts of them holding
-// at most about one sample per key remembered (least recently used first out): a stream cannot
-// make the writer hold more templates than its own series justify. A batch larger than an
-// endpoint's max_samples_per_send is written in pieces of that many, each a layout of its own.
-// Every batch goes to shard `route` of each endpoint, so a writer whose keys always come with the
-// same route keeps each series in order.
+// same keys in the same order, timestamps of the same encoded sizes, no labels it holds changed
+// since) is compressed by that layout's template (BatchTemplate: its labels were compressed once);
+// any other is encoded and compressed by the shard. An agent's collectors each send their own
+// layout on one stream (ib_sysfs every second, ethtool every second, NVML every five...), so a
+// writer keeps a template per layout, built the second time a layout comes, up to kMaxLayouts of
+// them holding at most about one sample per key remembered (least recently used first out): a
+// stream cannot make the writer hold more templates than its own series justify. A batch larger
+// than an endpoint's max_samples_per_send is written in pieces of that many, each a layout of its
+// own. Every batch goes to shard `route` of each endpoint, so a writer whose keys always come with
+// the same route keeps each series in order.
 //
 // Two writers: one per agent stream (keys: a node's slots), and the aggregator's forwarding of
 // its own families (keys: the forwarded series).
@@ -53,6 +53,8 @@ class KeyedBatchWriter {
 
   // Heap bytes held (labels and templates).
   size_t MemoryBytes() const;
+  // Templates built so far (a layout's first, and again after labels it holds changed).
+  uint64_t templates_built() const { return templates_built_; }
 
  private:
   // Where a key's merged labels lie in an endpoint's buffer.
@@ -93,10 +95,18 @@ class KeyedBatchWriter {
   // The template that compresses `samples` for endpoint `e`, built if their layout came before;
   // null: encode them.
   const BatchTemplate* TemplateFor(size_t e, absl::Span<const KeyedSample> samples);
+  // Builds `layout_template` for `samples` on endpoint `e`, noting its keys in templated_at_.
+  bool Build(size_t e, absl::Span<const KeyedSample> samples, BatchTemplate& layout_template);
 
   std::vector<EndpointLabels> endpoints_;
-  uint64_t labels_version_ = 0;  // moves whenever a key's labels change
-  uint64_t uses_ = 0;            // pieces written (the layouts' clock)
+  // Moves when the labels of a key that a template holds change (Forget): every template built
+  // before is built again.
+  uint64_t labels_version_ = 0;
+  // By key: labels_version_ + 1 when a template last took the key (0: never). A key whose entry
+  // is not the current version + 1 is in no template that can still match.
+  std::vector<uint64_t> templated_at_;
+  uint64_t uses_ = 0;  // pieces written (the layouts' clock)
+  uint64_t templates_built_ = 0;
 };
 
 }  // namespace fabricmon::remote_write

@@ -128,6 +128,43 @@ TEST_F(KeyedBatchWriterTest, LayoutsTakingTurnsEachKeepATemplate) {
   EXPECT_EQ(Received(), expected);
 }
 
+// A stream's new series (keys no template holds, and their saturation flags forgotten) leave
+// the templates be; labels changed under a key a template holds build the templates again.
+TEST_F(KeyedBatchWriterTest, OnlyLabelsATemplateHoldsBuildItAgain) {
+  Start(10000);
+  KeyedBatchWriter writer({endpoint_.get()});
+  for (uint32_t key = 0; key < 6; ++key) {
+    writer.Remember(key, *Series(absl::StrCat("d", key)));
+  }
+  std::map<std::string, double> expected;
+  auto write_both = [&](int64_t t) {  // two collectors' layouts, in turn
+    for (uint32_t first : {0u, 3u}) {
+      std::vector<KeyedSample> batch;
+      for (uint32_t key = first; key < first + 3; ++key) {
+        batch.push_back({key, t + first, static_cast<double>(t + key)});
+        expected[absl::StrCat("d", key, "@", t + first)] = static_cast<double>(t + key);
+      }
+      writer.Write(batch, 0, clock_.MonotonicNanos(), nullptr);
+    }
+  };
+  write_both(1000);
+  write_both(2000);
+  EXPECT_EQ(writer.templates_built(), 2u);
+  for (uint32_t key = 10; key < 20; ++key) {  // new series, as OnStored remembers them
+    writer.Forget(key + 100);
+    writer.Remember(key, *Series(absl::StrCat("d", key)));
+  }
+  write_both(3000);
+  EXPECT_EQ(writer.templates_built(), 2u);  // none built again
+  writer.Remember(4, *Series("d4-renamed"));
+  write_both(4000);
+  EXPECT_EQ(writer.templates_built(), 4u);  // both: one version for the stream
+  EXPECT_EQ(endpoint_->stats().samples_templated.load(), 18u);
+  expected.erase("d4@4003");
+  expected["d4-renamed@4003"] = 4004;
+  EXPECT_EQ(Received(), expected);
+}
+
 // Templates kept together hold about one sample per key remembered, however many layouts a
 // stream sends (the least recently used go first), and every value still arrives.
 TEST_F(KeyedBatchWriterTest, TemplatesHoldAboutOneSamplePerKey) {
