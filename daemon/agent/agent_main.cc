@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "collectors/builtin.h"
@@ -117,6 +118,17 @@ absl::StatusOr<std::vector<std::unique_ptr<collectors::Collector>>> CreateCollec
   return registry.CreateEnabled(context);
 }
 
+// --metrics_port_file reports the port the daemon's /metrics listens on: without a listener
+// there is none to report.
+absl::Status MetricsPortFileHasAListener(const v1::AgentConfig& config) {
+  if (!absl::GetFlag(FLAGS_metrics_port_file).empty() && config.listen_metrics().empty()) {
+    return absl::InvalidArgumentError(
+        "--metrics_port_file needs a /metrics listener (--listen_metrics or the config's "
+        "listen_metrics); see --help");
+  }
+  return absl::OkStatus();
+}
+
 int RunOnce(const v1::AgentConfig& config) {
   auto created = CreateCollectors(config);
   if (!created.ok()) {
@@ -139,6 +151,10 @@ int RunOnce(const v1::AgentConfig& config) {
 // collectors are built (their configuration validated) but never run.
 int CheckConfig(const v1::AgentConfig& config, bool once) {
   if (!once) {
+    if (absl::Status usable = MetricsPortFileHasAListener(config); !usable.ok()) {
+      Err() << usable.message() << "\n";
+      return kExitFailure;
+    }
     absl::StatusOr<agent::AgentDaemonSettings> settings = agent::ResolveAgentDaemonSettings(config);
     if (!settings.ok()) {
       Err() << settings.status().message() << "\n";
@@ -175,9 +191,8 @@ int RunDaemon(const v1::AgentConfig& config) {
   // The port file is created before anything listens: an unwritable path stops the start.
   std::optional<PortFile> metrics_port_file;
   if (const std::string path = absl::GetFlag(FLAGS_metrics_port_file); !path.empty()) {
-    if (config.listen_metrics().empty()) {
-      Err() << "--metrics_port_file needs a /metrics listener (--listen_metrics or the config's "
-               "listen_metrics); see --help\n";
+    if (absl::Status usable = MetricsPortFileHasAListener(config); !usable.ok()) {
+      Err() << usable.message() << "\n";
       return kExitUsage;
     }
     absl::StatusOr<PortFile> prepared = PortFile::Prepare(path, "metrics_port_file");
@@ -302,6 +317,14 @@ int main(int argc, char** argv) {
           absl::GetFlag(FLAGS_enable_collectors), *config.mutable_collectors());
       !enabled.ok()) {
     fabricmon::Err() << "--enable_collectors: " << enabled.message() << "; see --help\n";
+    return fabricmon::kExitUsage;
+  }
+  // A flag the run would ignore is refused: the operator meant something by it.
+  if (!absl::GetFlag(FLAGS_metrics_port_file).empty() &&
+      (absl::GetFlag(FLAGS_once) || absl::GetFlag(FLAGS_doctor))) {
+    fabricmon::Err() << "--metrics_port_file names the port the daemon serves /metrics on; "
+                     << (absl::GetFlag(FLAGS_once) ? "--once" : "--doctor")
+                     << " serves nothing; see --help\n";
     return fabricmon::kExitUsage;
   }
   if (absl::GetFlag(FLAGS_doctor)) {

@@ -178,6 +178,19 @@ TEST_F(CarelessOperatorTest, AgentMetricsPortFile) {
       Agent({"--insecure_plaintext", "--listen_metrics=", "--metrics_port_file=" + port_file}),
       {"--metrics_port_file needs a /metrics listener"});
   EXPECT_NE(access(port_file.c_str(), F_OK), 0) << "a refused start wrote its port file";
+  // A run that serves nothing refuses the flag rather than ignore it; --check_config finds what
+  // the start would refuse.
+  ExpectRefused(Agent({"--once", "--metrics_port_file=" + port_file}),
+                {"--metrics_port_file names the port the daemon serves /metrics on; --once "
+                 "serves nothing"});
+  ExpectRefused(Agent({"--doctor", "--metrics_port_file=" + port_file}),
+                {"--doctor serves nothing"});
+  const CommandResult check = Agent({"--check_config", "--insecure_plaintext",
+                                     "--listen_metrics=", "--metrics_port_file=" + port_file});
+  EXPECT_EQ(check.exit_code, 1) << check.output;
+  EXPECT_THAT(check.output, HasSubstr("--metrics_port_file needs a /metrics listener"));
+  EXPECT_THAT(check.output, Not(HasSubstr("config OK")));
+  EXPECT_NE(access(port_file.c_str(), F_OK), 0) << "a refused run wrote its port file";
 
   DaemonProcess agent;
   ASSERT_TRUE(agent.Start(
