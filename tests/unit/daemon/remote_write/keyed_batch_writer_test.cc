@@ -2,6 +2,7 @@
 
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -162,6 +163,49 @@ TEST_F(KeyedBatchWriterTest, OnlyLabelsATemplateHoldsBuildItAgain) {
   EXPECT_EQ(endpoint_->stats().samples_templated.load(), 18u);
   expected.erase("d4@4003");
   expected["d4-renamed@4003"] = 4004;
+  EXPECT_EQ(Received(), expected);
+}
+
+// Keys relabelled, forgotten and remembered again between batches of layouts taking turns, in
+// a seeded random order: every sample arrives under the labels its key had when it was written.
+TEST_F(KeyedBatchWriterTest, EverySampleCarriesTheLabelsItsKeyHadWhenWritten) {
+  Start(7);  // pieces too
+  KeyedBatchWriter writer({endpoint_.get()});
+  constexpr uint32_t kKeys = 16;
+  std::vector<std::string> device(kKeys);  // empty: forgotten (or never remembered)
+  uint32_t relabels = 0;
+  auto remember = [&](uint32_t key) {
+    device[key] = absl::StrCat("k", key, "v", relabels++);
+    writer.Remember(key, *Series(device[key]));
+  };
+  for (uint32_t key = 0; key < kKeys; ++key) {
+    remember(key);
+  }
+  std::mt19937 random(20261128);
+  std::map<std::string, double> expected;
+  for (int64_t t = 1000; t < 1000 + 600; ++t) {
+    const uint32_t choice = random() % 100;
+    const uint32_t key = random() % kKeys;
+    if (choice < 10) {
+      remember(key);
+    } else if (choice < 14) {
+      writer.Forget(key);
+      device[key].clear();
+    } else {
+      // One of four collectors' layouts (keys by their residue), less the keys forgotten.
+      const uint32_t layout = random() % 4;
+      std::vector<KeyedSample> batch;
+      for (uint32_t k = 0; k < kKeys; ++k) {
+        if ((k % 4 == layout || (layout == 3 && k % 2 == 0)) && !device[k].empty()) {
+          const double value = static_cast<double>(random() % 5);  // repeats: copies
+          batch.push_back({k, t, value});
+          expected[absl::StrCat(device[k], "@", t)] = value;
+        }
+      }
+      writer.Write(batch, 0, clock_.MonotonicNanos(), nullptr);
+    }
+  }
+  EXPECT_GT(endpoint_->stats().samples_templated.load(), expected.size() / 2);
   EXPECT_EQ(Received(), expected);
 }
 
