@@ -21,7 +21,10 @@ namespace {
 // flow-control update for an ack (the agent still wakes for gRPC's flow-control update of each
 // batch). At 1 Hz every batch asks, as before. What stays unacknowledged (at most
 // this long's batches) is what a failover replays to the next aggregator beyond what was in
-// flight anyway: exact duplicates there, which receivers deduplicate.
+// flight anyway. Not longer than a 1 Hz cycle: a replayed sample equal to its series' newest in
+// remote storage is a duplicate receivers drop, an older one is refused (Prometheus: "out of
+// order sample"); with 1.5 s the failover test saw exactly that, though the ack writes it saved
+// were half of the fifth of the aggregator's CPU they cost at 1,000 agents x 1 Hz.
 constexpr absl::Duration kAckInterval = absl::Milliseconds(500);
 
 }  // namespace
