@@ -38,6 +38,25 @@ void FabricView::ForEachChangingSeries(
   VisitOnEveryNode(nodes_, family, /*only_changing=*/true, visit);
 }
 
+void FabricView::ForEachChangingSeriesOf(
+    absl::Span<const char* const> families,
+    const std::function<void(size_t, const std::string&, const Series&)>& visit) const {
+  if (nodes_.empty()) {
+    return;
+  }
+  // The nodes of a view share one store: each family is looked up there once for all of them.
+  std::vector<store::FamilyKey> keys;
+  keys.reserve(families.size());
+  for (const char* family : families) {
+    keys.push_back(nodes_.front()->KeyOfFamily(family));
+  }
+  for (const auto& node : nodes_) {
+    node->VisitFamilies(
+        keys, [&](size_t i, const Series& series) { visit(i, node->name(), series); },
+        /*only_changing=*/true);
+  }
+}
+
 namespace {
 // Numbers unique in the process (0 is nobody's: a series' memo starts there). After 2^32 of
 // them a tag comes round again; the lookups still check the slot's series id.

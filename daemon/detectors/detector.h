@@ -18,6 +18,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "daemon/detectors/cable_graph.h"
 #include "daemon/detectors/finding.h"
 #include "daemon/detectors/series_key.h"
@@ -133,6 +134,12 @@ class FabricView {
   void ForEachChangingSeries(
       absl::string_view family,
       const std::function<void(const std::string&, const store::Series&)>& visit) const;
+  // ForEachChangingSeries of several families, node by node: `visit(i, node_name, series)` for
+  // the changing series of families[i], each node's families in their order under one taking of
+  // its lock (NodeState::VisitFamilies).
+  void ForEachChangingSeriesOf(
+      absl::Span<const char* const> families,
+      const std::function<void(size_t, const std::string&, const store::Series&)>& visit) const;
 
  private:
   std::vector<std::shared_ptr<store::NodeState>> nodes_;

@@ -1,6 +1,8 @@
 #include "daemon/detectors/link_degraded.h"
 
 #include <algorithm>
+#include <array>
+#include <iterator>
 #include <utility>
 #include <vector>
 
@@ -19,37 +21,43 @@ constexpr const char* kErrorCounters[] = {
 
 void LinkDegradedDetector::Evaluate(const FabricView& view, std::vector<Finding>& out) {
   const int64_t now = view.now_unix_nanos();
-  for (const char* family : kErrorCounters) {
-    // First the increases, from the series that have one (most error counters stand still:
-    // those are not even read).
-    struct Increase {
-      const Port* port;
-      const std::string* node;  // the view's: valid for the tick
-      int64_t time;
-      uint64_t errors;
-      Evidence evidence;
-    };
-    std::vector<Increase> increases;
-    bool contested = false;  // an increase reported by a node that is not its port's own
-    view.ForEachChangingSeries(family, [&](const std::string& node, const store::Series& series) {
-      const Port& port = view.PortOf(node, series);
-      ForEachNewPair(series, &cursors_[view.KeyOf(series)],
-                     [&](const store::StoredSample& previous, const store::StoredSample& current) {
-                       const uint64_t increase = RawIncrease(series.desc, previous, current);
-                       if (increase == 0) {
-                         return;
-                       }
-                       const double seconds = static_cast<double>(current.timestamp_unix_nanos -
-                                                                  previous.timestamp_unix_nanos) /
-                                              1e9;
-                       contested = contested || node != port.endpoint.node;
-                       increases.push_back(
-                           {&port, &node, current.timestamp_unix_nanos, increase,
-                            MakeEvidence(series.desc, static_cast<double>(current.raw),
-                                         seconds > 0 ? static_cast<double>(increase) / seconds : 0,
-                                         absl::StrCat("+", increase, " in ", seconds, " s"))});
-                     });
-    });
+  // First the increases, from the series that have one (most error counters stand still: those
+  // are not even read), every family of a node in one visit.
+  struct Increase {
+    const Port* port;
+    const std::string* node;  // the view's: valid for the tick
+    int64_t time;
+    uint64_t errors;
+    Evidence evidence;
+  };
+  constexpr size_t kFamilies = std::size(kErrorCounters);
+  std::array<std::vector<Increase>, kFamilies> increases_of;
+  // An increase reported by a node that is not its port's own, per family.
+  std::array<bool, kFamilies> contested_of{};
+  view.ForEachChangingSeriesOf(kErrorCounters, [&](size_t f, const std::string& node,
+                                                   const store::Series& series) {
+    const Port& port = view.PortOf(node, series);
+    ForEachNewPair(series, &cursors_[view.KeyOf(series)],
+                   [&](const store::StoredSample& previous, const store::StoredSample& current) {
+                     const uint64_t increase = RawIncrease(series.desc, previous, current);
+                     if (increase == 0) {
+                       return;
+                     }
+                     const double seconds = static_cast<double>(current.timestamp_unix_nanos -
+                                                                previous.timestamp_unix_nanos) /
+                                            1e9;
+                     contested_of[f] = contested_of[f] || node != port.endpoint.node;
+                     increases_of[f].push_back(
+                         {&port, &node, current.timestamp_unix_nanos, increase,
+                          MakeEvidence(series.desc, static_cast<double>(current.raw),
+                                       seconds > 0 ? static_cast<double>(increase) / seconds : 0,
+                                       absl::StrCat("+", increase, " in ", seconds, " s"))});
+                   });
+  });
+  for (size_t f = 0; f < kFamilies; ++f) {
+    const char* family = kErrorCounters[f];
+    std::vector<Increase>& increases = increases_of[f];
+    const bool contested = contested_of[f];
     // Then whose increases count (ReporterChoice): the port's own node's always; another node's
     // (a fabric sweeper's copy) only when no reporter of the port ranks before it, which takes
     // every reporter of the family, still ones included: a second pass, only when needed.

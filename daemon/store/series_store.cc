@@ -573,6 +573,22 @@ void NodeState::VisitFamily(absl::string_view family,
   VisitFamily(key, visit);
 }
 
+absl::Span<const uint32_t> NodeState::FamilyIndicesLocked(const FamilyKey& family) const {
+  if (family.table == descs_.get() && family.table != nullptr) {
+    if (family.held_nowhere) {
+      return {};
+    }
+    if (family.number.has_value()) {
+      return *family.number < by_family_number_.size() ? by_family_number_[*family.number]
+                                                       : absl::Span<const uint32_t>();
+    }
+  }
+  // Another store's key, or a family past the store's numbered ones: by name.
+  auto it = by_family_.find(family.name);
+  return it != by_family_.end() ? absl::Span<const uint32_t>(it->second.indices)
+                                : absl::Span<const uint32_t>();
+}
+
 void NodeState::VisitFamily(const FamilyKey& family,
                             const std::function<void(const Series&)>& visit,
                             bool only_changing) const {
@@ -580,22 +596,22 @@ void NodeState::VisitFamily(const FamilyKey& family,
     return;
   }
   absl::MutexLock lock(&mu_);
-  absl::Span<const uint32_t> indices;
-  if (family.table == descs_.get() && family.table != nullptr && family.number.has_value()) {
-    if (*family.number >= by_family_number_.size()) {
-      return;
-    }
-    indices = by_family_number_[*family.number];
-  } else {
-    auto it = by_family_.find(family.name);
-    if (it == by_family_.end()) {
-      return;
-    }
-    indices = it->second.indices;
-  }
-  for (uint32_t index : indices) {
+  for (uint32_t index : FamilyIndicesLocked(family)) {
     if (!only_changing || appends_until_steady_[index] != 0) {
       visit(series_[index]);
+    }
+  }
+}
+
+void NodeState::VisitFamilies(absl::Span<const FamilyKey> families,
+                              const std::function<void(size_t, const Series&)>& visit,
+                              bool only_changing) const {
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < families.size(); ++i) {
+    for (uint32_t index : FamilyIndicesLocked(families[i])) {
+      if (!only_changing || appends_until_steady_[index] != 0) {
+        visit(i, series_[index]);
+      }
     }
   }
 }

@@ -1,5 +1,6 @@
 #include "daemon/store/series_store.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -407,6 +408,20 @@ TEST(NodeStateChangingSeriesTest, VisitsExactlyTheSeriesWhoseRingHoldsMoreThanOn
         node.VisitFamily(family, [&](const Series&) { visited_all = true; });
         ASSERT_TRUE(visited_all);
       }
+      // All three families in one visit see the same, each under its own index.
+      std::vector<FamilyKey> keys(descs.size());
+      for (size_t i = 0; i < descs.size(); ++i) {
+        keys[i].name = descs[i].name;
+      }
+      std::vector<int> changing(descs.size(), 0);
+      node.VisitFamilies(
+          keys, [&](size_t i, const Series&) { ++changing[i]; }, /*only_changing=*/true);
+      for (size_t i = 0; i < descs.size(); ++i) {
+        bool visited = false;
+        node.VisitFamily(
+            keys[i], [&](const Series&) { visited = true; }, /*only_changing=*/true);
+        ASSERT_EQ(changing[i], visited ? 1 : 0) << descs[i].name << " at sequence " << sequence;
+      }
     }
   }
 }
@@ -588,6 +603,20 @@ TEST(FamilyKeyTest, VisitsWhatTheNameVisitsOnEveryNodeOfTheStore) {
   EXPECT_FALSE(by_name.number.has_value());
   EXPECT_FALSE(by_name.held_nowhere);
   EXPECT_EQ(count(outside, by_name), 1);
+  // Several families in one visit: each node's counts, family by family, as one at a time.
+  const std::vector<FamilyKey> keys = {y, z, x, by_name};
+  for (const NodeState* node : {&a, &b, &outside}) {
+    std::vector<int> visited(keys.size(), 0);
+    std::vector<size_t> order;
+    node->VisitFamilies(keys, [&](size_t i, const Series&) {
+      ++visited[i];
+      order.push_back(i);
+    });
+    for (size_t i = 0; i < keys.size(); ++i) {
+      EXPECT_EQ(visited[i], count(*node, keys[i])) << node->name() << " family " << i;
+    }
+    EXPECT_TRUE(std::is_sorted(order.begin(), order.end())) << "family by family";
+  }
 }
 
 // Family names come from agents: the table numbers a bounded count of them, and the families
@@ -612,6 +641,10 @@ TEST(FamilyKeyTest, FamiliesBeyondTheTablesBoundAreFoundByName) {
   int visited = 0;
   node.VisitFamily(node.KeyOfFamily("fabricmon_late_total"), [&](const Series&) { ++visited; });
   EXPECT_EQ(visited, 1);
+  const std::vector<FamilyKey> keys = {node.KeyOfFamily("f7"), late};
+  std::vector<int> each(keys.size(), 0);
+  node.VisitFamilies(keys, [&](size_t i, const Series&) { ++each[i]; });
+  EXPECT_EQ(each, (std::vector<int>{0, 1}));
 }
 
 // Retirement: series without a sample for the retention are freed while the node keeps sending;
