@@ -112,8 +112,8 @@ class FabricView {
   // the tick. Call it from a ForEachSeries visitor: it keeps its answer in the series' memo,
   // which the node's lock guards.
   const Port& PortOf(const std::string& node, const store::Series& series) const;
-  // The port PortOf gave for the canonical `endpoint` (null: none yet), to look a topology's
-  // endpoint up in a PortTable.
+  // The port PortOf gave for the canonical `endpoint` (null: none yet), to find a topology
+  // endpoint's entry in a table kept by Port::index (congestion's measured ports).
   const Port* FindPort(const Endpoint& endpoint) const { return cache_->FindPort(endpoint); }
   // Identifies the Port::index numbering (see SeriesCache::port_epoch()).
   uint32_t port_epoch() const { return cache_->port_epoch(); }

@@ -179,7 +179,7 @@ void KeyedBatchWriter::Compact(EndpointLabels& labels) {
 }
 
 size_t KeyedBatchWriter::MemoryBytes() const {
-  size_t bytes = 0;
+  size_t bytes = templated_at_.capacity() * sizeof(uint64_t);
   for (const EndpointLabels& labels : endpoints_) {
     bytes += labels.bytes.capacity() + labels.by_key.capacity() * sizeof(LabelSpan) +
              labels.layouts.capacity() * sizeof(Layout) +
