@@ -54,7 +54,7 @@ std::vector<prometheus::MetricFamily> FindingsExporter::Collect() const {
   MetricFamily active = exposition::EmptyFamily(wire::kFindingActiveFamily);
   MetricFamily victims = exposition::EmptyFamily(wire::kFindingVictimsFamily);
   MetricFamily depth = exposition::EmptyFamily(wire::kFindingDepthHopsFamily);
-  for (const TrackedFinding& tracked : engine_.tracker().Active()) {
+  engine_.tracker().ForEachActive([&](const TrackedFinding& tracked) {
     const Finding& f = tracked.finding;
     ClientMetric metric;
     metric.label = {{"kind", f.kind},
@@ -73,7 +73,7 @@ std::vector<prometheus::MetricFamily> FindingsExporter::Collect() const {
       depth.metric.push_back(std::move(d));
     }
     active.metric.push_back(std::move(metric));
-  }
+  });
   MetricFamily totals = exposition::EmptyFamily(wire::kFindingsTotalFamily);
   // Every kind at warning and critical from the start (0), so the first finding is an increase.
   std::map<std::pair<std::string, Severity>, uint64_t> raised = engine_.tracker().RaisedTotals();

@@ -198,9 +198,16 @@ void RemoteWriteFeed::ForwardFamilies(const std::vector<prometheus::MetricFamily
   absl::MutexLock lock(&forward_mu_);
   ++forwardings_;
   forward_batch_.clear();
-  // Each tick forwards mostly the series of the tick before: a series is looked up by its
-  // encoded labels, built in buffers kept across ticks, and is given a key (its labels merged
-  // for every endpoint) only the first time.
+  next_order_.positions.clear();
+  next_order_.bytes.clear();
+  // Each tick forwards mostly the series of the tick before, in the same order: a series is
+  // known by its encoded labels, built in buffers kept across ticks, compared with the series
+  // at its position last time or else looked up, and is given a key (its labels merged for
+  // every endpoint) only the first time.
+  size_t position = 0;
+  // Where the series at `position` was last time, relative to it: it moves when series came or
+  // went before (a finding raised shifts every series after it), found at the first miss.
+  ptrdiff_t shift = 0;
   for (const prometheus::MetricFamily& family : families) {
     const bool counter = family.type == prometheus::MetricType::Counter;
     for (const prometheus::ClientMetric& metric : family.metric) {
@@ -209,36 +216,36 @@ void RemoteWriteFeed::ForwardFamilies(const std::vector<prometheus::MetricFamily
         label_refs_.emplace_back(label.name, label.value);
       }
       remote_write::EncodeLabelsInto(family.name, label_refs_, key_);
-      auto it = last_forwarded_.find(key_);
-      if (it == last_forwarded_.end()) {
-        LabelPairs pairs;
-        pairs.reserve(metric.label.size());
-        for (const auto& label : metric.label) {
-          pairs.emplace_back(label.name, label.value);
+      Forwarded* entry = nullptr;
+      const ptrdiff_t guess = static_cast<ptrdiff_t>(position) + shift;
+      if (guess >= 0 && static_cast<size_t>(guess) < order_.positions.size()) {
+        const Position& last = order_.positions[guess];
+        if (absl::string_view(order_.bytes).substr(last.offset, last.size) == key_) {
+          entry = last.entry;
         }
-        uint32_t key = next_key_;
-        if (free_keys_.empty()) {
-          ++next_key_;
-        } else {
-          key = free_keys_.back();
-          free_keys_.pop_back();
+      }
+      if (entry == nullptr) {
+        entry = &LookUpForwarded(family.name, metric);
+        if (entry->forwarding + 1 == forwardings_) {  // in the last forwarding: resynchronized
+          shift = static_cast<ptrdiff_t>(entry->position) - static_cast<ptrdiff_t>(position);
         }
-        forward_writer_.Remember(
-            key, *remote_write::MakeLabelSet(family.name, std::move(pairs),
-                                             remote_write::SeriesOrigin::kAggregator));
-        it = last_forwarded_.emplace(key_, Forwarded{key, 0}).first;
-      } else if (it->second.forwarding == forwardings_) {
+      }
+      next_order_.positions.push_back({next_order_.bytes.size(), key_.size(), entry});
+      next_order_.bytes.append(key_);
+      if (entry->forwarding == forwardings_) {
         // The same series twice in one forwarding: a receiver refuses a request with two
         // values at one timestamp whole, so the first one goes.
+        ++position;
         continue;
       }
-      it->second.forwarding = forwardings_;
+      entry->forwarding = forwardings_;
+      entry->position = position++;
       forward_batch_.push_back(
-          {it->second.key, timestamp_ms, counter ? metric.counter.value : metric.gauge.value});
+          {entry->key, timestamp_ms, counter ? metric.counter.value : metric.gauge.value});
     }
   }
   // A series this forwarding lacks ends: a staleness marker, and it is forgotten (its key
-  // once the marker is queued).
+  // once the marker is queued). None of them is in next_order_.
   ended_keys_.clear();
   for (auto it = last_forwarded_.begin(); it != last_forwarded_.end();) {
     if (it->second.forwarding != forwardings_) {
@@ -249,12 +256,43 @@ void RemoteWriteFeed::ForwardFamilies(const std::vector<prometheus::MetricFamily
       ++it;
     }
   }
+  std::swap(order_, next_order_);
   // All to one shard of each endpoint, so that each series stays in order.
   forward_writer_.Write(forward_batch_, /*route=*/0, now, nullptr);
   for (const uint32_t key : ended_keys_) {
     forward_writer_.Forget(key);
     free_keys_.push_back(key);
   }
+}
+
+RemoteWriteFeed::Forwarded& RemoteWriteFeed::LookUpForwarded(
+    const std::string& name, const prometheus::ClientMetric& metric) {
+  ++looked_up_;
+  auto it = last_forwarded_.find(key_);
+  if (it != last_forwarded_.end()) {
+    return it->second;
+  }
+  LabelPairs pairs;
+  pairs.reserve(metric.label.size());
+  for (const auto& label : metric.label) {
+    pairs.emplace_back(label.name, label.value);
+  }
+  uint32_t key = next_key_;
+  if (free_keys_.empty()) {
+    ++next_key_;
+  } else {
+    key = free_keys_.back();
+    free_keys_.pop_back();
+  }
+  forward_writer_.Remember(
+      key,
+      *remote_write::MakeLabelSet(name, std::move(pairs), remote_write::SeriesOrigin::kAggregator));
+  return last_forwarded_.emplace(key_, Forwarded{key, 0}).first->second;
+}
+
+uint64_t RemoteWriteFeed::forwarded_series_looked_up() const {
+  absl::MutexLock lock(&forward_mu_);
+  return looked_up_;
 }
 
 void RemoteWriteFeed::Shutdown() {

@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/aggregator/batch_observer.h"
 #include "daemon/common/clock.h"
@@ -65,6 +65,10 @@ class RemoteWriteFeed final : public BatchObserver, public prometheus::Collectab
   void ForwardFamilies(const std::vector<prometheus::MetricFamily>& families,
                        int64_t timestamp_unix_nanos) ABSL_LOCKS_EXCLUDED(forward_mu_);
 
+  // Forwarded series looked up by their labels so far, rather than found where the last
+  // forwarding had them (a series new, or come or gone before them): for tests.
+  uint64_t forwarded_series_looked_up() const ABSL_LOCKS_EXCLUDED(forward_mu_);
+
   // Stops the tick thread, then flushes each endpoint within its flush deadline (all at
   // once). Idempotent.
   void Shutdown();
@@ -81,15 +85,38 @@ class RemoteWriteFeed final : public BatchObserver, public prometheus::Collectab
   // Each endpoint's entry's endpoint.
   std::vector<remote_write::Endpoint*> Endpoints() const;
 
-  absl::Mutex forward_mu_;
+  mutable absl::Mutex forward_mu_;
   struct Forwarded {
     uint32_t key = 0;         // its labels' key in forward_writer_
     uint64_t forwarding = 0;  // the last forwarding that had the series
+    size_t position = 0;      // its place in that forwarding's order
   };
+  // The entry of the series whose encoded labels are in `key_`, made (its key given, its labels
+  // remembered) if it has none.
+  Forwarded& LookUpForwarded(const std::string& name, const prometheus::ClientMetric& metric)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(forward_mu_);
   // The series of the last forwarding, by their encoded labels (LabelSet::encoded): a series
-  // missing from the next one gets a staleness marker.
-  absl::flat_hash_map<std::string, Forwarded> last_forwarded_ ABSL_GUARDED_BY(forward_mu_);
+  // missing from the next one gets a staleness marker. Nodes, so that `order_` may point at them.
+  absl::node_hash_map<std::string, Forwarded> last_forwarded_ ABSL_GUARDED_BY(forward_mu_);
+  // The last forwarding's series in its order: each one's encoded labels (in `bytes`) and entry
+  // of last_forwarded_. The families come in the same order every tick, so a series is compared
+  // with the one where the series before it was followed last time, read in sequence, rather
+  // than looked up; one that is not there (a series came or went before it) is looked up, and
+  // the series after it are compared from its own place on. Built anew each forwarding
+  // (`next_order_`, kept to reuse its buffers).
+  struct Position {
+    size_t offset = 0;
+    size_t size = 0;
+    Forwarded* entry = nullptr;
+  };
+  struct Order {
+    std::vector<Position> positions;
+    std::string bytes;
+  };
+  Order order_ ABSL_GUARDED_BY(forward_mu_);
+  Order next_order_ ABSL_GUARDED_BY(forward_mu_);
   uint64_t forwardings_ ABSL_GUARDED_BY(forward_mu_) = 0;
+  uint64_t looked_up_ ABSL_GUARDED_BY(forward_mu_) = 0;
   // The forwarded series' labels by key, and each tick's layout compressed once: the families
   // come in the same order every tick.
   remote_write::KeyedBatchWriter forward_writer_ ABSL_GUARDED_BY(forward_mu_);

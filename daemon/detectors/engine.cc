@@ -437,7 +437,7 @@ v1::DiagnoseResponse DetectionEngine::Diagnose(const std::vector<std::string>& n
   };
 
   std::vector<TrackedFinding> relevant;
-  for (const TrackedFinding& tracked : tracker_.Active()) {
+  tracker_.ForEachActive([&](const TrackedFinding& tracked) {
     const Finding& f = tracked.finding;
     bool hit = touches(f.subject) || (!f.peer.node.empty() && touches(f.peer));
     for (const Endpoint& victim : f.victims) {
@@ -446,7 +446,7 @@ v1::DiagnoseResponse DetectionEngine::Diagnose(const std::vector<std::string>& n
     if (hit) {
       relevant.push_back(tracked);
     }
-  }
+  });
   std::sort(relevant.begin(), relevant.end(), [](const auto& a, const auto& b) {
     if (a.finding.severity != b.finding.severity) return a.finding.severity > b.finding.severity;
     if (KindRank(a.finding.kind) != KindRank(b.finding.kind)) {
@@ -500,7 +500,7 @@ std::vector<v1::Finding> DetectionEngine::Findings(bool include_cleared,
 
 std::vector<v1::Finding> DetectionEngine::FindingsOfNode(const std::string& node) const {
   std::vector<v1::Finding> out;
-  for (const TrackedFinding& tracked : tracker_.Active()) {
+  tracker_.ForEachActive([&](const TrackedFinding& tracked) {
     const Finding& f = tracked.finding;
     bool hit = f.subject.node == node || f.peer.node == node;
     for (const Endpoint& victim : f.victims) {
@@ -509,7 +509,7 @@ std::vector<v1::Finding> DetectionEngine::FindingsOfNode(const std::string& node
     if (hit) {
       out.push_back(ToProto(tracked));
     }
-  }
+  });
   return out;
 }
 

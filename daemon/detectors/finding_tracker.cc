@@ -87,6 +87,13 @@ std::vector<TrackedFinding> FindingTracker::Active() const {
   return out;
 }
 
+void FindingTracker::ForEachActive(absl::FunctionRef<void(const TrackedFinding&)> visit) const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [key, tracked] : active_) {
+    visit(tracked);
+  }
+}
+
 std::vector<TrackedFinding> FindingTracker::Recent() const {
   absl::MutexLock lock(&mu_);
   return std::vector<TrackedFinding>(recent_.begin(), recent_.end());

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/detectors/finding.h"
 
@@ -28,6 +29,11 @@ class FindingTracker {
   void Update(std::vector<Finding> current, int64_t now_unix_nanos) ABSL_LOCKS_EXCLUDED(mu_);
 
   std::vector<TrackedFinding> Active() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Each active finding, in Active()'s order, without copying them (the exporters build their
+  // families from every active finding each tick), under the tracker's lock: `visit` must not
+  // call back into the tracker.
+  void ForEachActive(absl::FunctionRef<void(const TrackedFinding&)> visit) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Cleared findings, newest first.
   std::vector<TrackedFinding> Recent() const ABSL_LOCKS_EXCLUDED(mu_);
   // Incidents raised since start, by kind and the severity they were raised with (for

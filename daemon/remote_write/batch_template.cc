@@ -326,6 +326,21 @@ bool BatchTemplate::Build(uint64_t labels_version, absl::Span<const KeyedSample>
 }
 
 void BatchTemplate::Compress(absl::Span<const KeyedSample> samples, CompressedSamples& out) const {
+  CompressLayout<false>(samples, out);
+}
+
+bool BatchTemplate::CompressIfMatches(uint64_t labels_version,
+                                      absl::Span<const KeyedSample> samples,
+                                      CompressedSamples& out) const {
+  if (!built_ || labels_version != labels_version_ || samples.size() != keys_.size()) {
+    return false;
+  }
+  return CompressLayout<true>(samples, out);
+}
+
+template <bool kCheck>
+bool BatchTemplate::CompressLayout(absl::Span<const KeyedSample> samples,
+                                   CompressedSamples& out) const {
   // Written into a buffer kept per thread, then copied out at its size: a queued run holds no
   // slack. A bound, generously: the stored elements, and no element longer than three bytes
   // per raw byte it stands for or than a literal's tag and its bytes.
@@ -345,7 +360,22 @@ void BatchTemplate::Compress(absl::Span<const KeyedSample> samples, CompressedSa
   std::array<uint32_t, 9> last_with_zeros;
   last_with_zeros.fill(kNone);
   size_t from = 0;
+  // Checking: the encoded size of the timestamp last sized (a batch's samples mostly share one).
+  int64_t sized_timestamp = 0;
+  size_t sized_timestamp_size = 0;
   for (size_t i = 0; i < samples.size(); ++i) {
+    if constexpr (kCheck) {
+      if (samples[i].labels_key != keys_[i]) {
+        return false;
+      }
+      if (i == 0 || samples[i].timestamp_ms != sized_timestamp) {
+        sized_timestamp = samples[i].timestamp_ms;
+        sized_timestamp_size = wire::VarintSize(static_cast<uint64_t>(sized_timestamp));
+      }
+      if (sized_timestamp_size != timestamp_sizes_[i]) {
+        return false;
+      }
+    }
     const size_t at = value_offsets_[i];
     if (leads_[i].length != 0) {
       w.Copy(leads_[i].offset, leads_[i].length);
@@ -435,6 +465,7 @@ void BatchTemplate::Compress(absl::Span<const KeyedSample> samples, CompressedSa
   out.elements.assign(scratch.data(), w.end() - scratch.data());
   out.raw_size = raw_size_;
   out.samples = samples.size();
+  return true;
 }
 
 size_t BatchTemplate::MemoryBytes() const {

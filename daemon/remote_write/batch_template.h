@@ -54,17 +54,28 @@ class BatchTemplate {
   // `samples` (Matches() is true) compressed into `out` (its elements replaced, its counts set;
   // enqueued_monotonic_nanos left to the caller).
   void Compress(absl::Span<const KeyedSample> samples, CompressedSamples& out) const;
+  // Matches() and Compress() in one pass over the samples: false, and `out` unspecified, when
+  // `samples` is not of the layout. A stream's steady batches are checked and compressed at once
+  // rather than read twice (and hashed to find their template: KeyedBatchWriter).
+  bool CompressIfMatches(uint64_t labels_version, absl::Span<const KeyedSample> samples,
+                         CompressedSamples& out) const;
 
   // Forgets the layout: Matches() is false until the next Build().
   void Clear();
 
-  // Samples in the layout (0: none built).
+  // Samples in the layout (0: none built), and the labels key of its first.
   size_t size() const { return keys_.size(); }
+  uint32_t first_key() const { return keys_.empty() ? 0 : keys_.front(); }
 
   // Heap bytes held.
   size_t MemoryBytes() const;
 
  private:
+  // Compress(); with kCheck, confirming the layout sample by sample as Matches() does (false as
+  // soon as it does not).
+  template <bool kCheck>
+  bool CompressLayout(absl::Span<const KeyedSample> samples, CompressedSamples& out) const;
+
   bool built_ = false;
   uint64_t labels_version_ = 0;
   // Per sample of the layout: its labels key and its timestamp's encoded size; where its value

@@ -70,9 +70,24 @@ void KeyedBatchWriter::Write(absl::Span<const KeyedSample> batch, uint64_t route
 void KeyedBatchWriter::WritePiece(size_t e, absl::Span<const KeyedSample> samples, uint64_t route,
                                   int64_t now_monotonic_nanos, const Hold& hold) {
   Endpoint& endpoint = *endpoints_[e].endpoint;
-  if (const BatchTemplate* layout_template = TemplateFor(e, samples); layout_template != nullptr) {
-    thread_local CompressedSamples run;
-    layout_template->Compress(samples, run);
+  thread_local CompressedSamples run;
+  // A steady stream's piece is of the layout it last sent with this length and first key:
+  // checked while compressed, without hashing the piece to find its template.
+  bool compressed = false;
+  if (Layout* recent = RecentLayoutLike(endpoints_[e], samples); recent != nullptr) {
+    compressed = recent->layout_template.CompressIfMatches(labels_version_, samples, run);
+    if (compressed) {
+      recent->last_used = ++uses_;
+    }
+  }
+  if (!compressed) {
+    if (const BatchTemplate* layout_template = TemplateFor(e, samples);
+        layout_template != nullptr) {
+      layout_template->Compress(samples, run);
+      compressed = true;
+    }
+  }
+  if (compressed) {
     run.enqueued_monotonic_nanos = now_monotonic_nanos;
     if (endpoint.AppendCompressed(route, run, hold)) {
       return;
@@ -86,6 +101,22 @@ void KeyedBatchWriter::WritePiece(size_t e, absl::Span<const KeyedSample> sample
     encoded.Add(Labels(e, sample.labels_key), sample.timestamp_ms, sample.value);
   }
   endpoint.AppendEncoded(route, encoded, hold);
+}
+
+KeyedBatchWriter::Layout* KeyedBatchWriter::RecentLayoutLike(
+    EndpointLabels& labels, absl::Span<const KeyedSample> samples) {
+  Layout* recent = nullptr;
+  if (samples.empty()) {
+    return nullptr;
+  }
+  for (Layout& layout : labels.layouts) {
+    if (layout.layout_template.size() == samples.size() &&
+        layout.layout_template.first_key() == samples.front().labels_key &&
+        (recent == nullptr || layout.last_used > recent->last_used)) {
+      recent = &layout;
+    }
+  }
+  return recent;
 }
 
 const BatchTemplate* KeyedBatchWriter::TemplateFor(size_t e,

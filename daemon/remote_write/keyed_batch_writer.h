@@ -92,6 +92,9 @@ class KeyedBatchWriter {
   // Queues one piece of a batch on endpoint `e`.
   void WritePiece(size_t e, absl::Span<const KeyedSample> samples, uint64_t route,
                   int64_t now_monotonic_nanos, const Hold& hold);
+  // The layout used last of those with `samples`' length and first key (null: none), which a
+  // steady stream's piece most likely has.
+  static Layout* RecentLayoutLike(EndpointLabels& labels, absl::Span<const KeyedSample> samples);
   // The template that compresses `samples` for endpoint `e`, built if their layout came before;
   // null: encode them.
   const BatchTemplate* TemplateFor(size_t e, absl::Span<const KeyedSample> samples);

@@ -336,3 +336,52 @@ TEST(UnclaimedCaTest, HcasNoNodeClaimsAreExportedUnlessIgnored) {
 
 }  // namespace
 }  // namespace fabricmon::detectors
+
+namespace fabricmon::detectors {
+namespace {
+
+// The exporters read the active findings without copying them: the same findings, in the same
+// order, as Active() returns, and none once cleared.
+TEST(FindingTrackerTest, ForEachActiveVisitsWhatActiveReturns) {
+  FindingTracker tracker;
+  auto finding = [](const std::string& node, Severity severity) {
+    Finding f;
+    f.kind = "link_flapping";
+    f.severity = severity;
+    f.subject.node = node;
+    f.subject.device = "mlx5_0";
+    f.subject.port = 1;
+    return f;
+  };
+  auto visited = [&tracker] {
+    std::vector<std::string> out;
+    tracker.ForEachActive([&out](const TrackedFinding& tracked) {
+      out.push_back(absl::StrCat(tracked.id, " ", tracked.finding.subject.node, " ",
+                                 SeverityName(tracked.finding.severity)));
+    });
+    return out;
+  };
+  auto active = [&tracker] {
+    std::vector<std::string> out;
+    for (const TrackedFinding& tracked : tracker.Active()) {
+      out.push_back(absl::StrCat(tracked.id, " ", tracked.finding.subject.node, " ",
+                                 SeverityName(tracked.finding.severity)));
+    }
+    return out;
+  };
+  EXPECT_TRUE(visited().empty());
+  tracker.Update({finding("n2", Severity::kWarning), finding("n1", Severity::kCritical),
+                  finding("n3", Severity::kWarning)},
+                 1000);
+  EXPECT_EQ(visited().size(), 3u);
+  EXPECT_EQ(visited(), active());
+  tracker.Update({finding("n3", Severity::kCritical)}, 2000);
+  ASSERT_EQ(visited().size(), 1u);
+  EXPECT_EQ(visited(), active());
+  EXPECT_THAT(visited().front(), ::testing::EndsWith("n3 critical"));
+  tracker.Update({}, 3000);
+  EXPECT_TRUE(visited().empty());
+}
+
+}  // namespace
+}  // namespace fabricmon::detectors

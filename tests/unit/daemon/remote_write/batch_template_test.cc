@@ -155,6 +155,89 @@ TEST(BatchTemplateTest, MatchesOnlyTheLayoutItWasBuiltFor) {
   EXPECT_FALSE(layout.Matches(5, batch));
 }
 
+// The one-pass check says what Matches() says, on the cases above and on random changes of a
+// layout (a key, a timestamp of another size, anywhere, also between samples that share their
+// time), and compresses exactly as Compress() does when it matches.
+TEST(BatchTemplateTest, CompressIfMatchesIsMatchesThenCompress) {
+  const std::vector<std::string> labels = MergedLabels(64);
+  const int64_t t = 1764300000000;
+  BatchTemplate layout;
+  auto expect_agrees = [&](uint64_t version, const std::vector<KeyedSample>& batch) {
+    CompressedSamples checked;
+    const bool matches = layout.Matches(version, batch);
+    ASSERT_EQ(layout.CompressIfMatches(version, batch, checked), matches);
+    if (matches) {
+      CompressedSamples compressed;
+      layout.Compress(batch, compressed);
+      EXPECT_EQ(checked.elements, compressed.elements);
+      EXPECT_EQ(checked.raw_size, compressed.raw_size);
+      EXPECT_EQ(checked.samples, batch.size());
+      ExpectSameRequest(Body(checked), Reference(batch, labels));
+    }
+  };
+  const std::vector<KeyedSample> small = {{0, t, 1}, {1, t, 2}, {2, t, 3}};
+  ASSERT_TRUE(layout.Build(5, small, LabelsOf(labels)));
+  for (const std::vector<KeyedSample>& batch : std::vector<std::vector<KeyedSample>>{
+           small,
+           {{0, t + 9, 7}, {1, t - 9, 8}, {2, t, 9}},
+           {{0, t, 1}, {1, t, 2}},
+           {{0, t, 1}, {1, t, 2}, {2, t, 3}, {3, t, 4}},
+           {{0, t, 1}, {2, t, 2}, {1, t, 3}},
+           {{0, t, 1}, {1, t, 2}, {3, t, 3}},
+           {{0, t, 1}, {1, 0, 2}, {2, t, 3}},
+           {{0, t, 1}, {1, -1, 2}, {2, t, 3}},
+           {{0, 0, 1}, {1, 0, 2}, {2, 0, 3}},
+       }) {
+    expect_agrees(5, batch);
+    expect_agrees(6, batch);
+  }
+
+  // Built at the epoch: the first sample's time is zero (one byte).
+  const std::vector<KeyedSample> at_epoch = {{0, 0, 1}, {1, 0, 2}};
+  ASSERT_TRUE(layout.Build(7, at_epoch, LabelsOf(labels)));
+  expect_agrees(7, at_epoch);
+  expect_agrees(7, {{0, 0, 1}, {1, t, 2}});
+
+  // A layout whose samples' times take three sizes, in runs.
+  std::vector<KeyedSample> base;
+  for (uint32_t i = 0; i < 64; ++i) {
+    const int64_t time = i < 20 ? t : (i < 40 ? 5 : 300);
+    base.push_back({(i * 5) % 64, time, static_cast<double>(i % 7)});
+  }
+  ASSERT_TRUE(layout.Build(9, base, LabelsOf(labels)));
+  std::mt19937_64 random(11);
+  const int64_t other_times[] = {0, 7, 127, 128, 300, 16383, 16384, t, -1};
+  int matched = 0;
+  for (int round = 0; round < 400; ++round) {
+    std::vector<KeyedSample> batch = base;
+    for (KeyedSample& sample : batch) {
+      sample.value = static_cast<double>(random() % 5);
+      if (sample.timestamp_ms == t) {
+        sample.timestamp_ms += static_cast<int64_t>(random() % 3);  // same size
+      }
+    }
+    const size_t at = random() % batch.size();
+    switch (round % 4) {
+      case 0:
+        break;  // unchanged layout
+      case 1:
+        batch[at].labels_key = static_cast<uint32_t>(random() % 64);  // maybe the same key
+        break;
+      case 2:
+        batch[at].timestamp_ms = other_times[random() % std::size(other_times)];
+        break;
+      default:  // a run of samples at one other time, from `at` on
+        for (size_t i = at; i < batch.size(); ++i) {
+          batch[i].timestamp_ms = other_times[round % std::size(other_times)];
+        }
+    }
+    matched += layout.Matches(9, batch) ? 1 : 0;
+    expect_agrees(9, batch);
+  }
+  EXPECT_GT(matched, 100);  // both answers were exercised
+  EXPECT_LT(matched, 350);
+}
+
 // Timestamps of every size a varint has (zero: one byte, before 1970: ten), repeated and not.
 TEST(BatchTemplateTest, TimestampsOfAnySizeDecode) {
   const std::vector<std::string> labels = MergedLabels(8);

@@ -129,6 +129,40 @@ TEST_F(KeyedBatchWriterTest, LayoutsTakingTurnsEachKeepATemplate) {
   EXPECT_EQ(Received(), expected);
 }
 
+// Layouts alike in length and first key (a collector whose series changed after its first; two
+// collectors' batches that begin with one series) take turns: a piece is first tried against
+// the one used last, which is not its own every other time, and is then found by its hash. Each
+// keeps its template, and every sample goes with its own labels.
+TEST_F(KeyedBatchWriterTest, LayoutsAlikeInLengthAndFirstKeyKeepTheirOwnTemplates) {
+  Start(10000);
+  KeyedBatchWriter writer({endpoint_.get()});
+  for (uint32_t key = 0; key < 12; ++key) {
+    writer.Remember(key, *Series(absl::StrCat("d", key)));
+  }
+  const std::vector<std::vector<uint32_t>> layouts = {
+      {0, 1, 2, 3, 4}, {0, 5, 6, 7, 8}, {0, 1, 2, 4, 3}, {0, 9, 10, 11, 1}};
+  std::map<std::string, double> expected;
+  std::vector<uint64_t> built;
+  for (int64_t round = 0; round < 6; ++round) {
+    for (size_t l = 0; l < layouts.size(); ++l) {
+      const int64_t t = 1000 + round * 1000 + static_cast<int64_t>(l);
+      std::vector<KeyedSample> batch;
+      for (const uint32_t key : layouts[l]) {
+        const double value = static_cast<double>(t * 10 + key);
+        batch.push_back({key, t, value});
+        expected[absl::StrCat("d", key, "@", t)] = value;
+      }
+      writer.Write(batch, 0, clock_.MonotonicNanos(), nullptr);
+    }
+    built.push_back(writer.templates_built());
+  }
+  EXPECT_EQ(built[0], 0u);
+  EXPECT_EQ(built[1], layouts.size());  // each built the second time it came
+  EXPECT_EQ(built[5], layouts.size());  // and none again
+  EXPECT_EQ(endpoint_->stats().samples_templated.load(), 5u * layouts.size() * 5);
+  EXPECT_EQ(Received(), expected);
+}
+
 // A stream's new series (keys no template holds, and their saturation flags forgotten) leave
 // the templates be; labels changed under a key a template holds build the templates again.
 TEST_F(KeyedBatchWriterTest, OnlyLabelsATemplateHoldsBuildItAgain) {

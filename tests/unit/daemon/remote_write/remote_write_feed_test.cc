@@ -1,6 +1,10 @@
 #include "daemon/aggregator/remote_write_feed.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
+#include <numeric>
+#include <random>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -519,6 +523,116 @@ TEST_F(RemoteWriteFeedTest, ForwardedFamiliesAreSentExactlyTickAfterTick) {
       }
     }
   }
+}
+
+// A tick's series are known by their place in the tick before, or else looked up: whatever the
+// order (reversed, rotated, shuffled, a series come or gone before the others), each series keeps
+// its own labels and values, ended ones get one staleness marker, and a returning one is sent.
+TEST_F(RemoteWriteFeedTest, ForwardedSeriesAreSentExactlyWhateverTheirOrder) {
+  auto feed = MakeFeed();
+  std::map<std::string, std::vector<std::pair<int64_t, double>>> expected;  // by node
+  std::mt19937 random(5);
+  const int64_t start_ms = 1'700'000'000'000;
+  std::vector<int> present(24);
+  std::iota(present.begin(), present.end(), 0);
+  std::vector<int> last = present;
+  for (int tick = 0; tick < 12; ++tick) {
+    const int64_t t_ms = start_ms + tick * 1000;
+    std::vector<int> order = present;
+    switch (tick % 4) {
+      case 1:
+        std::reverse(order.begin(), order.end());
+        break;
+      case 2:
+        std::rotate(order.begin(), order.begin() + 5, order.end());
+        break;
+      case 3:
+        std::shuffle(order.begin(), order.end(), random);
+        break;
+      default:
+        break;  // as listed
+    }
+    if (tick == 4) {
+      order.insert(order.begin(), 100);  // a new series before all others, this tick only
+    }
+    if (tick == 6) {
+      order.erase(order.begin() + 3);  // one gone, back the tick after
+    }
+    prometheus::MetricFamily up;
+    up.name = "fabricmon_node_up";
+    up.type = prometheus::MetricType::Gauge;
+    for (const int node : order) {
+      up.metric.emplace_back();
+      up.metric.back().label = {{"node", absl::StrCat("n", node)}};
+      up.metric.back().gauge.value = tick * 1000 + node;
+      expected[absl::StrCat("n", node)].emplace_back(t_ms, tick * 1000 + node);
+    }
+    for (const int node : last) {
+      if (std::find(order.begin(), order.end(), node) == order.end()) {
+        expected[absl::StrCat("n", node)].emplace_back(t_ms, remote_write::StaleNaN());
+      }
+    }
+    last = order;
+    feed->ForwardFamilies({up}, t_ms * 1'000'000);
+  }
+  feed->Shutdown();
+  std::map<std::string, std::vector<std::pair<int64_t, double>>> got;
+  for (const auto& [key, samples] : ReceivedBySeries()) {
+    for (const Received& sample : samples) {
+      for (const auto& [name, value] : sample.labels) {
+        if (name == "node") {
+          got[value].emplace_back(sample.timestamp_ms, sample.value);
+        }
+      }
+    }
+  }
+  ASSERT_EQ(got.size(), expected.size());
+  for (const auto& [node, samples] : expected) {
+    ASSERT_EQ(got[node].size(), samples.size()) << node;
+    for (size_t k = 0; k < samples.size(); ++k) {
+      EXPECT_EQ(got[node][k].first, samples[k].first) << node << " " << k;
+      if (remote_write::IsStaleNaN(samples[k].second)) {
+        EXPECT_TRUE(remote_write::IsStaleNaN(got[node][k].second)) << node << " " << k;
+      } else {
+        EXPECT_EQ(got[node][k].second, samples[k].second) << node << " " << k;
+      }
+    }
+  }
+}
+
+// A series that came or went (a finding raised or cleared before the node health series) costs
+// one look-up, not one for every series after it.
+TEST_F(RemoteWriteFeedTest, ASeriesComingOrGoingIsLookedUpAloneAndTheRestFoundInPlace) {
+  auto feed = MakeFeed();
+  auto forward = [&](const std::vector<std::string>& nodes, int tick) {
+    prometheus::MetricFamily up;
+    up.name = "fabricmon_node_up";
+    up.type = prometheus::MetricType::Gauge;
+    for (const std::string& node : nodes) {
+      up.metric.emplace_back();
+      up.metric.back().label = {{"node", node}};
+      up.metric.back().gauge.value = tick;
+    }
+    const uint64_t before = feed->forwarded_series_looked_up();
+    feed->ForwardFamilies({up}, (int64_t{1'700'000'000'000} + tick * 1000) * 1'000'000);
+    return feed->forwarded_series_looked_up() - before;
+  };
+  std::vector<std::string> nodes;
+  for (int i = 0; i < 50; ++i) {
+    nodes.push_back(absl::StrCat("n", i));
+  }
+  EXPECT_EQ(forward(nodes, 0), 50u);  // all new
+  EXPECT_EQ(forward(nodes, 1), 0u);
+  std::vector<std::string> more = nodes;
+  more.insert(more.begin() + 10, "new");
+  EXPECT_EQ(forward(more, 2), 2u);  // the new one, then n10 found one place on
+  EXPECT_EQ(forward(more, 3), 0u);
+  EXPECT_EQ(forward(nodes, 4), 1u);  // "new" gone: n10 looked up, the rest in place
+  std::vector<std::string> fewer = nodes;
+  fewer.erase(fewer.begin() + 3, fewer.begin() + 6);
+  EXPECT_EQ(forward(fewer, 5), 1u);
+  EXPECT_EQ(forward(fewer, 6), 0u);
+  feed->Shutdown();
 }
 
 TEST_F(RemoteWriteFeedTest, FamiliesAreSentEachTickAndAClearedFindingIsMarkedStale) {
