@@ -226,7 +226,8 @@ void RemoteWriteFeed::ForwardFamilies(const std::vector<prometheus::MetricFamily
       }
       if (entry == nullptr) {
         entry = &LookUpForwarded(family.name, metric);
-        if (entry->forwarding + 1 == forwardings_) {  // in the last forwarding: resynchronized
+        if (entry->forwarding != 0 && entry->forwarding + 1 == forwardings_) {
+          // It was in the last forwarding: the series after it are compared from its place on.
           shift = static_cast<ptrdiff_t>(entry->position) - static_cast<ptrdiff_t>(position);
         }
       }
