@@ -27,6 +27,28 @@ struct Received {
   double value;
 };
 
+// Node name → its samples (timestamp ms, value) in arrival order.
+using SamplesByNode = std::map<std::string, std::vector<std::pair<int64_t, double>>>;
+
+// The same nodes, each with the same samples in the same order (a staleness marker matching
+// one).
+void ExpectSamplesByNode(const SamplesByNode& got, const SamplesByNode& expected) {
+  ASSERT_EQ(got.size(), expected.size());
+  for (const auto& [node, samples] : expected) {
+    const auto it = got.find(node);
+    ASSERT_NE(it, got.end()) << node;
+    ASSERT_EQ(it->second.size(), samples.size()) << node;
+    for (size_t k = 0; k < samples.size(); ++k) {
+      EXPECT_EQ(it->second[k].first, samples[k].first) << node << " " << k;
+      if (remote_write::IsStaleNaN(samples[k].second)) {
+        EXPECT_TRUE(remote_write::IsStaleNaN(it->second[k].second)) << node << " " << k;
+      } else {
+        EXPECT_EQ(it->second[k].second, samples[k].second) << node << " " << k;
+      }
+    }
+  }
+}
+
 class RemoteWriteFeedTest : public ::testing::Test {
  protected:
   std::unique_ptr<RemoteWriteFeed> MakeFeed(LabelPairs external = {},
@@ -404,7 +426,7 @@ TEST_F(RemoteWriteFeedTest, RepeatedAndChangedLayoutsAreSentExactly) {
   }
   auto stream = feed.OpenStream();
   // What each series should have received, by device, in order.
-  std::map<std::string, std::vector<std::pair<int64_t, double>>> expected;
+  SamplesByNode expected;
   const int64_t start = clock_.NowUnixNanos();
   for (int round = 0; round < 9; ++round) {
     if (round == 6) {
@@ -433,7 +455,7 @@ TEST_F(RemoteWriteFeedTest, RepeatedAndChangedLayoutsAreSentExactly) {
   feed.Shutdown();
   for (int e = 0; e < 2; ++e) {
     absl::MutexLock lock(&mu_);
-    std::map<std::string, std::vector<std::pair<int64_t, double>>> got;
+    SamplesByNode got;
     for (const std::string& body : bodies[e]) {
       auto request = remote_write::DecodeWriteRequest(body);
       ASSERT_TRUE(request.ok()) << request.status();
@@ -465,7 +487,7 @@ TEST_F(RemoteWriteFeedTest, ForwardedFamiliesAreSentExactlyTickAfterTick) {
   endpoints.push_back(Entry({"e", {}, queue, {{"shard", "s1"}}}, bodies));
   RemoteWriteFeed feed(std::move(endpoints), clock_);
   // Node name → its samples in arrival order.
-  std::map<std::string, std::vector<std::pair<int64_t, double>>> expected;
+  SamplesByNode expected;
   const int64_t start_ms = 1'700'000'000'000;
   for (int tick = 0; tick < 8; ++tick) {
     prometheus::MetricFamily up;
@@ -492,7 +514,7 @@ TEST_F(RemoteWriteFeedTest, ForwardedFamiliesAreSentExactlyTickAfterTick) {
   }
   feed.Shutdown();
   absl::MutexLock lock(&mu_);
-  std::map<std::string, std::vector<std::pair<int64_t, double>>> got;
+  SamplesByNode got;
   for (const std::string& body : bodies) {
     auto request = remote_write::DecodeWriteRequest(body);
     ASSERT_TRUE(request.ok()) << request.status();
@@ -511,18 +533,7 @@ TEST_F(RemoteWriteFeedTest, ForwardedFamiliesAreSentExactlyTickAfterTick) {
       }
     }
   }
-  ASSERT_EQ(got.size(), expected.size());
-  for (const auto& [node, samples] : expected) {
-    ASSERT_EQ(got[node].size(), samples.size()) << node;
-    for (size_t k = 0; k < samples.size(); ++k) {
-      EXPECT_EQ(got[node][k].first, samples[k].first) << node << " " << k;
-      if (remote_write::IsStaleNaN(samples[k].second)) {
-        EXPECT_TRUE(remote_write::IsStaleNaN(got[node][k].second)) << node << " " << k;
-      } else {
-        EXPECT_EQ(got[node][k].second, samples[k].second) << node << " " << k;
-      }
-    }
-  }
+  ExpectSamplesByNode(got, expected);
 }
 
 // A tick's series are known by their place in the tick before, or else looked up: whatever the
@@ -530,7 +541,7 @@ TEST_F(RemoteWriteFeedTest, ForwardedFamiliesAreSentExactlyTickAfterTick) {
 // its own labels and values, ended ones get one staleness marker, and a returning one is sent.
 TEST_F(RemoteWriteFeedTest, ForwardedSeriesAreSentExactlyWhateverTheirOrder) {
   auto feed = MakeFeed();
-  std::map<std::string, std::vector<std::pair<int64_t, double>>> expected;  // by node
+  SamplesByNode expected;  // by node
   std::mt19937 random(5);
   const int64_t start_ms = 1'700'000'000'000;
   std::vector<int> present(24);
@@ -576,7 +587,7 @@ TEST_F(RemoteWriteFeedTest, ForwardedSeriesAreSentExactlyWhateverTheirOrder) {
     feed->ForwardFamilies({up}, t_ms * 1'000'000);
   }
   feed->Shutdown();
-  std::map<std::string, std::vector<std::pair<int64_t, double>>> got;
+  SamplesByNode got;
   for (const auto& [key, samples] : ReceivedBySeries()) {
     for (const Received& sample : samples) {
       for (const auto& [name, value] : sample.labels) {
@@ -586,18 +597,7 @@ TEST_F(RemoteWriteFeedTest, ForwardedSeriesAreSentExactlyWhateverTheirOrder) {
       }
     }
   }
-  ASSERT_EQ(got.size(), expected.size());
-  for (const auto& [node, samples] : expected) {
-    ASSERT_EQ(got[node].size(), samples.size()) << node;
-    for (size_t k = 0; k < samples.size(); ++k) {
-      EXPECT_EQ(got[node][k].first, samples[k].first) << node << " " << k;
-      if (remote_write::IsStaleNaN(samples[k].second)) {
-        EXPECT_TRUE(remote_write::IsStaleNaN(got[node][k].second)) << node << " " << k;
-      } else {
-        EXPECT_EQ(got[node][k].second, samples[k].second) << node << " " << k;
-      }
-    }
-  }
+  ExpectSamplesByNode(got, expected);
 }
 
 // A series that came or went (a finding raised or cleared before the node health series) costs
