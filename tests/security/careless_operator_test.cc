@@ -14,7 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "fabricmon/v1/diagnostics.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -200,7 +203,16 @@ TEST_F(CarelessOperatorTest, AgentMetricsPortFile) {
       dir_ + "/agent.log"));
   const int port = WaitForPortFile(port_file, agent, absl::Seconds(20));
   ASSERT_GT(port, 0) << agent.Log();
+  // The port file names a port that serves /metrics as soon as it exists; the agent's own
+  // families are there once its first collection cycle ran (on a loaded machine, a moment later).
   absl::StatusOr<std::string> metrics = HttpGet(port, "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (metrics.ok() && !absl::StrContains(*metrics, "fabricmon_agent_") &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(100));
+    metrics = HttpGet(port, "/metrics");
+  }
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   EXPECT_THAT(*metrics, HasSubstr("fabricmon_agent_"));
   kill(agent.pid(), SIGTERM);
