@@ -98,10 +98,11 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   // batch with it. A batch sent with ack_later asks for nothing: it rides on the next ack asked.
   void AskForAck(uint64_t sequence) ABSL_LOCKS_EXCLUDED(mu_);
   void MaybeWriteLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Hands an accepted message to the recorder: the bytes as received (incoming_slices_), or
-  // `filtered` when the aggregator kept less than it received (a hello or inventory update whose
-  // switch topology was dropped), so that a replay sees what this aggregator used.
-  void RecordAccepted(const v1::AgentMessage* filtered);
+  // Hands the accepted message `incoming` to the recorder: the bytes as received
+  // (incoming_slices_), or `filtered` when the aggregator kept less than it received (a hello or
+  // inventory update whose switch topology was dropped), so that a replay sees what this
+  // aggregator used.
+  void RecordAccepted(const v1::AgentMessage& incoming, const v1::AgentMessage* filtered);
 
   // What the store calls to end this stream when another takes the node over, and what the
   // node's settlement ledger calls to acknowledge batches (from a remote_write queue's thread).
@@ -128,7 +129,6 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   std::vector<grpc::Slice> incoming_slices_;
   std::string record_scratch_;  // a message in several slices, joined for the recorder
   std::optional<v1::AgentMessage> filtered_;  // set by Handle when it kept less than received
-  v1::AgentMessage incoming_;
   const std::unique_ptr<BatchObserver::Stream> observed_;  // options_.batch_observer's, if any
   IngestSession session_;
   bool end_after_batch_ = false;        // older agent: end the stream, it reconnects
