@@ -11,6 +11,7 @@
 #   FUZZ_SECONDS     run time per target (default 20)
 #   FUZZ_BUILD_DIR   build directory (default build-fuzz)
 #   FUZZ_JOBS        parallel build jobs (default: nproc)
+#   FUZZ_PARALLEL    targets fuzzed at once, one core each (default: nproc)
 #   FUZZ_RSS_MB      libFuzzer -rss_limit_mb (default 2048)
 #   FUZZ_MALLOC_MB   libFuzzer -malloc_limit_mb: largest single allocation (default 512)
 #   FUZZ_EXTRA       extra libFuzzer flags (e.g. "-seed=1 -runs=100000")
@@ -27,6 +28,7 @@ SHARED=${FABRICMON_SHARED_FIXTURES:-$SOURCE_DIR/../shared/fixtures}
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-20}
 BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 JOBS=${FUZZ_JOBS:-$(nproc)}
+PARALLEL=${FUZZ_PARALLEL:-$(nproc)}
 RSS_MB=${FUZZ_RSS_MB:-2048}
 MALLOC_MB=${FUZZ_MALLOC_MB:-512}
 CC=${CC:-clang-14}
@@ -89,7 +91,31 @@ shared_seeds() {
 ARTIFACTS=$BUILD_DIR/fuzz-artifacts
 mkdir -p "$ARTIFACTS"
 declare -A EXECS RATE STATUS CORPUS
-failed=0
+
+# One target: its seeds, then libFuzzer for SECONDS_PER_TARGET; the exit status goes to
+# $ARTIFACTS/$target.rc. Runs in the background beside the others (FUZZ_PARALLEL at a time).
+fuzz_one() {
+  local target=$1 bin=$2
+  local work=$BUILD_DIR/fuzz-corpus/$target  # grows across runs; cache it in CI if you like
+  local seeds=$BUILD_DIR/fuzz-seeds/$target
+  rm -rf "$seeds"
+  mkdir -p "$work" "$seeds" "$ARTIFACTS/$target"
+  for dir in tests/fuzz/corpus/$target tests/fuzz/regressions/$target; do
+    [[ -d $dir ]] && find "$dir" -maxdepth 1 -type f ! -name README.md -exec cp {} "$seeds/" \;
+  done
+  shared_seeds "$target" "$seeds"
+  local dict=()
+  [[ -f tests/fuzz/dict/$target.dict ]] && dict=(-dict="tests/fuzz/dict/$target.dict")
+  echo "== $target: ${SECONDS_PER_TARGET}s, $(find "$seeds" -type f | wc -l) seeds"
+  local rc=0
+  # shellcheck disable=SC2086
+  "$bin" -max_total_time="$SECONDS_PER_TARGET" -print_final_stats=1 -timeout=10 \
+    -rss_limit_mb="$RSS_MB" -malloc_limit_mb="$MALLOC_MB" -artifact_prefix="$ARTIFACTS/$target/" \
+    "${dict[@]}" ${FUZZ_EXTRA:-} "$work" "$seeds" >"$ARTIFACTS/$target.log" 2>&1 || rc=$?
+  echo "$rc" >"$ARTIFACTS/$target.rc"
+}
+
+running=0
 for target in "${TARGETS[@]}"; do
   bin=$BUILD_DIR/tests/fuzz/fabricmon_fuzz_$target
   if [[ ! -x $bin ]]; then
@@ -97,29 +123,25 @@ for target in "${TARGETS[@]}"; do
     STATUS[$target]=skipped
     continue
   fi
-  work=$BUILD_DIR/fuzz-corpus/$target          # grows across runs; cache it in CI if you like
-  seeds=$BUILD_DIR/fuzz-seeds/$target
-  rm -rf "$seeds"
-  mkdir -p "$work" "$seeds" "$ARTIFACTS/$target"
-  for dir in tests/fuzz/corpus/$target tests/fuzz/regressions/$target; do
-    [[ -d $dir ]] && find "$dir" -maxdepth 1 -type f ! -name README.md -exec cp {} "$seeds/" \;
-  done
-  shared_seeds "$target" "$seeds"
-  dict=()
-  [[ -f tests/fuzz/dict/$target.dict ]] && dict=(-dict="tests/fuzz/dict/$target.dict")
+  rm -f "$ARTIFACTS/$target.rc"
+  fuzz_one "$target" "$bin" &
+  running=$((running + 1))
+  if ((running >= PARALLEL)); then
+    wait -n || true
+    running=$((running - 1))
+  fi
+done
+wait
+
+failed=0
+for target in "${TARGETS[@]}"; do
+  [[ ${STATUS[$target]:-} == skipped ]] && continue
   log=$ARTIFACTS/$target.log
-  echo "== $target: ${SECONDS_PER_TARGET}s, $(find "$seeds" -type f | wc -l) seeds"
-  set +e
-  # shellcheck disable=SC2086
-  "$bin" -max_total_time="$SECONDS_PER_TARGET" -print_final_stats=1 -timeout=10 \
-    -rss_limit_mb="$RSS_MB" -malloc_limit_mb="$MALLOC_MB" -artifact_prefix="$ARTIFACTS/$target/" \
-    "${dict[@]}" ${FUZZ_EXTRA:-} "$work" "$seeds" >"$log" 2>&1
-  rc=$?
-  set -e
+  rc=$(cat "$ARTIFACTS/$target.rc" 2>/dev/null || echo "none")
   EXECS[$target]=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n1)
   RATE[$target]=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n1)
-  CORPUS[$target]=$(find "$work" -type f | wc -l)
-  if ((rc == 0)); then
+  CORPUS[$target]=$(find "$BUILD_DIR/fuzz-corpus/$target" -type f | wc -l)
+  if [[ $rc == 0 ]]; then
     STATUS[$target]=ok
   else
     STATUS[$target]="FAILED (exit $rc)"
