@@ -95,6 +95,13 @@ char* CopySmall(const char* from, size_t size, char* out) {
   return out + size;
 }
 
+// CopySmall for a piece never longer than kSmallCopy (a value with its tag, a timestamp's
+// varint): one fixed copy, no branch.
+char* CopyAtMostSmall(const char* from, size_t size, char* out) {
+  std::memcpy(out, from, kSmallCopy);
+  return out + size;
+}
+
 // Writes elements, joining consecutive copies that reach equally far back into one (a copy is
 // byte by byte, so two such copies are one of their lengths together).
 class ElementWriter {
@@ -117,7 +124,8 @@ class ElementWriter {
       out_ = CopySmall(elements, size, out_);
     }
   }
-  // One literal of `first` then `second` (each with kSmallCopy readable bytes).
+  // One literal of `first` then `second`: pieces of a sample (a value and its tag, a timestamp),
+  // each at most kSmallCopy bytes with kSmallCopy readable.
   void Literal(const char* first, size_t first_size, const char* second = nullptr,
                size_t second_size = 0) {
     if (first_size + second_size == 0) {
@@ -125,9 +133,9 @@ class ElementWriter {
     }
     Flush();
     out_ = WriteLiteralTag(first_size + second_size, out_);
-    out_ = CopySmall(first, first_size, out_);
+    out_ = CopyAtMostSmall(first, first_size, out_);
     if (second_size != 0) {
-      out_ = CopySmall(second, second_size, out_);
+      out_ = CopyAtMostSmall(second, second_size, out_);
     }
   }
   void Flush() {

@@ -131,7 +131,9 @@ std::optional<uint32_t> DescTable::NumberFamily(absl::string_view family) {
 
 FamilyKey DescTable::KeyOfFamily(absl::string_view family) const {
   absl::MutexLock lock(&mu_);
-  FamilyKey key{family, this};
+  FamilyKey key;
+  key.name = family;
+  key.table = this;
   if (auto it = family_numbers_.find(family); it != family_numbers_.end()) {
     key.number = it->second;
   } else if (family_numbers_.size() < kMaxFamilyNumbers) {
@@ -617,7 +619,12 @@ void NodeState::VisitFamilies(absl::Span<const FamilyKey> families,
 }
 
 FamilyKey NodeState::KeyOfFamily(absl::string_view family) const {
-  return descs_ != nullptr ? descs_->KeyOfFamily(family) : FamilyKey{family};
+  if (descs_ != nullptr) {
+    return descs_->KeyOfFamily(family);
+  }
+  FamilyKey key;
+  key.name = family;
+  return key;
 }
 
 void NodeState::WithSeries(const std::function<void(const std::vector<Series>&)>& visit) const {

@@ -180,8 +180,10 @@ TEST(MetricsServerTest, CompressesWithGzipWhenTheScraperAcceptsIt) {
 
 TEST(MetricsServerTest, SendsTextAboveTheGzipLimitUncompressed) {
   Store store(2, 500, "gpu-");
+  MetricsServerOptions options;
+  options.gzip_max_bytes = 1000;
   absl::StatusOr<std::unique_ptr<MetricsServer>> server =
-      MetricsServer::Listen("127.0.0.1:0", MetricsServerOptions{/*gzip_max_bytes=*/1000});
+      MetricsServer::Listen("127.0.0.1:0", options);
   ASSERT_TRUE(server.ok()) << server.status();
   (*server)->Serve(store.exporter, {});
   absl::StatusOr<HttpResponse> response =

@@ -122,7 +122,9 @@ TEST(JobRegistryTest, ExportsMembershipForQueries) {
                    static_cast<double>(clock.NowUnixNanos()) / 1e9);
   ASSERT_TRUE(jobs.End("j1").ok());
   for (auto& family : jobs.Collect()) {
-    if (family.name == "fabricmon_job_node_info") EXPECT_TRUE(family.metric.empty());
+    if (family.name == "fabricmon_job_node_info") {
+      EXPECT_TRUE(family.metric.empty());
+    }
   }
 }
 

@@ -19,9 +19,17 @@
 
 namespace fabricmon::detectors::testing {
 
+// A store keeping `samples_per_series` samples of at most `max_series_per_node` series a node.
+inline store::StoreOptions StoreKeeping(size_t samples_per_series, size_t max_series_per_node) {
+  store::StoreOptions options;
+  options.samples_per_series = samples_per_series;
+  options.max_series_per_node = max_series_per_node;
+  return options;
+}
+
 class FabricFixture {
  public:
-  FabricFixture() : store_(store::StoreOptions{8, 100000, {}}) {}
+  FabricFixture() : store_(StoreKeeping(8, 100000)) {}
 
   // Connects a node (as a hello would).
   std::shared_ptr<store::NodeState> Node(const std::string& name,

@@ -71,7 +71,10 @@ class RemoteWriteFeedTest : public ::testing::Test {
         },
         clock_);
     EXPECT_TRUE(endpoint.ok());
-    return {*std::move(endpoint), int64_t{5} * 1000000000};
+    RemoteWriteFeed::EndpointEntry entry;
+    entry.endpoint = *std::move(endpoint);
+    entry.flush_deadline_nanos = int64_t{5} * 1000000000;
+    return entry;
   }
   // Everything the receiver got, by series (labels as "k=v,..."), in arrival order.
   std::map<std::string, std::vector<Received>> ReceivedBySeries() {

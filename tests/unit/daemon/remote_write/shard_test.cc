@@ -427,7 +427,7 @@ TEST(EndpointTest, KeepsEachSeriesOnOneShardInOrder) {
   queue.capacity_samples = 100000;
   std::vector<ScriptedSender*> senders;
   auto endpoint = Endpoint::Create(
-      {"test", {}, queue},
+      {"test", {}, queue, {}},
       [&]() -> absl::StatusOr<std::unique_ptr<Sender>> {
         auto sender = std::make_unique<ScriptedSender>(clock);
         senders.push_back(sender.get());
@@ -475,7 +475,7 @@ TEST(EndpointTest, KeepsEachSeriesOnOneShardInOrder) {
 TEST(EndpointTest, AppendAfterShutdownIsCountedNotQueued) {
   testing::FakeClock clock;
   auto endpoint = Endpoint::Create(
-      {"test", {}, QueueOptions{}},
+      {"test", {}, QueueOptions{}, {}},
       [&]() -> absl::StatusOr<std::unique_ptr<Sender>> {
         return std::unique_ptr<Sender>(std::make_unique<ScriptedSender>(clock));
       },
