@@ -33,13 +33,19 @@ LinkFlapDetector::LinkEvents& LinkFlapDetector::LinkOf(const FabricView& view, c
   }
   LinkEvents*& link = link_by_port_[port.index];
   if (link == nullptr) {
-    link = &links_[port.endpoint];
+    auto [it, inserted] = links_.try_emplace(port.endpoint);
+    it->second.endpoint = &it->first;
+    link = &it->second;
   }
   return *link;
 }
 
 void LinkFlapDetector::Record(LinkEvents& link, const SeriesKey& witness, int64_t timestamp,
                               uint64_t count, Evidence evidence) {
+  if (!link.listed) {
+    link.listed = true;
+    recent_.push_back(&link);
+  }
   Witness& seen = link.witnesses[witness];
   for (uint64_t i = 0; i < count && i < 1000; ++i) {
     seen.events.push_back(timestamp);
@@ -60,8 +66,10 @@ void LinkFlapDetector::Evaluate(const FabricView& view, std::vector<Finding>& ou
       if (family == families::kIbLinkDowned && series.saturated) {
         link.counter_saturated = true;  // for the summary's advice
       }
-      // Every counted port remembers the other end of its cable while the topology names it.
-      if (port.peer.has_value()) {
+      // Every counted port remembers the other end of its cable while the topology names it;
+      // copied only when it changed (its strings were copied for every port, every tick).
+      if (port.peer.has_value() && !(link.peer.has_value() && *link.peer == *port.peer &&
+                                     link.peer->guid == port.peer->guid)) {
         link.peer = port.peer;
       }
       if (HoldsOneValue(series)) {
@@ -94,7 +102,14 @@ void LinkFlapDetector::Evaluate(const FabricView& view, std::vector<Finding>& ou
                    });
   });
 
-  for (auto& [endpoint, link] : links_) {
+  struct Flapping {
+    const LinkEvents* link;
+    size_t events;   // in the window, by the witness that saw most
+    uint64_t total;  // since first seen, likewise
+  };
+  std::vector<Flapping> flapping;
+  for (size_t i = 0; i < recent_.size();) {
+    LinkEvents& link = *recent_[i];
     // The port's events in the window: the most any one witness saw.
     size_t events = 0;
     uint64_t total = 0;
@@ -116,9 +131,23 @@ void LinkFlapDetector::Evaluate(const FabricView& view, std::vector<Finding>& ou
     } else if (link.flapping && now - link.last_event >= options_.quiet_nanos) {
       link.flapping = false;
     }
-    if (!link.flapping) {
+    if (link.flapping) {
+      flapping.push_back({&link, events, total});
+    } else if (link.witnesses.empty()) {
+      link.listed = false;  // quiet: nothing to look at until its next event
+      recent_[i] = recent_.back();
+      recent_.pop_back();
       continue;
     }
+    ++i;
+  }
+  // In the links' order, as when every link was walked.
+  std::sort(flapping.begin(), flapping.end(), [](const Flapping& a, const Flapping& b) {
+    return *a.link->endpoint < *b.link->endpoint;
+  });
+  for (const auto& [flapping_link, events, total] : flapping) {
+    const LinkEvents& link = *flapping_link;
+    const Endpoint& endpoint = *link.endpoint;
     Finding finding;
     finding.kind = "link_flapping";
     finding.identity = Identity::kCable;

@@ -46,6 +46,8 @@ class LinkFlapDetector final : public Detector {
     uint64_t total = 0;
   };
   struct LinkEvents {
+    const Endpoint* endpoint = nullptr;  // its key in links_
+    bool listed = false;                 // in recent_: it saw an event since it was last quiet
     absl::flat_hash_map<SeriesKey, Witness> witnesses;
     int64_t last_event = 0;
     bool flapping = false;
@@ -53,8 +55,8 @@ class LinkFlapDetector final : public Detector {
     std::vector<Evidence> evidence;  // latest series that saw an event
     std::optional<Endpoint> peer;    // the cable's other end, as last resolved
   };
-  static void Record(LinkEvents& link, const SeriesKey& witness, int64_t timestamp, uint64_t count,
-                     Evidence evidence);
+  void Record(LinkEvents& link, const SeriesKey& witness, int64_t timestamp, uint64_t count,
+              Evidence evidence);
   // The port's entry in links_, found by its index after the first lookup under a topology.
   LinkEvents& LinkOf(const FabricView& view, const Port& port);
 
@@ -62,6 +64,10 @@ class LinkFlapDetector final : public Detector {
   SeriesStates<int64_t> cursors_;
   std::map<Endpoint, LinkEvents> links_;   // entries are never erased: their addresses stay
   std::vector<LinkEvents*> link_by_port_;  // by Port::index under port_epoch_
+  // The links that saw an event and have not been quiet since (events in the window, or still
+  // flapping): the only ones a tick has to look at. Every port of the fabric has an entry in
+  // links_, and walking them all each tick was most of what this detector cost.
+  std::vector<LinkEvents*> recent_;
   uint32_t port_epoch_ = 0;
 };
 

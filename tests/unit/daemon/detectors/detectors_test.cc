@@ -75,6 +75,32 @@ TEST_F(DetectorsTest, TwoLinkDownsInTheWindowAreAFlappingLinkThatClearsAfterQuie
   EXPECT_NE(engine_->tracker().Recent()[0].cleared_unix_nanos, 0);
 }
 
+// The detector looks only at links that saw an event since they were last quiet: one that went
+// quiet and was forgotten must be looked at again when it flaps again, every time.
+TEST_F(DetectorsTest, ALinkQuietAfterFlappingIsReportedAgainWhenItFlapsAgain) {
+  const auto downed = HostCounter(families::kIbLinkDowned, "mlx5_0", 1, 8);
+  uint64_t value = 0;
+  auto hold = [&](int samples, int64_t step_ms) {
+    for (int i = 0; i < samples; ++i) {
+      fabric_.Set("n1", downed, value);
+      fabric_.Step(step_ms);
+    }
+  };
+  hold(2, 1000);
+  for (int round = 0; round < 3; ++round) {
+    for (int flap = 0; flap < 2; ++flap) {
+      ++value;
+      hold(1, 1000);
+    }
+    EXPECT_EQ(Kinds(Active()), std::vector<std::string>{"link_flapping"}) << "round " << round;
+    hold(12, 60000);  // quiet past the window and the quiet period
+    EXPECT_TRUE(Active().empty()) << "round " << round;
+    hold(2, 1000);
+    EXPECT_TRUE(Active().empty()) << "round " << round;
+  }
+  EXPECT_EQ(engine_->tracker().Recent().size(), 3u);
+}
+
 TEST_F(DetectorsTest, SubIntervalFlapsAreCountedFromTheCounterAlone) {
   const auto downed = HostCounter(families::kIbLinkDowned, "mlx5_0", 1, 8);
   const auto state = HostGauge(families::kIbPortState, "mlx5_0", 1);
@@ -692,7 +718,7 @@ std::vector<SeriesKey> KeysOf(SeriesCache& cache, const store::NodeState& node,
 
 TEST(SeriesCacheTest, KeepsOneStatePerSeriesOfEveryNodeWhateverTheLookupOrder) {
   // The same series (name and labels, so the same fingerprint) on two nodes: two keys.
-  store::SeriesStore store(store::StoreOptions{4, 100, {}});
+  store::SeriesStore store(testing::StoreKeeping(4, 100));
   const auto desc = HostCounter(families::kIbSymbolError, "mlx5_0", 1);
   const auto other = HostCounter(families::kIbSymbolError, "mlx5_1", 1);
   std::vector<std::shared_ptr<store::NodeState>> nodes;
@@ -745,7 +771,7 @@ TEST(SeriesCacheTest, KeepsOneStatePerSeriesOfEveryNodeWhateverTheLookupOrder) {
 // read) is forgotten: its slot goes to the next new series, and the series itself, if it comes
 // back, starts fresh.
 TEST(SeriesCacheTest, ForgetsSeriesNotLookedUpForASweepPeriod) {
-  store::SeriesStore store(store::StoreOptions{4, 100, {}});
+  store::SeriesStore store(testing::StoreKeeping(4, 100));
   std::shared_ptr<store::NodeState> node_state = AttachNode(store, "n1");
   ASSERT_NE(node_state, nullptr);
   ASSERT_TRUE(node_state->Declare(HostCounter(families::kIbSymbolError, "mlx5_0", 1)).ok());
@@ -809,7 +835,7 @@ TEST_F(DetectorsTest, ASweptCaPortBecomesItsNodesPortWhenTheNodeClaimsTheHca) {
 // SeriesCache interns ports: series of one port share one, numbered from 0 and knowing the other
 // end of their cable; ResetPorts (a new topology) builds anew.
 TEST(SeriesCacheTest, InternsOnePortPerEndpointAndForgetsThemAtReset) {
-  store::SeriesStore store(store::StoreOptions{4, 100, {}});
+  store::SeriesStore store(testing::StoreKeeping(4, 100));
   std::shared_ptr<store::NodeState> node_state = AttachNode(store, "n1");
   ASSERT_NE(node_state, nullptr);
   for (const char* family : {families::kIbSymbolError, families::kIbLinkDowned}) {
@@ -911,7 +937,7 @@ TEST(ByNodeTest, KeepsOneEntryPerNodeInAnyOrder) {
 
 // Per-node detector state of a node the store forgot is dropped; the held nodes keep theirs.
 TEST(ForgetNodesNotInTest, DropsTheNodesTheViewDoesNotHold) {
-  store::SeriesStore store(store::StoreOptions{4, 100, {}});
+  store::SeriesStore store(testing::StoreKeeping(4, 100));
   std::vector<std::shared_ptr<store::NodeState>> nodes;
   for (const char* name : {"n1", "n2"}) {
     v1::Hello hello;
