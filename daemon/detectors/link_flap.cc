@@ -33,7 +33,7 @@ LinkFlapDetector::LinkEvents& LinkFlapDetector::LinkOf(const FabricView& view, c
   }
   LinkEvents*& link = link_by_port_[port.index];
   if (link == nullptr) {
-    auto [it, inserted] = links_.try_emplace(port.endpoint);
+    auto it = links_.try_emplace(port.endpoint).first;
     it->second.endpoint = &it->first;
     link = &it->second;
   }
