@@ -87,7 +87,6 @@ AgentStream::AgentStream(grpc::CallbackServerContext* context, store::SeriesStor
     : handle_(std::make_shared<StreamHandle>()),
       stats_(stats),
       options_(options),
-      clock_(clock),
       token_(g_next_token.fetch_add(1)),
       peer_(context->peer()),
       identity_(PeerIdentityFromAuthContext(context->auth_context())),

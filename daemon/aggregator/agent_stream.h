@@ -118,7 +118,6 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   const std::shared_ptr<StreamHandle> handle_;
   IngestStats& stats_;
   const StreamOptions options_;
-  Clock& clock_;
   const uint64_t token_;
   std::string peer_;
   const PeerIdentity identity_;  // from the TLS handshake, read once at construction
