@@ -80,14 +80,6 @@ int64_t ThreadCpuNanos() {
   return int64_t{ts.tv_sec} * kSecond + ts.tv_nsec;
 }
 
-const std::vector<NodeSeries>& DgxSeries() {
-  static const std::vector<NodeSeries>* series = [] {
-    auto loaded = LoadNodeSeries(FABRICMON_DEFAULT_SYSFS_ROOT);
-    return new std::vector<NodeSeries>(loaded.ok() ? *std::move(loaded) : SyntheticNodeSeries(500));
-  }();
-  return *series;
-}
-
 std::string NodeName(size_t n) { return absl::StrFormat("node%03d", n); }
 
 // The host ports (device, port) the node's series carry, in label order.
@@ -164,7 +156,7 @@ struct Fleet {
 };
 
 std::unique_ptr<Fleet> MakeFleet(size_t count) {
-  const std::vector<NodeSeries>& series = DgxSeries();
+  const std::vector<NodeSeries>& series = DgxNodeSeries();
   auto fleet = std::make_unique<Fleet>();
   fleet->present.assign(series.size(), true);
   for (size_t n = 0; n < count; ++n) {
@@ -210,7 +202,8 @@ void BM_DetectorTick(benchmark::State& state) {
   std::unique_ptr<Fleet> fleet = MakeFleet(count);
   detectors::DetectionEngine engine(fleet->store, fleet->clock, v1::DetectorThresholds{}, kSecond);
   if (with_links) {
-    const absl::Status status = engine.SetLinkList(TwoTierLinkList(count, HostPorts(DgxSeries())));
+    const absl::Status status =
+        engine.SetLinkList(TwoTierLinkList(count, HostPorts(DgxNodeSeries())));
     if (!status.ok()) {
       state.SkipWithError(std::string(status.message()).c_str());
       return;

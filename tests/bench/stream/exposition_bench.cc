@@ -411,16 +411,8 @@ struct IngestNode {
   size_t wire_bytes = 0;
 };
 
-const std::vector<NodeSeries>& DgxSeries() {
-  static const std::vector<NodeSeries>* series = [] {
-    auto loaded = LoadNodeSeries(FABRICMON_DEFAULT_SYSFS_ROOT);
-    return new std::vector<NodeSeries>(loaded.ok() ? *std::move(loaded) : SyntheticNodeSeries(500));
-  }();
-  return *series;
-}
-
 std::unique_ptr<IngestNode> MakeIngestNode(size_t index, Profile profile, size_t ring) {
-  const std::vector<NodeSeries>& series = DgxSeries();
+  const std::vector<NodeSeries>& series = DgxNodeSeries();
   auto ingest = std::make_unique<IngestNode>();
   // The production retention (AggregatorConfig default): its sweep is part of the ingest cost.
   ingest->node = std::make_shared<store::NodeState>(
@@ -569,7 +561,7 @@ BENCHMARK(BM_RetirementSweep)->Arg(1000)->Arg(100000);
 // Agent side: encode + serialize one cycle; reports protobuf bytes per sample. Arg: profile.
 void BM_EncodeBatch(benchmark::State& state) {
   const Profile profile = static_cast<Profile>(state.range(0));
-  const std::vector<NodeSeries>& series = DgxSeries();
+  const std::vector<NodeSeries>& series = DgxNodeSeries();
   VectorLookup lookup(series);
   wire::StreamEncoder encoder(lookup);
   auto layout = std::make_shared<std::vector<uint32_t>>();
@@ -618,7 +610,7 @@ int DumpText(const std::string& path, size_t series, const std::string& source,
              const std::string& serializer) {
   std::vector<NodeSeries> node_series;
   if (source == "dgx") {
-    node_series = DgxSeries();
+    node_series = DgxNodeSeries();
   }
   std::unique_ptr<FilledStore> filled = Fill(series, node_series);
   std::string text;

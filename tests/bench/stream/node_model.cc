@@ -302,4 +302,12 @@ const std::vector<uint64_t>& ValueModel::Next() {
   return values_;
 }
 
+const std::vector<NodeSeries>& DgxNodeSeries() {
+  static const std::vector<NodeSeries>* series = [] {
+    auto loaded = LoadNodeSeries(FABRICMON_DEFAULT_SYSFS_ROOT);
+    return new std::vector<NodeSeries>(loaded.ok() ? *std::move(loaded) : SyntheticNodeSeries(500));
+  }();
+  return *series;
+}
+
 }  // namespace fabricmon::bench

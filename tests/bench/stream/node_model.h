@@ -35,6 +35,11 @@ struct NodeSeries {
 // NotFound when the tree has no RDMA device.
 absl::StatusOr<std::vector<NodeSeries>> LoadNodeSeries(const std::string& sysfs_root);
 
+// The series of the DGX node the benchmarks model: the fixture tree's
+// (FABRICMON_DEFAULT_SYSFS_ROOT, loaded once), or 500 synthetic ones where the tree is missing.
+// Thread-safe.
+const std::vector<NodeSeries>& DgxNodeSeries();
+
 // A synthetic node with exactly `count` series shaped like the ib_sysfs collector's for mlx5
 // ports (same metric names, widths, scales and labels via ib_sysfs::SpecForCounter), spread over
 // as many HCA ports as needed (about 52 series per port). For exposition benchmarks that need

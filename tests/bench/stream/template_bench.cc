@@ -16,8 +16,6 @@
 //   fabricmon_template_bench --benchmark_repetitions=3
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,18 +34,6 @@ namespace {
 namespace rw = remote_write;
 
 constexpr int64_t kStartMs = int64_t{1700000000} * 1000;
-
-const std::vector<NodeSeries>& DgxNode() {
-  static const std::vector<NodeSeries>* series = [] {
-    auto loaded = LoadNodeSeries(FABRICMON_DEFAULT_SYSFS_ROOT);
-    if (!loaded.ok()) {
-      std::fprintf(stderr, "%s\n", loaded.status().ToString().c_str());
-      std::exit(1);
-    }
-    return new std::vector<NodeSeries>(*std::move(loaded));
-  }();
-  return *series;
-}
 
 struct Node {
   std::unique_ptr<ValueModel> model;
@@ -69,7 +55,7 @@ void NextBatch(Node& node, const std::vector<NodeSeries>& series, int64_t timest
 }
 
 void BM_TemplateCompress(benchmark::State& state) {
-  const std::vector<NodeSeries>& series = DgxNode();
+  const std::vector<NodeSeries>& series = DgxNodeSeries();
   const rw::LabelMerger merger({{"cluster", "bench"}}, {{"shard", "bench-0"}});
   std::vector<Node> nodes(static_cast<size_t>(state.range(0)));
   for (size_t n = 0; n < nodes.size(); ++n) {
