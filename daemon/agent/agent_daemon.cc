@@ -77,6 +77,13 @@ absl::StatusOr<AgentDaemonSettings> ResolveAgentDaemonSettings(const v1::AgentCo
     return failback.status();
   }
   settings.failback_after = *failback;
+  absl::StatusOr<absl::Duration> coalesce =
+      DelayField(config.has_stream_coalesce_ms(), config.stream_coalesce_ms(), "stream_coalesce_ms",
+                 200, 0, 1000);
+  if (!coalesce.ok()) {
+    return coalesce.status();
+  }
+  settings.coalesce = *coalesce;
   if (settings.aggregators.empty() && config.listen_metrics().empty()) {
     return absl::InvalidArgumentError(
         "nothing to do: give --aggregator and/or --listen_metrics (or --once)");
@@ -191,6 +198,7 @@ absl::Status AgentDaemon::Build() {
   stream_options.directory = directory_.get();
   stream_options.failover_after = settings_.failover_after;
   stream_options.failback_after = settings_.failback_after;
+  stream_options.coalesce = settings_.coalesce;
   stream_options.node_name = config_.node_name();
   stream_options.boot_id = boot_id;
   stream_options.agent_version = std::string(ProjectVersion());

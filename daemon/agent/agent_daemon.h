@@ -47,6 +47,7 @@ struct AgentDaemonSettings {
   std::vector<std::string> aggregators;       // as configured (validated); empty: no streaming
   absl::Duration failover_after = absl::Seconds(10);
   absl::Duration failback_after = absl::Seconds(30);
+  absl::Duration coalesce = absl::Milliseconds(200);  // stream_coalesce_ms
 };
 
 // Checks `config` as a start does: the aggregator list parses, the delays and the /metrics limits

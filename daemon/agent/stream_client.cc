@@ -42,6 +42,7 @@ class StreamClient::Reactor final
     hello.mutable_hello()->set_last_acked_sequence(client_.buffer_.acked_sequence());
     {
       absl::MutexLock lock(&mu_);
+      cycle_interval_ = absl::Milliseconds(hello.hello().min_interval_ms());
       queue_.push_back(std::move(hello));
     }
     StartRead(&incoming_);
@@ -136,6 +137,7 @@ class StreamClient::Reactor final
   // Starts the next write if none is in flight: queued messages first, then the next cycle.
   void Pump() {
     const v1::AgentMessage* next = nullptr;
+    bool coalesce = false;
     {
       absl::MutexLock lock(&mu_);
       if (writing_ || finishing_) {
@@ -156,12 +158,19 @@ class StreamClient::Reactor final
       // element), and the hold, taken while the read's own hold is certainly still there (it
       // goes only after finishing_ is set), keeps the call from finishing before the write starts.
       next = &queue_.front();
+      coalesce = CoalesceLocked(*next);
       AddHold();
     }
     // Outside mu_: StartWrite sends inline (the sendmsg of a whole batch), and the write's
     // completion, on gRPC's thread, takes mu_ at once; started under it, that thread blocked on
     // the mutex for most writes (perf: a futex wait and two context switches per batch).
-    StartWrite(next);
+    if (coalesce) {
+      // gRPC keeps the message and completes the write; the next write without the hint sends
+      // both in one frame sequence, one system call.
+      StartWrite(next, grpc::WriteOptions().set_buffer_hint());
+    } else {
+      StartWrite(next);
+    }
     RemoveHold();
   }
 
@@ -204,13 +213,40 @@ class StreamClient::Reactor final
     Pump();
   }
 
+  // Sends what waits in gRPC's buffer (CoalesceLocked) once the first of it has waited the
+  // coalescing window, by an AckRequest written without the hint: the cycle that would have
+  // taken it along did not come (collection stopped or slowed). Returns how long until it would
+  // be due (InfiniteDuration when nothing waits), for the caller's next look.
+  absl::Duration FlushCoalescedIfDue() {
+    {
+      absl::MutexLock lock(&mu_);
+      if (coalescing_since_ == absl::InfiniteFuture()) {
+        return absl::InfiniteDuration();
+      }
+      const absl::Duration left = coalescing_since_ + client_.options_.coalesce - absl::Now();
+      if (left > absl::ZeroDuration()) {
+        return left;
+      }
+      if (finishing_) {
+        return absl::InfiniteDuration();  // the call is ending; its batches are replayed if lost
+      }
+      SendHeldLocked();
+    }
+    Pump();
+    return absl::InfiniteDuration();
+  }
+
   // Sends no further cycles (what is queued still goes): the stream is about to be ended, and
   // what the aggregator acknowledges before that is not sent to the next one again.
   void Drain() {
     {
       absl::MutexLock lock(&mu_);
       draining_ = true;
+      if (coalescing_since_ != absl::InfiniteFuture()) {
+        SendHeldLocked();  // the held batches must reach this aggregator before the stream ends
+      }
     }
+    Pump();
     RequestAck();
   }
   // The last cycle this stream sent (0 before the first).
@@ -223,10 +259,13 @@ class StreamClient::Reactor final
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(&done_));
   }
-  // Whether the stream ended within `timeout`.
+  // Whether the stream ended within `timeout`. Returns sooner (false) when a batch began to be
+  // held for coalescing, so that the caller times its flush (FlushCoalescedIfDue).
   bool WaitDoneFor(absl::Duration timeout) {
     absl::MutexLock lock(&mu_);
-    return mu_.AwaitWithTimeout(absl::Condition(&done_), timeout);
+    mu_.AwaitWithTimeout(absl::Condition(this, &Reactor::DoneOrHoldBeganLocked), timeout);
+    hold_began_ = false;
+    return done_;
   }
 
   bool established() {
@@ -239,6 +278,50 @@ class StreamClient::Reactor final
   }
 
  private:
+  // Whether `message`, about to be written, may wait in gRPC's buffer to go out with the next
+  // write (each message costs the aggregator a read, a flow-control write and a wake-up, and the
+  // agent as much again). Only a live batch with nothing queued behind it, on a stream whose
+  // aggregator takes an AckRequest (the safety flush: FlushCoalescedIfDue), and only while the
+  // next cycle of the agent's fastest collector (the hello's min_interval_ms), due one interval
+  // from now, still falls within `coalesce` of the first batch held: an agent whose collectors
+  // all run slower than the window never holds one. Not the time since the last batch: collectors
+  // running at the same interval send their batches back to back, and a 500 ms agent's second
+  // batch of such a burst, held, would have waited for the window with no cycle to take it along
+  // (a detection test caught its lateness). Any write without the hint sends everything held.
+  // Queues an AckRequest, whose write (without the hint) sends the batches held; the caller
+  // pumps.
+  void SendHeldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    v1::AgentMessage message;
+    message.mutable_ack_request();
+    queue_.push_back(std::move(message));
+    tail_unasked_ = false;                       // the request asks for every batch's ack
+    coalescing_since_ = absl::InfiniteFuture();  // its write sends them all
+  }
+  bool DoneOrHoldBeganLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return done_ || hold_began_;
+  }
+  bool CoalesceLocked(const v1::AgentMessage& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const absl::Time now = absl::Now();
+    bool hold = false;
+    if (message.has_batch()) {
+      const absl::Time first =
+          coalescing_since_ == absl::InfiniteFuture() ? now : coalescing_since_;
+      hold = client_.options_.coalesce > absl::ZeroDuration() && defers_acks_ && !draining_ &&
+             !client_.flushing_.load(std::memory_order_relaxed) && live_batch_ &&
+             queue_.size() == 1 && cycle_interval_ > absl::ZeroDuration() &&
+             (now - first) + cycle_interval_ <= client_.options_.coalesce;
+      if (hold) {
+        hold_began_ = hold_began_ || coalescing_since_ == absl::InfiniteFuture();
+        coalescing_since_ = first;
+        absl::MutexLock stats_lock(&client_.stats_mu_);
+        ++client_.stats_.coalesced_batches;
+        return true;
+      }
+    }
+    coalescing_since_ = absl::InfiniteFuture();  // this write sends whatever was held
+    return false;
+  }
+
   void EncodeNextCycleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     uint64_t dropped_before = 0;
     std::shared_ptr<const Cycle> cycle = client_.buffer_.NextAfter(cursor_, &dropped_before);
@@ -253,6 +336,7 @@ class StreamClient::Reactor final
     // is one that a new cycle need not evict, or a next aggregator be sent again.
     const absl::Time now = absl::Now();
     const bool backlog = cycle->sequence < client_.buffer_.last_sequence();
+    live_batch_ = !backlog;
     const bool ack_later = defers_acks_ && !backlog &&
                            !client_.flushing_.load(std::memory_order_relaxed) &&
                            now - last_ack_asked_ < kAckInterval;
@@ -292,6 +376,14 @@ class StreamClient::Reactor final
   // AckRequest may be sent (an older aggregator would end the stream on one).
   bool defers_acks_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_ack_asked_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // Coalescing (CoalesceLocked): when the first batch still held in gRPC's buffer was written
+  // (InfiniteFuture: none is), the agent's fastest collector interval (from its hello; zero:
+  // unknown, nothing is held), and whether the cycle last encoded was the newest (not a
+  // backlog's).
+  absl::Time coalescing_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  absl::Duration cycle_interval_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  bool live_batch_ ABSL_GUARDED_BY(mu_) = false;
+  bool hold_began_ ABSL_GUARDED_BY(mu_) = false;    // wakes WaitDoneFor
   bool tail_unasked_ ABSL_GUARDED_BY(mu_) = false;  // the last batch sent had ack_later
   uint64_t cursor_ ABSL_GUARDED_BY(mu_) = 0;
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
@@ -374,7 +466,9 @@ std::optional<std::string> StreamClient::Supervise(Reactor& reactor,
   absl::flat_hash_map<std::string, absl::Time> reachable_since;
   absl::Time next_refresh = absl::Now() + options_.failback_after;
   bool cancelled = false;
-  while (!reactor.WaitDoneFor(probe)) {
+  // A batch held for coalescing is sent within its window even when no cycle follows it.
+  while (!reactor.WaitDoneFor(std::min(probe, reactor.FlushCoalescedIfDue()))) {
+    reactor.FlushCoalescedIfDue();
     reactor.RequestAck(/*only_after=*/kAckInterval);
     if (cancelled || targets.size() < 2) {
       continue;

@@ -164,10 +164,12 @@ class AckCadenceTest : public ::testing::Test {
   }
 
   // A real agent sending a cycle every 100 ms (the shortest interval a collector takes) to
-  // `channel`.
-  void StartFastAgent(std::shared_ptr<grpc::Channel> channel) {
+  // `channel`, holding batches for up to `coalesce` to write them together.
+  void StartFastAgent(std::shared_ptr<grpc::Channel> channel,
+                      absl::Duration coalesce = absl::Milliseconds(200)) {
     AgentHarnessOptions options;
     options.interval_ms = 100;
+    options.coalesce = coalesce;
     agent_ = std::make_unique<AgentHarness>(sysfs_root_, std::move(channel), options);
     ASSERT_TRUE(agent_->Start());
   }
@@ -312,6 +314,44 @@ TEST_F(AckCadenceTest, StoppingFlushesAnUnaskedTail) {
   EXPECT_EQ(buffer().acked_sequence(), pushed);
 }
 
+// A 10 Hz agent writes its batches in groups (each held batch goes out with the next write), and
+// the last one held, with no cycle after it, goes out on its own within the window.
+TEST_F(AckCadenceTest, AFastAgentWritesBatchesTogetherAndSendsTheLastHeldOneWithoutANextCycle) {
+  StartAggregator();
+  StartFastAgent(aggregator_->channel());
+  ASSERT_TRUE(
+      WaitFor([&] { return agent_->stream().stats().batches_sent >= 40; }, absl::Seconds(60)));
+  const agent::StreamClientStats running = agent_->stream().stats();
+  // At 100 ms a batch is held while the next one falls within 200 ms of the first held: groups
+  // of two or three. A loaded machine bunches or stretches cycles, so only "most" is asserted.
+  EXPECT_GE(running.coalesced_batches * 3, running.batches_sent)
+      << running.coalesced_batches << " of " << running.batches_sent << " held";
+  agent_->StopCollecting();
+  const uint64_t pushed = buffer().last_sequence();
+  // No cycle follows the last one: a batch held then is sent by the stream's own look within its
+  // window plus one probe (a second at most), not when some later cycle would have come.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        std::optional<store::NodeState::Summary> node = aggregator_->Node("gpu-node-1");
+        return node.has_value() && node->counters.batches == pushed;
+      },
+      absl::Seconds(5)))
+      << "stored " << aggregator_->Node("gpu-node-1")->counters.batches << " of " << pushed;
+  ASSERT_TRUE(WaitFor([&] { return buffer().acked_sequence() == pushed; }));
+}
+
+TEST_F(AckCadenceTest, WithoutCoalescingEveryBatchIsWrittenAtOnce) {
+  StartAggregator();
+  StartFastAgent(aggregator_->channel(), absl::ZeroDuration());
+  ASSERT_TRUE(
+      WaitFor([&] { return agent_->stream().stats().batches_sent >= 20; }, absl::Seconds(60)));
+  agent_->StopCollecting();
+  const uint64_t pushed = buffer().last_sequence();
+  agent_->stream().Stop(absl::Seconds(30));
+  EXPECT_EQ(buffer().acked_sequence(), pushed);
+  EXPECT_EQ(agent_->stream().stats().coalesced_batches, 0u);
+}
+
 TEST_F(AckCadenceTest, AnOlderAggregatorIsSentNeitherAckLaterNorAckRequest) {
   OlderTelemetry older;
   grpc::ServerBuilder builder;
@@ -330,6 +370,8 @@ TEST_F(AckCadenceTest, AnOlderAggregatorIsSentNeitherAckLaterNorAckRequest) {
   EXPECT_EQ(buffer().acked_sequence(), pushed);
   EXPECT_EQ(older.ack_later_.load(), 0u);
   EXPECT_EQ(older.ack_requests_.load(), 0u);
+  // Nor does it get held batches: what sends a held batch when no cycle follows is an AckRequest.
+  EXPECT_EQ(agent_->stream().stats().coalesced_batches, 0u);
   EXPECT_EQ(agent_->stream().stats().connects, 1u) << "the stream never broke";
 }
 

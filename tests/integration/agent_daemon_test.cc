@@ -151,6 +151,14 @@ TEST_F(AgentDaemonTest, CreateRefusesWhatAStartRefuses) {
   created = agent::AgentDaemon::Create(failover);
   ASSERT_FALSE(created.ok());
   EXPECT_THAT(created.status().message(), HasSubstr("failover_after_ms must be within"));
+
+  v1::AgentConfig coalesce = Config();
+  coalesce.set_stream_coalesce_ms(1001);
+  created = agent::AgentDaemon::Create(coalesce);
+  ASSERT_FALSE(created.ok());
+  EXPECT_THAT(created.status().message(), HasSubstr("stream_coalesce_ms must be within 0..1000"));
+  coalesce.set_stream_coalesce_ms(0);  // off: every batch written at once
+  EXPECT_TRUE(agent::AgentDaemon::Create(coalesce).ok());
 }
 
 TEST_F(AgentDaemonTest, StartFailsWhenMetricsCannotListenAndStartsNothing) {

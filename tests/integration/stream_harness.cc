@@ -414,6 +414,7 @@ bool AgentHarness::Start() {
   stream_options.directory = options_.directory;
   stream_options.failover_after = options_.failover_after;
   stream_options.failback_after = options_.failback_after;
+  stream_options.coalesce = options_.coalesce;
   stream_options.node_name = options_.node_name;
   stream_options.boot_id = options_.boot_id;
   stream_options.agent_version = "test";

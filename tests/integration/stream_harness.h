@@ -188,6 +188,7 @@ struct AgentHarnessOptions {
   agent::AggregatorDirectory* directory = nullptr;
   absl::Duration failover_after = absl::Seconds(10);
   absl::Duration failback_after = absl::Seconds(30);
+  absl::Duration coalesce = absl::Milliseconds(200);  // the agent's stream_coalesce_ms
 };
 
 // A node agent streaming to `channel`: the ib_sysfs collector on `sysfs_root`, plus the agent's

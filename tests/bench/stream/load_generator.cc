@@ -62,6 +62,8 @@ ABSL_FLAG(bool, restart, true, "Measure reconnection after an aggregator restart
 ABSL_FLAG(int, restart_downtime_ms, 2000, "How long the aggregator stays down.");
 ABSL_FLAG(int, initial_backoff_ms, 500, "StreamClient initial reconnect backoff (agent default).");
 ABSL_FLAG(int, max_backoff_ms, 30000, "StreamClient max reconnect backoff (agent default).");
+ABSL_FLAG(int, coalesce_ms, 200,
+          "The agents' stream_coalesce_ms (agent default 200; 0: every batch written at once).");
 ABSL_FLAG(bool, grpc_default_channel_backoff, false,
           "Leave the channel's connection backoff at gRPC's defaults (1 s x1.6 up to 120 s) "
           "instead of bounding it by the StreamClient backoff as fabricmon-agent does.");
@@ -139,6 +141,8 @@ int Run() {
   sim.replay_buffer_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_replay_buffer_bytes));
   sim.initial_backoff = absl::Milliseconds(absl::GetFlag(FLAGS_initial_backoff_ms));
   sim.max_backoff = absl::Milliseconds(absl::GetFlag(FLAGS_max_backoff_ms));
+  sim.coalesce = absl::Milliseconds(absl::GetFlag(FLAGS_coalesce_ms));
+  sim.interval = absl::Milliseconds(absl::GetFlag(FLAGS_interval_ms));
   sim.grpc_default_channel_backoff = absl::GetFlag(FLAGS_grpc_default_channel_backoff);
   std::vector<std::unique_ptr<SimAgent>> agents;
   std::vector<SimAgent*> ticked;
@@ -209,8 +213,12 @@ int Run() {
   std::printf("bytes per batch    %12.1f (%zu samples per batch)\n",
               batches > 0 ? bytes / batches : 0.0, series.size());
   uint64_t agent_bytes = 0;
+  uint64_t agent_batches = 0;
+  uint64_t agent_coalesced = 0;
   for (const auto& agent : agents) {
     agent_bytes += agent->stats().bytes_sent;
+    agent_batches += agent->stats().batches_sent;
+    agent_coalesced += agent->stats().coalesced_batches;
   }
   std::printf("\n== memory\n");
   std::printf("aggregator RSS     %12.1f MiB before agents, %.1f MiB with %zu series\n",
@@ -286,6 +294,9 @@ int Run() {
   }
   std::printf("\nagent-side bytes sent (all streams, incl. declarations and hellos): %.1f MiB\n",
               agent_bytes / 1048576.0);
+  std::printf("agent batches held to go out with the next write (coalesce_ms %d): %llu of %llu\n",
+              absl::GetFlag(FLAGS_coalesce_ms), static_cast<unsigned long long>(agent_coalesced),
+              static_cast<unsigned long long>(agent_batches));
 
   generator.Stop();
   for (auto& agent : agents) {

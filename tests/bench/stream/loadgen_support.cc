@@ -383,26 +383,29 @@ SimAgent::SimAgent(int index, const std::vector<NodeSeries>& series, Profile pro
   options.boot_id = absl::StrCat("boot-", name_);
   options.agent_version = "loadgen";
   options.agent_instance_id = 0x10000000ull + static_cast<uint64_t>(index);
+  options.coalesce = sim.coalesce;
   options.initial_backoff = sim.initial_backoff;
   options.max_backoff = sim.max_backoff;
   options.jitter_seed = static_cast<uint64_t>(index) * 7919 + 1;
   const uint64_t instance = options.agent_instance_id;
   const std::string boot = options.boot_id;
   const std::string name = name_;
-  client_ = std::make_unique<agent::StreamClient>(options, buffer_, table_, [name, boot, instance] {
-    v1::Hello hello;
-    hello.set_node_name(name);
-    hello.set_boot_id(boot);
-    hello.set_agent_version("loadgen");
-    hello.set_protocol_revision(v1::PROTOCOL_REVISION_1);
-    hello.set_agent_instance_id(instance);
-    hello.set_min_interval_ms(1000);
-    v1::CollectorStatus* collector = hello.add_collectors();
-    collector->set_name("ib_sysfs");
-    collector->set_state("OK");
-    collector->set_interval_ms(1000);
-    return hello;
-  });
+  const uint32_t interval_ms = static_cast<uint32_t>(absl::ToInt64Milliseconds(sim.interval));
+  client_ = std::make_unique<agent::StreamClient>(
+      options, buffer_, table_, [name, boot, instance, interval_ms] {
+        v1::Hello hello;
+        hello.set_node_name(name);
+        hello.set_boot_id(boot);
+        hello.set_agent_version("loadgen");
+        hello.set_protocol_revision(v1::PROTOCOL_REVISION_1);
+        hello.set_agent_instance_id(instance);
+        hello.set_min_interval_ms(interval_ms);
+        v1::CollectorStatus* collector = hello.add_collectors();
+        collector->set_name("ib_sysfs");
+        collector->set_state("OK");
+        collector->set_interval_ms(interval_ms);
+        return hello;
+      });
 }
 
 void SimAgent::Tick() {

@@ -134,6 +134,8 @@ struct SimAgentOptions {
   std::vector<std::string> aggregators;
   absl::Duration failover_after = absl::Seconds(10);
   absl::Duration failback_after = absl::Seconds(30);
+  absl::Duration coalesce = absl::Milliseconds(200);  // the agent's stream_coalesce_ms
+  absl::Duration interval = absl::Seconds(1);         // its hello's min_interval_ms
   size_t replay_buffer_bytes = 16 << 20;
   absl::Duration initial_backoff = absl::Milliseconds(500);
   absl::Duration max_backoff = absl::Seconds(30);
