@@ -278,16 +278,6 @@ class StreamClient::Reactor final
   }
 
  private:
-  // Whether `message`, about to be written, may wait in gRPC's buffer to go out with the next
-  // write (each message costs the aggregator a read, a flow-control write and a wake-up, and the
-  // agent as much again). Only a live batch with nothing queued behind it, on a stream whose
-  // aggregator takes an AckRequest (the safety flush: FlushCoalescedIfDue), and only while the
-  // next cycle of the agent's fastest collector (the hello's min_interval_ms), due one interval
-  // from now, still falls within `coalesce` of the first batch held: an agent whose collectors
-  // all run slower than the window never holds one. Not the time since the last batch: collectors
-  // running at the same interval send their batches back to back, and a 500 ms agent's second
-  // batch of such a burst, held, would have waited for the window with no cycle to take it along
-  // (a detection test caught its lateness). Any write without the hint sends everything held.
   // Queues an AckRequest, whose write (without the hint) sends the batches held; the caller
   // pumps.
   void SendHeldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -300,6 +290,16 @@ class StreamClient::Reactor final
   bool DoneOrHoldBeganLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return done_ || hold_began_;
   }
+  // Whether `message`, about to be written, may wait in gRPC's buffer to go out with the next
+  // write (each message costs the aggregator a read, a flow-control write and a wake-up, and the
+  // agent as much again). Only a live batch with nothing queued behind it, on a stream whose
+  // aggregator takes an AckRequest (the safety flush: FlushCoalescedIfDue), and only while the
+  // next cycle of the agent's fastest collector (the hello's min_interval_ms), due one interval
+  // from now, still falls within `coalesce` of the first batch held: an agent whose collectors
+  // all run slower than the window never holds one. Not the time since the last batch: collectors
+  // running at the same interval send their batches back to back, and a 500 ms agent's second
+  // batch of such a burst, held, would have waited for the window with no cycle to take it along
+  // (a detection test caught its lateness). Any write without the hint sends everything held.
   bool CoalesceLocked(const v1::AgentMessage& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const absl::Time now = absl::Now();
     bool hold = false;
@@ -468,6 +468,8 @@ std::optional<std::string> StreamClient::Supervise(Reactor& reactor,
   bool cancelled = false;
   // A batch held for coalescing is sent within its window even when no cycle follows it.
   while (!reactor.WaitDoneFor(std::min(probe, reactor.FlushCoalescedIfDue()))) {
+    // At once on waking, before the checks below (a DNS refresh may take a while); the call in
+    // the condition only times the next wait.
     reactor.FlushCoalescedIfDue();
     reactor.RequestAck(/*only_after=*/kAckInterval);
     if (cancelled || targets.size() < 2) {
