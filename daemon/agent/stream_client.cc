@@ -69,6 +69,10 @@ class StreamClient::Reactor final
         {
           absl::MutexLock lock(&mu_);
           defers_acks_ = incoming_.hello_ack().defers_acks();
+          max_batches_per_message_ = incoming_.hello_ack().takes_batches()
+                                         ? std::min(incoming_.hello_ack().max_batches_per_message(),
+                                                    wire::kMaxBatchesPerMessage)
+                                         : 0;
           // Everything after what the aggregator has is (re)sent; what it acked before a previous
           // disconnect is gone from the buffer and skipped.
           cursor_ = std::max(stored, client_.buffer_.acked_sequence());
@@ -134,10 +138,11 @@ class StreamClient::Reactor final
     status_ = status;
   }
 
-  // Starts the next write if none is in flight: queued messages first, then the next cycle.
+  // Starts the next write if none is in flight: queued messages first, then the next cycle. A
+  // batch may be held instead (CoalesceLocked); what is held goes out as one message before
+  // anything else is written.
   void Pump() {
     const v1::AgentMessage* next = nullptr;
-    bool coalesce = false;
     {
       absl::MutexLock lock(&mu_);
       if (writing_ || finishing_) {
@@ -145,6 +150,14 @@ class StreamClient::Reactor final
       }
       if (queue_.empty() && established_ && !draining_) {
         EncodeNextCycleLocked();
+      }
+      if (!queue_.empty() && CoalesceLocked(queue_.front())) {
+        Hold(std::move(*queue_.front().mutable_batch()));
+        queue_.pop_front();  // nothing is queued behind it (CoalesceLocked)
+        return;
+      }
+      if (!held_.empty() && (!queue_.empty() || release_held_ || draining_)) {
+        ReleaseHeldLocked();
       }
       if (queue_.empty()) {
         return;
@@ -158,19 +171,12 @@ class StreamClient::Reactor final
       // element), and the hold, taken while the read's own hold is certainly still there (it
       // goes only after finishing_ is set), keeps the call from finishing before the write starts.
       next = &queue_.front();
-      coalesce = CoalesceLocked(*next);
       AddHold();
     }
     // Outside mu_: StartWrite sends inline (the sendmsg of a whole batch), and the write's
     // completion, on gRPC's thread, takes mu_ at once; started under it, that thread blocked on
     // the mutex for most writes (perf: a futex wait and two context switches per batch).
-    if (coalesce) {
-      // gRPC keeps the message and completes the write; the next write without the hint sends
-      // both in one frame sequence, one system call.
-      StartWrite(next, grpc::WriteOptions().set_buffer_hint());
-    } else {
-      StartWrite(next);
-    }
+    StartWrite(next);
     RemoveHold();
   }
 
@@ -213,14 +219,14 @@ class StreamClient::Reactor final
     Pump();
   }
 
-  // Sends what waits in gRPC's buffer (CoalesceLocked) once the first of it has waited the
-  // coalescing window, by an AckRequest written without the hint: the cycle that would have
-  // taken it along did not come (collection stopped or slowed). Returns how long until it would
-  // be due (InfiniteDuration when nothing waits), for the caller's next look.
+  // Sends the batches held (CoalesceLocked) once the first of them has waited the coalescing
+  // window: the cycle that would have taken them along did not come (collection stopped or
+  // slowed). Returns how long until that would be due (InfiniteDuration when nothing is held),
+  // for the caller's next look.
   absl::Duration FlushCoalescedIfDue() {
     {
       absl::MutexLock lock(&mu_);
-      if (coalescing_since_ == absl::InfiniteFuture()) {
+      if (held_.empty()) {
         return absl::InfiniteDuration();
       }
       const absl::Duration left = coalescing_since_ + client_.options_.coalesce - absl::Now();
@@ -228,9 +234,9 @@ class StreamClient::Reactor final
         return left;
       }
       if (finishing_) {
-        return absl::InfiniteDuration();  // the call is ending; its batches are replayed if lost
+        return absl::InfiniteDuration();  // the call is ending; its batches are replayed
       }
-      SendHeldLocked();
+      release_held_ = true;
     }
     Pump();
     return absl::InfiniteDuration();
@@ -241,10 +247,7 @@ class StreamClient::Reactor final
   void Drain() {
     {
       absl::MutexLock lock(&mu_);
-      draining_ = true;
-      if (coalescing_since_ != absl::InfiniteFuture()) {
-        SendHeldLocked();  // the held batches must reach this aggregator before the stream ends
-      }
+      draining_ = true;  // Pump sends the held batches first: they must reach this aggregator
     }
     Pump();
     RequestAck();
@@ -278,48 +281,68 @@ class StreamClient::Reactor final
   }
 
  private:
-  // Queues an AckRequest, whose write (without the hint) sends the batches held; the caller
-  // pumps.
-  void SendHeldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  // Keeps `batch` to go out with the next (CoalesceLocked said so).
+  void Hold(v1::SampleBatch batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    held_.push_back(std::move(batch));
+  }
+  // Puts the batches held at the front of the queue, as one SampleBatches message: with the batch
+  // at the front if there is one (the cycle that ends the window), else before whatever is
+  // there (declarations, a layout, an inventory, an AckRequest: the held batches came first).
+  // Released with no cycle after them (the window passed, the stream drains), the last asks for
+  // its ack, as the tail of the stream. Not while a write is in flight (Pump's caller checks):
+  // the front is that write's message.
+  void ReleaseHeldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const bool with_next = !queue_.empty() && queue_.front().has_batch();
+    if (with_next) {
+      held_.push_back(std::move(*queue_.front().mutable_batch()));
+      queue_.pop_front();
+    } else if (held_.back().ack_later()) {
+      held_.back().set_ack_later(false);
+      tail_unasked_ = false;
+    }
     v1::AgentMessage message;
-    message.mutable_ack_request();
-    queue_.push_back(std::move(message));
-    tail_unasked_ = false;                       // the request asks for every batch's ack
-    coalescing_since_ = absl::InfiniteFuture();  // its write sends them all
+    v1::SampleBatches& batches = *message.mutable_batches();
+    batches.mutable_batch()->Reserve(static_cast<int>(held_.size()));
+    for (v1::SampleBatch& batch : held_) {
+      *batches.add_batch() = std::move(batch);
+    }
+    held_.clear();
+    queue_.push_front(std::move(message));
+    coalescing_since_ = absl::InfiniteFuture();
+    release_held_ = false;
   }
   bool DoneOrHoldBeganLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return done_ || hold_began_;
   }
-  // Whether `message`, about to be written, may wait in gRPC's buffer to go out with the next
-  // write (each message costs the aggregator a read, a flow-control write and a wake-up, and the
-  // agent as much again). Only a live batch with nothing queued behind it, on a stream whose
-  // aggregator takes an AckRequest (the safety flush: FlushCoalescedIfDue), and only while the
-  // next cycle of the agent's fastest collector (the hello's min_interval_ms), due one interval
-  // from now, still falls within `coalesce` of the first batch held: an agent whose collectors
-  // all run slower than the window never holds one. Not the time since the last batch: collectors
-  // running at the same interval send their batches back to back, and a 500 ms agent's second
-  // batch of such a burst, held, would have waited for the window with no cycle to take it along
-  // (a detection test caught its lateness). Any write without the hint sends everything held.
+  // Whether `message`, about to be written, is to be held and go out in one SampleBatches
+  // message with the batches after it (each message costs the aggregator a read, a flow-control
+  // write and a wake-up, and the agent a write and a wake-up for its completion, whatever its
+  // size). Only a live batch with nothing queued behind it, on a stream whose aggregator takes
+  // SampleBatches (and AckRequest), while the message would stay within its batch bound, and only
+  // while the next cycle of the agent's fastest collector (the hello's min_interval_ms), due one
+  // interval from now, still falls within `coalesce` of the first batch held: an agent whose
+  // collectors all run slower than the window never holds one. Not the time since the last batch:
+  // collectors running at the same interval send their batches back to back, and a 500 ms agent's
+  // second batch of such a burst, held, would have waited for the window with no cycle to take it
+  // along (a detection test caught its lateness). Whatever is written next takes the held
+  // batches along (ReleaseHeldLocked), and FlushCoalescedIfDue sends them when nothing comes.
   bool CoalesceLocked(const v1::AgentMessage& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const absl::Time now = absl::Now();
-    bool hold = false;
-    if (message.has_batch()) {
-      const absl::Time first =
-          coalescing_since_ == absl::InfiniteFuture() ? now : coalescing_since_;
-      hold = client_.options_.coalesce > absl::ZeroDuration() && defers_acks_ && !draining_ &&
-             !client_.flushing_.load(std::memory_order_relaxed) && live_batch_ &&
-             queue_.size() == 1 && cycle_interval_ > absl::ZeroDuration() &&
-             (now - first) + cycle_interval_ <= client_.options_.coalesce;
-      if (hold) {
-        hold_began_ = hold_began_ || coalescing_since_ == absl::InfiniteFuture();
-        coalescing_since_ = first;
-        absl::MutexLock stats_lock(&client_.stats_mu_);
-        ++client_.stats_.coalesced_batches;
-        return true;
-      }
+    if (!message.has_batch() || client_.options_.coalesce <= absl::ZeroDuration() ||
+        !defers_acks_ || held_.size() + 2 > max_batches_per_message_ || draining_ ||
+        client_.flushing_.load(std::memory_order_relaxed) || !live_batch_ || queue_.size() != 1 ||
+        cycle_interval_ <= absl::ZeroDuration()) {
+      return false;
     }
-    coalescing_since_ = absl::InfiniteFuture();  // this write sends whatever was held
-    return false;
+    const absl::Time now = absl::Now();
+    const absl::Time first = held_.empty() ? now : coalescing_since_;
+    if ((now - first) + cycle_interval_ > client_.options_.coalesce) {
+      return false;
+    }
+    hold_began_ = hold_began_ || held_.empty();
+    coalescing_since_ = first;
+    absl::MutexLock stats_lock(&client_.stats_mu_);
+    ++client_.stats_.coalesced_batches;
+    return true;
   }
 
   void EncodeNextCycleLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -375,12 +398,17 @@ class StreamClient::Reactor final
   // The aggregator's HelloAck said it defers acks: batches may be sent with ack_later, and an
   // AckRequest may be sent (an older aggregator would end the stream on one).
   bool defers_acks_ ABSL_GUARDED_BY(mu_) = false;
+  // The most batches a SampleBatches message may hold for this aggregator (0: it takes none).
+  size_t max_batches_per_message_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_ack_asked_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  // Coalescing (CoalesceLocked): when the first batch still held in gRPC's buffer was written
-  // (InfiniteFuture: none is), the agent's fastest collector interval (from its hello; zero:
-  // unknown, nothing is held), and whether the cycle last encoded was the newest (not a
+  // Coalescing (CoalesceLocked): the batches held, in order; when the first of them was held
+  // (InfiniteFuture: none is); whether they are to go out with no cycle after them
+  // (FlushCoalescedIfDue); the agent's fastest collector interval (from its hello; zero:
+  // unknown, nothing is held); and whether the cycle last encoded was the newest (not a
   // backlog's).
+  std::vector<v1::SampleBatch> held_ ABSL_GUARDED_BY(mu_);
   absl::Time coalescing_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  bool release_held_ ABSL_GUARDED_BY(mu_) = false;
   absl::Duration cycle_interval_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
   bool live_batch_ ABSL_GUARDED_BY(mu_) = false;
   bool hold_began_ ABSL_GUARDED_BY(mu_) = false;    // wakes WaitDoneFor

@@ -58,8 +58,8 @@ struct StreamClientOptions {
   absl::Duration initial_backoff = absl::Milliseconds(500);
   absl::Duration max_backoff = absl::Seconds(30);
   uint64_t jitter_seed = 0;  // 0: from the instance id
-  // How long a batch may wait in gRPC's buffer to go out in one write with the batches after it
-  // (a fast agent's: a 1 Hz one is never held); zero: every batch is written at once. See
+  // How long a batch may be held to go out in one message (SampleBatches) with the batches after
+  // it (a fast agent's: a 1 Hz one is never held); zero: every batch is written at once. See
   // Reactor::CoalesceLocked.
   absl::Duration coalesce = absl::Milliseconds(200);
 };
@@ -69,7 +69,7 @@ struct StreamClientStats {
   uint64_t connects = 0;  // streams that reached HelloAck
   uint64_t connect_attempts = 0;
   uint64_t batches_sent = 0;
-  uint64_t coalesced_batches = 0;  // of those, held to go out with the next write
+  uint64_t coalesced_batches = 0;  // of those, held to go out in one message with the next
   uint64_t replayed_batches = 0;   // sent after a reconnect with sequence ≤ the previous stream's
   uint64_t acks_received = 0;      // Ack messages (not counting the HelloAck)
   uint64_t bytes_sent = 0;

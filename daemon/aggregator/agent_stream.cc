@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/aggregator/peer_identity.h"
 #include "daemon/common/logging.h"
+#include "daemon/wire/batch_codec.h"
 #include "daemon/wire/series_codec.h"
 #include "google/protobuf/arena.h"
 
@@ -213,9 +214,14 @@ void AgentStream::OnReadDone(bool ok) {
     Fail(*error);
     return;
   }
-  if (options_.recorder != nullptr && incoming.body_case() != v1::AgentMessage::kAckRequest) {
-    // An AckRequest concerns only this stream's acks: a replay has nothing to do with it.
-    RecordAccepted(incoming, filtered_.has_value() ? &*filtered_ : nullptr);
+  if (options_.recorder != nullptr) {
+    // An AckRequest concerns only this stream's acks: a replay has nothing to do with it. The
+    // batches of a SampleBatches message were recorded one by one (RecordBatch).
+    if (incoming.body_case() != v1::AgentMessage::kAckRequest &&
+        incoming.body_case() != v1::AgentMessage::kBatches) {
+      RecordAccepted(incoming, filtered_.has_value() ? &*filtered_ : nullptr);
+    }
+    incoming_slices_.clear();
   }
   if (end_after_batch_) {
     absl::MutexLock lock(&mu_);
@@ -250,6 +256,8 @@ std::optional<AgentStream::Error> AgentStream::Handle(const v1::AgentMessage& me
       return session_.AddLayouts(message.layouts());
     case v1::AgentMessage::kBatch:
       return HandleBatch(message.batch());
+    case v1::AgentMessage::kBatches:
+      return HandleBatches(message.batches());
     case v1::AgentMessage::kAckRequest:
       AskForAck(last_batch_sequence_);
       return std::nullopt;
@@ -340,6 +348,8 @@ std::optional<AgentStream::Error> AgentStream::HandleHello(const v1::Hello& hell
   reply.mutable_hello_ack()->set_last_stored_sequence(last_stored_sequence);
   reply.mutable_hello_ack()->set_max_message_bytes(options_.max_message_bytes);
   reply.mutable_hello_ack()->set_defers_acks(true);
+  reply.mutable_hello_ack()->set_takes_batches(true);
+  reply.mutable_hello_ack()->set_max_batches_per_message(wire::kMaxBatchesPerMessage);
   Send(std::move(reply), /*open_acks=*/true);
   return std::nullopt;
 }
@@ -368,6 +378,30 @@ std::optional<AgentStream::Error> AgentStream::HandleBatch(const v1::SampleBatch
   }
   // Acknowledged once settled: now, or when remote_write is done with its samples.
   result.settlement.reset();
+  return std::nullopt;
+}
+
+std::optional<AgentStream::Error> AgentStream::HandleBatches(const v1::SampleBatches& batches) {
+  if (batches.batch_size() == 0 ||
+      static_cast<uint32_t>(batches.batch_size()) > wire::kMaxBatchesPerMessage) {
+    return Error{RejectReason::kMalformed, v1::Reject::REASON_MALFORMED,
+                 absl::StatusCode::kInvalidArgument,
+                 absl::StrCat("a SampleBatches message holds ", batches.batch_size(),
+                              " batches; 1 to ", wire::kMaxBatchesPerMessage, " are accepted")};
+  }
+  // Each as if it had come alone: a refused batch ends the stream with those before it stored
+  // (and acknowledged as settled), as a message of its own would have.
+  for (const v1::SampleBatch& batch : batches.batch()) {
+    if (std::optional<Error> refused = HandleBatch(batch)) {
+      return refused;
+    }
+    if (options_.recorder != nullptr) {
+      RecordBatch(batch);
+    }
+    if (end_after_batch_) {
+      break;  // the stream ends here; the rest is replayed on the next one, declared anew
+    }
+  }
   return std::nullopt;
 }
 
@@ -418,6 +452,15 @@ void AgentStream::RecordAccepted(const v1::AgentMessage& incoming,
   incoming_slices_.clear();
   if (record_scratch_.capacity() > (size_t{1} << 20)) {
     std::string().swap(record_scratch_);  // a large message's buffer is not kept per stream
+  }
+}
+
+void AgentStream::RecordBatch(const v1::SampleBatch& batch) {
+  v1::AgentMessage single;
+  *single.mutable_batch() = batch;
+  record_scratch_.clear();
+  if (single.SerializeToString(&record_scratch_)) {
+    options_.recorder->RecordMessage(token_, session_.node()->name(), record_scratch_);
   }
 }
 

@@ -78,6 +78,7 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   std::optional<Error> Handle(const v1::AgentMessage& message);
   std::optional<Error> HandleHello(const v1::Hello& hello);
   std::optional<Error> HandleBatch(const v1::SampleBatch& batch);
+  std::optional<Error> HandleBatches(const v1::SampleBatches& batches);
   // Drops fabric_nodes/fabric_links from `inventory` unless `node_name` is a fabric sweeper;
   // counts it and logs it once per stream.
   void FilterInventory(absl::string_view node_name, v1::Inventory& inventory);
@@ -103,6 +104,10 @@ class AgentStream final : public grpc::ServerBidiReactor<grpc::ByteBuffer, grpc:
   // inventory update whose switch topology was dropped), so that a replay sees what this
   // aggregator used.
   void RecordAccepted(const v1::AgentMessage& incoming, const v1::AgentMessage* filtered);
+  // A batch of a SampleBatches message once handled, recorded as a message of its own: a
+  // recording holds the batches the aggregator stored, however they travelled (a refused one
+  // ends the stream with those before it recorded).
+  void RecordBatch(const v1::SampleBatch& batch);
 
   // What the store calls to end this stream when another takes the node over, and what the
   // node's settlement ledger calls to acknowledge batches (from a remote_write queue's thread).

@@ -17,6 +17,11 @@
 
 namespace fabricmon::wire {
 
+// The most batches one SampleBatches message may hold (HelloAck.max_batches_per_message): an
+// agent's coalescing window (1 s at most) over its fastest collector's interval, with room for a
+// 10 ms one; a bound, so that no message makes a stream's read handle batches without end.
+inline constexpr uint32_t kMaxBatchesPerMessage = 128;
+
 // Looks up a series description by agent-wide id (the agent's SeriesTable).
 class SeriesLookup {
  public:

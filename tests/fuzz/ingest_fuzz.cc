@@ -96,6 +96,20 @@ class Stream {
         return HandleLayouts(message.layouts());
       case AgentMessage::kBatch:
         return HandleBatch(message.batch());
+      case AgentMessage::kBatches: {
+        // As AgentStream::HandleBatches: each in order, the first refusal ends the stream.
+        const auto& batches = message.batches().batch();
+        if (batches.empty() ||
+            batches.size() > static_cast<int>(fabricmon::wire::kMaxBatchesPerMessage)) {
+          return RejectReason::kMalformed;
+        }
+        for (const fabricmon::v1::SampleBatch& batch : batches) {
+          if (std::optional<RejectReason> refused = HandleBatch(batch)) {
+            return refused;
+          }
+        }
+        return std::nullopt;
+      }
       case AgentMessage::kInventory:
         node_->SetInventory(message.inventory().inventory());
         return std::nullopt;

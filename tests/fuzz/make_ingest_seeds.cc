@@ -171,6 +171,37 @@ void EncodeCycles(wire::StreamEncoder& encoder, const IbSeries& s, int first, in
   }
 }
 
+// As EncodeCycles, with the batches sent `per_message` to a SampleBatches message (a coalescing
+// agent's), declarations and layouts on their own before them.
+void EncodeCoalescedCycles(wire::StreamEncoder& encoder, const IbSeries& s, int first, int last,
+                           int per_message, Writer& out) {
+  v1::AgentMessage held;
+  auto send_held = [&] {
+    if (held.has_batches()) {
+      out.Message(held);
+      held.Clear();
+    }
+  };
+  for (int i = first; i <= last; ++i) {
+    std::vector<v1::AgentMessage> messages;
+    const std::vector<uint64_t> values = Cycle(i);
+    encoder.Encode(static_cast<uint64_t>(i), int64_t{1700000000} * 1000000000 + i * 1000000000LL,
+                   1200, 0, s.layout, values, &messages);
+    for (v1::AgentMessage& message : messages) {
+      if (!message.has_batch()) {
+        send_held();
+        out.Message(message);
+        continue;
+      }
+      *held.mutable_batches()->add_batch() = message.batch();
+      if (held.batches().batch_size() == per_message) {
+        send_held();
+      }
+    }
+  }
+  send_held();
+}
+
 }  // namespace
 }  // namespace fabricmon::fuzz
 
@@ -194,6 +225,13 @@ int main(int argc, char** argv) {
     *update.mutable_inventory()->mutable_inventory() = inventory;
     out.Message(update);
     out.Save(dir + "/one_agent");
+  }
+  {  // A coalescing agent: its batches three to a SampleBatches message.
+    Writer out;
+    wire::StreamEncoder encoder(series.lookup);
+    out.Message(Hello("gpu-node-1", "boot-1", 0x1111, 0, inventory));
+    EncodeCoalescedCycles(encoder, series, 1, 9, 3, out);
+    out.Save(dir + "/coalesced");
   }
   {  // The same agent reconnects and replays from sequence 3 (duplicates), then continues.
     Writer out;

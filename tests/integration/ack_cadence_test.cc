@@ -1,20 +1,28 @@
-// Acks at the agent's cadence. An agent sending several batches a second marks most of them
-// ack_later; an aggregator that says so in its HelloAck (defers_acks) folds their acks into the
-// next one a batch or an AckRequest asks for. Checked here from both ends, against the real
-// aggregator (raw streams and the real agent over loopback TCP) and, for compatibility, the real
-// agent against an older aggregator that acknowledges every batch and knows no AckRequest.
+// Acks and messages at the agent's cadence. An agent sending several batches a second marks most
+// of them ack_later; an aggregator that says so in its HelloAck (defers_acks) folds their acks
+// into the next one a batch or an AckRequest asks for. Such an agent also sends the batches of a
+// coalescing window in one SampleBatches message to an aggregator that takes them
+// (takes_batches). Checked here from both ends, against the real aggregator (raw streams and the
+// real agent over loopback TCP) and, for compatibility, the real agent against older aggregators:
+// one that acknowledges every batch and knows no AckRequest, and one that defers acks but knows
+// no SampleBatches.
 
 #include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/aggregator/ack_flusher.h"
 #include "daemon/aggregator/batch_observer.h"
 #include "daemon/common/clock.h"
 #include "daemon/common/logging.h"
+#include "daemon/wire/batch_codec.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/stream_harness.h"
 #include "tests/testing/fixture_path.h"
@@ -31,6 +39,26 @@ v1::AgentMessage AckLater(v1::AgentMessage batch) {
   return batch;
 }
 
+v1::AgentMessage Batches(const std::vector<v1::AgentMessage>& batches) {
+  v1::AgentMessage message;
+  message.mutable_batches();  // set even with no batch
+  for (const v1::AgentMessage& batch : batches) {
+    *message.mutable_batches()->add_batch() = batch.batch();
+  }
+  return message;
+}
+
+// The value /metrics shows for the raw stream's series `name` (CounterDeclarations), or -1.
+double RawValue(const std::string& scraped, const std::string& name) {
+  for (absl::string_view line : absl::StrSplit(scraped, '\n')) {
+    if (absl::StartsWith(line, name + "{") && absl::StrContains(line, kRawNode)) {
+      double value = -1;
+      return absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value) ? value : -1;
+    }
+  }
+  return -1;
+}
+
 v1::AgentMessage AckRequestMessage() {
   v1::AgentMessage message;
   message.mutable_ack_request();
@@ -40,9 +68,13 @@ v1::AgentMessage AckRequestMessage() {
 // An aggregator from before acks were deferred: a HelloAck without defers_acks, an Ack for
 // every batch. It notes what such an aggregator must never be sent: batches marked ack_later
 // (whose acks it would not defer anyway, harmless) and AckRequest, a body it would not know and
-// end the stream on (this one ends it too).
+// end the stream on (this one ends it too). With `defers_acks`, one release later: it answers
+// AckRequest (and still acknowledges every batch, which an agent takes as well), but knows no
+// SampleBatches and ends the stream on one.
 class OlderTelemetry final : public v1::Telemetry::Service {
  public:
+  explicit OlderTelemetry(bool defers_acks = false) : defers_acks_(defers_acks) {}
+
   grpc::Status Stream(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::AggregatorMessage, v1::AgentMessage>* stream) override {
@@ -53,6 +85,7 @@ class OlderTelemetry final : public v1::Telemetry::Service {
         case v1::AgentMessage::kHello:
           answer.mutable_hello_ack()->set_last_stored_sequence(acked_.load());
           answer.mutable_hello_ack()->set_max_message_bytes(4 << 20);
+          answer.mutable_hello_ack()->set_defers_acks(defers_acks_);
           break;
         case v1::AgentMessage::kBatch:
           ++batches_;
@@ -64,6 +97,13 @@ class OlderTelemetry final : public v1::Telemetry::Service {
           break;
         case v1::AgentMessage::kAckRequest:
           ++ack_requests_;
+          if (!defers_acks_) {
+            return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "empty or unknown message");
+          }
+          answer.mutable_ack()->set_sequence(acked_.load());
+          break;
+        case v1::AgentMessage::kBatches:
+          ++batches_messages_;
           return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "empty or unknown message");
         default:
           continue;
@@ -78,7 +118,11 @@ class OlderTelemetry final : public v1::Telemetry::Service {
   std::atomic<uint64_t> batches_{0};
   std::atomic<uint64_t> ack_later_{0};
   std::atomic<uint64_t> ack_requests_{0};
+  std::atomic<uint64_t> batches_messages_{0};
   std::atomic<uint64_t> acked_{0};
+
+ private:
+  const bool defers_acks_;
 };
 
 // Keeps every stored batch's settlement until the test lets go of them, from its own thread, as
@@ -176,8 +220,8 @@ class AckCadenceTest : public ::testing::Test {
 
   agent::ReplayBuffer& buffer() { return agent_->agent().buffer(); }
 
-  uint64_t RawBatches() {
-    std::optional<store::NodeState::Summary> node = aggregator_->Node(kRawNode);
+  uint64_t RawBatches(const std::string& name = kRawNode) {
+    std::optional<store::NodeState::Summary> node = aggregator_->Node(name);
     return node.has_value() ? node->counters.batches : 0;
   }
 
@@ -314,8 +358,8 @@ TEST_F(AckCadenceTest, StoppingFlushesAnUnaskedTail) {
   EXPECT_EQ(buffer().acked_sequence(), pushed);
 }
 
-// A 10 Hz agent writes its batches in groups (each held batch goes out with the next write), and
-// the last one held, with no cycle after it, goes out on its own within the window.
+// A 10 Hz agent sends its batches in groups (each held batch goes out in one SampleBatches message
+// with the next), and the last one held, with no cycle after it, goes out within the window.
 TEST_F(AckCadenceTest, AFastAgentWritesBatchesTogetherAndSendsTheLastHeldOneWithoutANextCycle) {
   StartAggregator();
   StartFastAgent(aggregator_->channel());
@@ -338,6 +382,82 @@ TEST_F(AckCadenceTest, AFastAgentWritesBatchesTogetherAndSendsTheLastHeldOneWith
       absl::Seconds(5)))
       << "stored " << aggregator_->Node("gpu-node-1")->counters.batches << " of " << pushed;
   ASSERT_TRUE(WaitFor([&] { return buffer().acked_sequence() == pushed; }));
+  EXPECT_EQ(agent_->stream().stats().connects, 1u) << "the stream never broke";
+}
+
+// What the agent's coalescing relies on, from the aggregator's end: the batches of a
+// SampleBatches message are stored and acknowledged exactly as if each had come alone.
+TEST_F(AckCadenceTest, TheBatchesOfOneMessageAreStoredAsIfEachCameAlone) {
+  StartAggregator();
+  RawStream raw(aggregator_->channel());
+  ASSERT_TRUE(raw.Write(HelloMessage(kRawNode, "boot-m", 11)));
+  std::optional<v1::AggregatorMessage> hello_ack = raw.Read();
+  ASSERT_TRUE(hello_ack.has_value() && hello_ack->has_hello_ack());
+  EXPECT_TRUE(hello_ack->hello_ack().takes_batches());
+  EXPECT_GE(hello_ack->hello_ack().max_batches_per_message(), 2u);
+  const int64_t now = RealClock::Get().NowUnixNanos();
+  ASSERT_TRUE(raw.Write(CounterDeclarations(1, 2)));
+  ASSERT_TRUE(raw.Write(LayoutMessage(1, {1, 2})));
+  ASSERT_TRUE(raw.Write(Batches({AckLater(BatchMessage(1, now, 1, {5, 9})),
+                                 AckLater(BatchMessage(2, now + kSecond, 1, {1, 2})),
+                                 BatchMessage(3, now + 2 * kSecond, 1, {3, 4})})));
+  std::optional<v1::AggregatorMessage> ack = raw.Read();
+  ASSERT_TRUE(ack.has_value());
+  ASSERT_TRUE(ack->has_ack()) << ack->ShortDebugString();
+  EXPECT_EQ(ack->ack().sequence(), 3u) << "one ack, asked for by the last batch, for all three";
+  EXPECT_EQ(RawBatches(), 3u);
+  // Each batch's deltas applied in order: 5+1+3 and 9+2+4.
+  const std::string scraped = aggregator_->Scrape();
+  EXPECT_EQ(RawValue(scraped, "fabricmon_raw_0_total"), 9) << scraped;
+  EXPECT_EQ(RawValue(scraped, "fabricmon_raw_1_total"), 15) << scraped;
+  // A replay of the same batches in one message (a reconnect) stores none twice.
+  ASSERT_TRUE(raw.Write(Batches(
+      {BatchMessage(2, now + kSecond, 1, {1, 2}), BatchMessage(3, now + 2 * kSecond, 1, {3, 4})})));
+  ASSERT_TRUE(raw.Write(AckRequestMessage()));
+  const RawStream::End end = raw.Finish();
+  EXPECT_TRUE(end.status.ok()) << end.status.error_message();
+  EXPECT_EQ(RawBatches(), 3u);
+}
+
+// A SampleBatches message with no batch or more than its bound is refused with a reason; a
+// refused batch inside one ends the stream with the batches before it stored, as if each had
+// come alone. A node per case: a node whose stream was just refused may still be attached when
+// the next stream's hello comes (refused as a duplicate).
+TEST_F(AckCadenceTest, ASampleBatchesMessageOutOfBoundsOrWithABadBatchIsRefused) {
+  StartAggregator();
+  const int64_t now = RealClock::Get().NowUnixNanos();
+  auto refused = [&](const std::string& node, const v1::AgentMessage& message) {
+    RawStream raw(aggregator_->channel());
+    EXPECT_TRUE(raw.Write(HelloMessage(node, "boot-b", 1)));
+    EXPECT_TRUE(raw.Write(CounterDeclarations(1, 2)));
+    EXPECT_TRUE(raw.Write(LayoutMessage(1, {1, 2})));
+    EXPECT_TRUE(raw.Write(message));
+    return raw.Finish();
+  };
+  RawStream::End empty = refused("empty-node", Batches({}));
+  EXPECT_EQ(empty.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(empty.status.error_message(), ::testing::HasSubstr("holds 0 batches"));
+  ASSERT_FALSE(empty.messages.empty());
+  EXPECT_EQ(empty.messages.back().reject().reason(), v1::Reject::REASON_MALFORMED);
+
+  std::vector<v1::AgentMessage> too_many;
+  for (uint64_t i = 1; i <= wire::kMaxBatchesPerMessage + 1; ++i) {
+    too_many.push_back(BatchMessage(i, now + static_cast<int64_t>(i) * kSecond, 1, {1, 1}));
+  }
+  RawStream::End over = refused("over-node", Batches(too_many));
+  EXPECT_EQ(over.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(
+      over.status.error_message(),
+      ::testing::HasSubstr(absl::StrCat("holds ", wire::kMaxBatchesPerMessage + 1, " batches")));
+  EXPECT_EQ(RawBatches("over-node"), 0u) << "nothing of a message out of bounds is stored";
+
+  // Batch 2 names a layout never declared.
+  RawStream::End bad =
+      refused("bad-node",
+              Batches({BatchMessage(1, now, 1, {5, 9}), BatchMessage(2, now + kSecond, 7, {1, 1}),
+                       BatchMessage(3, now + 2 * kSecond, 1, {1, 1})}));
+  EXPECT_FALSE(bad.status.ok());
+  EXPECT_EQ(RawBatches("bad-node"), 1u) << "the batch before the refused one is stored, none after";
 }
 
 TEST_F(AckCadenceTest, WithoutCoalescingEveryBatchIsWrittenAtOnce) {
@@ -371,6 +491,27 @@ TEST_F(AckCadenceTest, AnOlderAggregatorIsSentNeitherAckLaterNorAckRequest) {
   EXPECT_EQ(older.ack_later_.load(), 0u);
   EXPECT_EQ(older.ack_requests_.load(), 0u);
   // Nor does it get held batches: what sends a held batch when no cycle follows is an AckRequest.
+  EXPECT_EQ(agent_->stream().stats().coalesced_batches, 0u);
+  EXPECT_EQ(agent_->stream().stats().connects, 1u) << "the stream never broke";
+}
+
+TEST_F(AckCadenceTest, AnAggregatorThatTakesNoSampleBatchesIsSentNone) {
+  OlderTelemetry older(/*defers_acks=*/true);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&older);
+  older_server_ = builder.BuildAndStart();
+  ASSERT_NE(older_server_, nullptr);
+  ASSERT_NE(port, 0);
+  StartFastAgent(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  ASSERT_TRUE(WaitFor([&] { return older.batches_.load() >= 30; }, absl::Seconds(60)));
+  agent_->StopCollecting();
+  const uint64_t pushed = buffer().last_sequence();
+  agent_->stream().Stop(absl::Seconds(30));
+  EXPECT_EQ(buffer().acked_sequence(), pushed);
+  EXPECT_EQ(older.batches_messages_.load(), 0u);
   EXPECT_EQ(agent_->stream().stats().coalesced_batches, 0u);
   EXPECT_EQ(agent_->stream().stats().connects, 1u) << "the stream never broke";
 }

@@ -49,7 +49,7 @@ class RecordingTest : public ::testing::Test {
     for (size_t i = 0; i < messages.size(); ++i) {
       clock_.AdvanceNanos(100 * kMillis);
       if (!raw.Write(messages[i])) break;
-      if (messages[i].has_batch() || messages[i].has_hello()) {
+      if (messages[i].has_batch() || messages[i].has_batches() || messages[i].has_hello()) {
         std::optional<v1::AggregatorMessage> reply = raw.Read();
         if (!reply.has_value() || reply->has_reject()) break;
         EXPECT_TRUE(WaitFor([&] { return recorder_->records_queued() >= base + i + 1; }));
@@ -104,6 +104,30 @@ TEST_F(RecordingTest, RecordsAcceptedMessagesOnly) {
   for (size_t i = 1; i < records.size(); ++i) {
     EXPECT_GE(records[i].receive_unix_nanos, records[i - 1].receive_unix_nanos);
   }
+}
+
+// The batches of a SampleBatches message are recorded one by one, each as the message it would
+// have been alone: a recording reads the same whether an agent coalesced or not (and readers of
+// older recordings need nothing new). Those after a refused one are not recorded.
+TEST_F(RecordingTest, TheBatchesOfOneMessageAreRecordedOneByOne) {
+  v1::AgentMessage batches;
+  for (const v1::AgentMessage& batch :
+       {BatchMessage(1, 1000, 1, {5, 7}), BatchMessage(2, 2000, 1, {1, 1}),
+        BatchMessage(3, 3000, 9, {1, 1})}) {  // unknown layout
+    *batches.mutable_batches()->add_batch() = batch.batch();
+  }
+  Send({HelloMessage("node01", "boot-1", 1), CounterDeclarations(1, 2), LayoutMessage(1, {1, 2}),
+        batches});
+  std::vector<recording::Record> records = Recorded();
+  ASSERT_EQ(records.size(), 6u);
+  for (size_t i = 3; i < 5; ++i) {
+    v1::AgentMessage message;
+    ASSERT_TRUE(message.ParseFromString(records[i].payload));
+    ASSERT_EQ(message.body_case(), v1::AgentMessage::kBatch);
+    EXPECT_EQ(message.batch().sequence(), i - 2);
+    EXPECT_EQ(message.batch().timestamp_unix_nanos(), static_cast<int64_t>(1000 * (i - 2)));
+  }
+  EXPECT_EQ(records[5].type, recording::RecordType::kStreamEnd);
 }
 
 // A replay stores what the live store stored, and the same recording replays identically.

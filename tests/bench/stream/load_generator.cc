@@ -294,9 +294,10 @@ int Run() {
   }
   std::printf("\nagent-side bytes sent (all streams, incl. declarations and hellos): %.1f MiB\n",
               agent_bytes / 1048576.0);
-  std::printf("agent batches held to go out with the next write (coalesce_ms %d): %llu of %llu\n",
-              absl::GetFlag(FLAGS_coalesce_ms), static_cast<unsigned long long>(agent_coalesced),
-              static_cast<unsigned long long>(agent_batches));
+  std::printf(
+      "agent batches held to go out in one message with the next (coalesce_ms %d): %llu of %llu\n",
+      absl::GetFlag(FLAGS_coalesce_ms), static_cast<unsigned long long>(agent_coalesced),
+      static_cast<unsigned long long>(agent_batches));
 
   generator.Stop();
   for (auto& agent : agents) {
