@@ -218,6 +218,27 @@ class AckCadenceTest : public ::testing::Test {
     ASSERT_TRUE(agent_->Start());
   }
 
+  // A fast agent (StartFastAgent) streaming to `older`, served on a loopback port.
+  void StartFastAgentWith(OlderTelemetry& older) {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&older);
+    older_server_ = builder.BuildAndStart();
+    ASSERT_NE(older_server_, nullptr);
+    ASSERT_NE(port, 0);
+    StartFastAgent(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  }
+
+  // Stops collection and the stream; every batch collected must have been acknowledged.
+  void StopAndExpectEveryBatchAcknowledged() {
+    agent_->StopCollecting();
+    const uint64_t pushed = buffer().last_sequence();
+    agent_->stream().Stop(absl::Seconds(30));
+    EXPECT_EQ(buffer().acked_sequence(), pushed);
+  }
+
   agent::ReplayBuffer& buffer() { return agent_->agent().buffer(); }
 
   uint64_t RawBatches(const std::string& name = kRawNode) {
@@ -352,10 +373,7 @@ TEST_F(AckCadenceTest, StoppingFlushesAnUnaskedTail) {
   StartFastAgent(aggregator_->channel());
   ASSERT_TRUE(
       WaitFor([&] { return agent_->stream().stats().batches_sent >= 30; }, absl::Seconds(60)));
-  agent_->StopCollecting();
-  const uint64_t pushed = buffer().last_sequence();
-  agent_->stream().Stop(absl::Seconds(30));
-  EXPECT_EQ(buffer().acked_sequence(), pushed);
+  StopAndExpectEveryBatchAcknowledged();
 }
 
 // A 10 Hz agent sends its batches in groups (each held batch goes out in one SampleBatches message
@@ -465,52 +483,28 @@ TEST_F(AckCadenceTest, WithoutCoalescingEveryBatchIsWrittenAtOnce) {
   StartFastAgent(aggregator_->channel(), absl::ZeroDuration());
   ASSERT_TRUE(
       WaitFor([&] { return agent_->stream().stats().batches_sent >= 20; }, absl::Seconds(60)));
-  agent_->StopCollecting();
-  const uint64_t pushed = buffer().last_sequence();
-  agent_->stream().Stop(absl::Seconds(30));
-  EXPECT_EQ(buffer().acked_sequence(), pushed);
+  StopAndExpectEveryBatchAcknowledged();
   EXPECT_EQ(agent_->stream().stats().coalesced_batches, 0u);
 }
 
 TEST_F(AckCadenceTest, AnOlderAggregatorIsSentNeitherAckLaterNorAckRequest) {
   OlderTelemetry older;
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&older);
-  older_server_ = builder.BuildAndStart();
-  ASSERT_NE(older_server_, nullptr);
-  ASSERT_NE(port, 0);
-  StartFastAgent(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  StartFastAgentWith(older);
   ASSERT_TRUE(WaitFor([&] { return older.batches_.load() >= 50; }, absl::Seconds(60)));
-  agent_->StopCollecting();
-  const uint64_t pushed = buffer().last_sequence();
-  agent_->stream().Stop(absl::Seconds(30));
-  EXPECT_EQ(buffer().acked_sequence(), pushed);
+  StopAndExpectEveryBatchAcknowledged();
   EXPECT_EQ(older.ack_later_.load(), 0u);
   EXPECT_EQ(older.ack_requests_.load(), 0u);
-  // Nor does it get held batches: what sends a held batch when no cycle follows is an AckRequest.
+  // Nor held batches: it takes no SampleBatches.
+  EXPECT_EQ(older.batches_messages_.load(), 0u);
   EXPECT_EQ(agent_->stream().stats().coalesced_batches, 0u);
   EXPECT_EQ(agent_->stream().stats().connects, 1u) << "the stream never broke";
 }
 
 TEST_F(AckCadenceTest, AnAggregatorThatTakesNoSampleBatchesIsSentNone) {
   OlderTelemetry older(/*defers_acks=*/true);
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&older);
-  older_server_ = builder.BuildAndStart();
-  ASSERT_NE(older_server_, nullptr);
-  ASSERT_NE(port, 0);
-  StartFastAgent(
-      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  StartFastAgentWith(older);
   ASSERT_TRUE(WaitFor([&] { return older.batches_.load() >= 30; }, absl::Seconds(60)));
-  agent_->StopCollecting();
-  const uint64_t pushed = buffer().last_sequence();
-  agent_->stream().Stop(absl::Seconds(30));
-  EXPECT_EQ(buffer().acked_sequence(), pushed);
+  StopAndExpectEveryBatchAcknowledged();
   EXPECT_EQ(older.batches_messages_.load(), 0u);
   EXPECT_EQ(agent_->stream().stats().coalesced_batches, 0u);
   EXPECT_EQ(agent_->stream().stats().connects, 1u) << "the stream never broke";
