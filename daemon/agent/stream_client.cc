@@ -288,9 +288,9 @@ class StreamClient::Reactor final
   // Puts the batches held at the front of the queue, as one SampleBatches message: with the batch
   // at the front if there is one (the cycle that ends the window), else before whatever is
   // there (declarations, a layout, an inventory, an AckRequest: the held batches came first).
-  // Released with no cycle after them (the window passed, the stream drains), the last asks for
-  // its ack, as the tail of the stream. Not while a write is in flight (Pump's caller checks):
-  // the front is that write's message.
+  // Released without a batch to go with them (the window passed, the stream drains, another
+  // message came first), the last asks for its ack: it may be the stream's tail. Not while a
+  // write is in flight (Pump's caller checks): the front is that write's message.
   void ReleaseHeldLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const bool with_next = !queue_.empty() && queue_.front().has_batch();
     if (with_next) {
