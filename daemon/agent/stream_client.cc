@@ -152,7 +152,7 @@ class StreamClient::Reactor final
         EncodeNextCycleLocked();
       }
       if (!queue_.empty() && CoalesceLocked(queue_.front())) {
-        Hold(std::move(*queue_.front().mutable_batch()));
+        held_.push_back(std::move(*queue_.front().mutable_batch()));
         queue_.pop_front();  // nothing is queued behind it (CoalesceLocked)
         return;
       }
@@ -281,10 +281,6 @@ class StreamClient::Reactor final
   }
 
  private:
-  // Keeps `batch` to go out with the next (CoalesceLocked said so).
-  void Hold(v1::SampleBatch batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    held_.push_back(std::move(batch));
-  }
   // Puts the batches held at the front of the queue, as one SampleBatches message: with the batch
   // at the front if there is one (the cycle that ends the window), else before whatever is
   // there (declarations, a layout, an inventory, an AckRequest: the held batches came first).
@@ -308,7 +304,6 @@ class StreamClient::Reactor final
     }
     held_.clear();
     queue_.push_front(std::move(message));
-    coalescing_since_ = absl::InfiniteFuture();
     release_held_ = false;
   }
   bool DoneOrHoldBeganLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -402,7 +397,7 @@ class StreamClient::Reactor final
   size_t max_batches_per_message_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_ack_asked_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // Coalescing (CoalesceLocked): the batches held, in order; when the first of them was held
-  // (InfiniteFuture: none is); whether they are to go out with no cycle after them
+  // (read only while some are); whether they are to go out with no cycle after them
   // (FlushCoalescedIfDue); the agent's fastest collector interval (from its hello; zero:
   // unknown, nothing is held); and whether the cycle last encoded was the newest (not a
   // backlog's).
