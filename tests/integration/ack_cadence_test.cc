@@ -12,10 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "daemon/aggregator/ack_flusher.h"
 #include "daemon/aggregator/batch_observer.h"
@@ -24,6 +21,7 @@
 #include "daemon/wire/batch_codec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/integration/metrics_text.h"
 #include "tests/integration/stream_harness.h"
 #include "tests/testing/fixture_path.h"
 #include "tests/testing/temp_tree.h"
@@ -46,17 +44,6 @@ v1::AgentMessage Batches(const std::vector<v1::AgentMessage>& batches) {
     *message.mutable_batches()->add_batch() = batch.batch();
   }
   return message;
-}
-
-// The value /metrics shows for the raw stream's series `name` (CounterDeclarations), or -1.
-double RawValue(const std::string& scraped, const std::string& name) {
-  for (absl::string_view line : absl::StrSplit(scraped, '\n')) {
-    if (absl::StartsWith(line, name + "{") && absl::StrContains(line, kRawNode)) {
-      double value = -1;
-      return absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value) ? value : -1;
-    }
-  }
-  return -1;
 }
 
 v1::AgentMessage AckRequestMessage() {
@@ -426,8 +413,10 @@ TEST_F(AckCadenceTest, TheBatchesOfOneMessageAreStoredAsIfEachCameAlone) {
   EXPECT_EQ(RawBatches(), 3u);
   // Each batch's deltas applied in order: 5+1+3 and 9+2+4.
   const std::string scraped = aggregator_->Scrape();
-  EXPECT_EQ(RawValue(scraped, "fabricmon_raw_0_total"), 9) << scraped;
-  EXPECT_EQ(RawValue(scraped, "fabricmon_raw_1_total"), 15) << scraped;
+  absl::StatusOr<std::vector<TextSample>> samples = ParseText(scraped);
+  ASSERT_TRUE(samples.ok()) << samples.status();
+  EXPECT_EQ(SampleValue(*samples, "fabricmon_raw_0_total", {{"node", kRawNode}}), 9) << scraped;
+  EXPECT_EQ(SampleValue(*samples, "fabricmon_raw_1_total", {{"node", kRawNode}}), 15) << scraped;
   // A replay of the same batches in one message (a reconnect) stores none twice.
   ASSERT_TRUE(raw.Write(Batches(
       {BatchMessage(2, now + kSecond, 1, {1, 2}), BatchMessage(3, now + 2 * kSecond, 1, {3, 4})})));
