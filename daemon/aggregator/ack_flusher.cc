@@ -4,10 +4,12 @@
 
 #include <utility>
 
+#include "absl/time/clock.h"
+
 namespace fabricmon::aggregator {
 
-AckFlusher::AckFlusher(absl::Duration max_delay)
-    : max_delay_(max_delay), thread_([this] { Run(); }) {}
+AckFlusher::AckFlusher(absl::Duration max_delay, absl::Duration granularity)
+    : max_delay_(max_delay), granularity_(granularity), thread_([this] { Run(); }) {}
 
 AckFlusher::~AckFlusher() {
   {
@@ -19,38 +21,60 @@ AckFlusher::~AckFlusher() {
 
 void AckFlusher::DeferUntil(absl::Time due, std::function<void()> flush) {
   absl::MutexLock lock(&mu_);
-  // A new earliest entry: the thread waits for a later time, or for ever (WakeLocked).
-  if (pending_.empty() || due < pending_.top().due) {
+  // An entry of an earlier round than the one the thread waits for: it waits again.
+  if (RoundOf(due) < waiting_for_) {
     rewait_ = true;
   }
   pending_.push({due, std::move(flush)});
 }
 
-bool AckFlusher::WakeLocked() const {
-  return stopping_ || rewait_ || (!pending_.empty() && pending_.top().due <= absl::Now());
+uint64_t AckFlusher::rounds() const {
+  absl::MutexLock lock(&mu_);
+  return rounds_;
 }
+
+absl::Time AckFlusher::RoundOf(absl::Time due) const {
+  if (due == absl::InfiniteFuture() || due == absl::InfinitePast()) {
+    return due;
+  }
+  return absl::UnixEpoch() + absl::Ceil(due - absl::UnixEpoch(), granularity_);
+}
+
+void AckFlusher::RunEarliestLocked() {
+  std::function<void()> flush = pending_.top().flush;
+  pending_.pop();
+  mu_.Unlock();
+  flush();
+  mu_.Lock();
+}
+
+bool AckFlusher::WakeLocked() const { return stopping_ || rewait_; }
 
 void AckFlusher::Run() {
   pthread_setname_np(pthread_self(), "ack_flusher");
   absl::MutexLock lock(&mu_);
   while (true) {
     rewait_ = false;
-    const absl::Time until = pending_.empty() ? absl::InfiniteFuture() : pending_.top().due;
-    mu_.AwaitWithDeadline(absl::Condition(this, &AckFlusher::WakeLocked), until);
-    if (pending_.empty()) {
-      if (stopping_) {
-        return;
+    waiting_for_ = pending_.empty() ? absl::InfiniteFuture() : RoundOf(pending_.top().due);
+    mu_.AwaitWithDeadline(absl::Condition(this, &AckFlusher::WakeLocked), waiting_for_);
+    if (stopping_) {
+      // Everything still waiting runs now, due or not: an ack is never dropped here.
+      while (!pending_.empty()) {
+        RunEarliestLocked();
       }
-      continue;
+      return;
     }
-    if (!stopping_ && pending_.top().due > absl::Now()) {
-      continue;  // an earlier entry came: wait for its due time
+    // The clock read once: a flush that defers again (a later ack waits) goes to a later round
+    // even if it is due before this one ends, so a round always ends.
+    const absl::Time now = absl::Now();
+    if (pending_.empty() || RoundOf(pending_.top().due) > now) {
+      continue;  // an earlier entry came, or the wait ended early: wait for its round
     }
-    std::function<void()> flush = pending_.top().flush;
-    pending_.pop();
-    mu_.Unlock();
-    flush();
-    mu_.Lock();
+    ++rounds_;
+    waiting_for_ = absl::InfinitePast();  // entries deferred meanwhile wait for the next wait
+    while (!pending_.empty() && pending_.top().due <= now) {
+      RunEarliestLocked();
+    }
   }
 }
 

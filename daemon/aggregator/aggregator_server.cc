@@ -314,8 +314,9 @@ absl::Status AggregatorServer::Build() {
     remote_write_feed_ = std::make_shared<RemoteWriteFeed>(std::move(endpoints), clock_);
     stream.batch_observer = remote_write_feed_;
     // Batches now settle on the feed's threads: their acks wait for the stream's next read (a
-    // second, an agent's usual interval), so as not to cost a send each (ack_flusher.h).
-    ack_flusher_ = std::make_unique<AckFlusher>(absl::Seconds(2));
+    // second, an agent's usual interval), so as not to cost a send each, and at most 2 s: 1.75 s
+    // and the rest of the flusher's 250 ms round (ack_flusher.h).
+    ack_flusher_ = std::make_unique<AckFlusher>(absl::Milliseconds(1750), absl::Milliseconds(250));
     stream.ack_flusher = ack_flusher_.get();
   }
   telemetry_ = std::make_unique<TelemetryService>(*store_, stats_, stream, clock_);

@@ -176,10 +176,10 @@ class AckCadenceTest : public ::testing::Test {
   }
 
   // An aggregator whose batches settle when the test says, on the test's thread, and whose acks
-  // settled so wait for a read or for `max_delay` (ack_flusher.h). Returns the raw stream after
-  // its hello, declarations and layout.
+  // settled so wait for a read or for `max_delay` (ack_flusher.h; its rounds of 50 ms). Returns
+  // the raw stream after its hello, declarations and layout.
   std::unique_ptr<RawStream> StartHeldAggregator(absl::Duration max_delay) {
-    flusher_ = std::make_unique<aggregator::AckFlusher>(max_delay);
+    flusher_ = std::make_unique<aggregator::AckFlusher>(max_delay, absl::Milliseconds(50));
     observer_ = std::make_shared<HoldingObserver>();
     AggregatorOptions options;
     options.stream.batch_observer = observer_;

@@ -40,7 +40,7 @@ struct Log {
 // later but due earlier wakes the thread from its wait for the other (here an hour away).
 TEST(AckFlusherTest, RunsEachFlushWhenDueEarliestFirst) {
   Log log;  // before the flusher: it outlives the flusher's last flush
-  AckFlusher flusher(absl::Seconds(1));
+  AckFlusher flusher(absl::Seconds(1), absl::Milliseconds(10));
   const absl::Time start = absl::Now();
   flusher.DeferUntil(start + absl::Hours(1), log.Entry("late"));
   absl::SleepFor(absl::Milliseconds(50));  // the thread now waits for "late"
@@ -55,7 +55,7 @@ TEST(AckFlusherTest, RunsEachFlushWhenDueEarliestFirst) {
 
 TEST(AckFlusherTest, AFlushAlreadyDueRunsAtOnceAndNothingRunsEarly) {
   Log log;
-  AckFlusher flusher(absl::Seconds(1));
+  AckFlusher flusher(absl::Seconds(1), absl::Milliseconds(10));
   flusher.DeferUntil(absl::Now() + absl::Hours(1), log.Entry("later"));
   flusher.DeferUntil(absl::Now() - absl::Seconds(1), log.Entry("past"));
   ASSERT_TRUE(log.WaitFor(1, absl::Seconds(10)));
@@ -70,7 +70,7 @@ TEST(AckFlusherTest, AFlushMayDeferAgain) {
   Log log;
   std::atomic<int> turns{0};
   std::function<void()> again;
-  AckFlusher flusher(absl::Seconds(1));
+  AckFlusher flusher(absl::Seconds(1), absl::Milliseconds(10));
   again = [&] {
     // Counted before it is logged: the test reads `turns` as soon as the log has three.
     const int turn = ++turns;
@@ -84,12 +84,34 @@ TEST(AckFlusherTest, AFlushMayDeferAgain) {
   EXPECT_EQ(turns.load(), 3);
 }
 
+// Flushes due within one round run together, at its end: one wake-up of the thread for all of
+// them, none before it is due.
+TEST(AckFlusherTest, FlushesDueWithinOneRoundRunInOneWakeUp) {
+  Log log;
+  AckFlusher flusher(absl::Seconds(1), absl::Milliseconds(400));
+  // Due from 100 ms from now over the next 38 ms: one round of 400 ms, or two where a line of
+  // the grid falls between them; one each (20) if the thread woke for each.
+  const absl::Time start = absl::Now() + absl::Milliseconds(100);
+  std::vector<absl::Time> due;
+  for (int i = 0; i < 20; ++i) {
+    due.push_back(start + absl::Milliseconds(2 * i));
+    flusher.DeferUntil(due.back(), log.Entry(std::to_string(i)));
+  }
+  ASSERT_TRUE(log.WaitFor(20, absl::Seconds(30)));
+  EXPECT_LE(flusher.rounds(), 2u);
+  absl::MutexLock lock(&log.mu);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(log.ran[i], std::to_string(i));
+    EXPECT_GE(log.at[i], due[i]) << i;
+  }
+}
+
 // Stopping runs what still waits, without waiting for it to be due: an ack is never dropped by
 // the flusher (the stream it is for may be gone by then; the flush checks).
 TEST(AckFlusherTest, StoppingRunsWhatWaits) {
   Log log;
   {
-    AckFlusher flusher(absl::Seconds(1));
+    AckFlusher flusher(absl::Seconds(1), absl::Milliseconds(10));
     flusher.DeferUntil(absl::Now() + absl::Hours(1), log.Entry("a"));
     flusher.DeferUntil(absl::Now() + absl::Hours(2), log.Entry("b"));
   }
