@@ -17,6 +17,10 @@ fi
 # templates (name@.service) are enabled only per instance, never by a postinst.
 mapfile -t test_packages < <(sed -n '/^TEST_PACKAGES=(/,/^)/p' "$script" | sed 's/#.*//' |
   tr ' ' '\n' | grep -vE '^(TEST_PACKAGES=\(|\)|)$')
+# Looked up in the shell itself: `printf ... | grep -qx` under pipefail failed whenever grep
+# matched and exited before printf had written the rest (SIGPIPE, status 141), a false FAIL.
+declare -A declared=()
+for unit in "${units[@]}"; do declared[$unit]=1; done
 failed=0
 for pkg in "${test_packages[@]}"; do
   # systemd is the init system itself (the machine that boots with it already has it; one
@@ -25,7 +29,7 @@ for pkg in "${test_packages[@]}"; do
   for unit_path in $(dpkg -L "$pkg" 2>/dev/null | grep -E "^/(usr/)?lib/systemd/system/[^/@]+\.service$"); do
     unit=$(basename "$unit_path")
     grep -q '^WantedBy=' "$unit_path" || continue  # nothing a postinst could enable
-    if ! printf '%s\n' "${units[@]}" | grep -qx "$unit"; then
+    if [[ -z ${declared[$unit]:-} ]]; then
       echo "FAIL: $pkg ships $unit but install-deps.sh does not disable it"; failed=1
     fi
   done

@@ -58,11 +58,16 @@ seed_from() {
   local root=$1 expr=$2 limit=$3 out=$4
   [[ -d $root ]] || return 0
   set -f  # $expr holds find patterns, not shell globs
+  # Read whole, then cut: `find | head` under pipefail and set -e would end the script when
+  # find wrote on after head had exited (SIGPIPE), as soon as a tree holds more than $limit.
+  local files=()
   # shellcheck disable=SC2086
-  find "$root" -type f -size -64k $expr 2>/dev/null | head -n "$limit" | while read -r f; do
+  mapfile -t files < <(find "$root" -type f -size -64k $expr 2>/dev/null)
+  set +f
+  local f
+  for f in "${files[@]:0:limit}"; do
     cp "$f" "$out/shared_$(echo "$f" | md5sum | cut -c1-16)" 2>/dev/null || true
   done
-  set +f
 }
 
 # Seeds from ../shared/fixtures for one target, into $2.
