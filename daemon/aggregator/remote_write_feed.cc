@@ -25,16 +25,17 @@ int64_t ToMillis(int64_t unix_nanos) {
 
 }  // namespace
 
-// Per agent stream: for each endpoint, the merged labels (LabelMerger) of each slot's series as a
-// request carries them, built once per series (and again when the slot was retired and reused:
-// its generation changed). A stored batch becomes one compressed run per endpoint, queued on the
-// shard of the stream's node: nothing per sample is queued, counted or looked up again. A batch
-// of a layout the stream sent before (each collector sends its own) is compressed by that
-// layout's template (KeyedBatchWriter); another is encoded, its labels read from one buffer per
-// stream, and compressed by the shard.
-class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
+// Per agent stream: each slot's series labels (and its saturation flag's) are named by a key
+// (LabelsKey) and read from the slot's description when a writer needs them (a template built, a
+// batch no template matches), so the feed keeps no labels of its own. A stored batch becomes one
+// compressed run per endpoint, queued on the shard of the stream's node: nothing per sample is
+// queued, counted or looked up again. A batch of a layout the stream sent before (each collector
+// sends its own) is compressed by that layout's template (KeyedBatchWriter); another is encoded
+// and compressed by the shard.
+class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream,
+                                          private remote_write::LabelSource {
  public:
-  explicit StreamFeed(RemoteWriteFeed& feed) : feed_(feed), writer_(feed.Endpoints()) {}
+  explicit StreamFeed(RemoteWriteFeed& feed) : feed_(feed), writer_(feed.Endpoints(), *this) {}
 
   void OnStored(const store::NodeState& node, absl::Span<const store::SlotRef> slots,
                 const std::vector<bool>& present,
@@ -49,6 +50,13 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
     thread_local std::vector<remote_write::KeyedSample> buffer;
     if (buffer.size() < 2 * slots.size()) {
       buffer.resize(2 * slots.size());
+    }
+    if (node.name() != node_name_) {
+      // Every label set names the node: each key changes as its slot is next stored.
+      node_name_ = node.name();
+      for (Cached& cached : slots_) {
+        cached.known = false;
+      }
     }
     size_t count = 0;
     auto add = [&](size_t slot, size_t kind, int64_t timestamp_ms, double value) {
@@ -76,21 +84,18 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
         // other semantics): at 1 Hz from a thousand nodes each series' description is a cache
         // miss of its own, and everything a sample needs from it is kept here or in the series.
         if (&cached.desc.get() != &series.desc.get()) {
+          if (cached.known && (cached.desc->name != series.desc->name ||
+                               cached.desc->labels != series.desc->labels)) {
+            cached.known = false;  // the slot names another series (its labels come from here)
+          }
           cached.desc = series.desc;
           cached.scale = series.desc->scale;
         }
         if (!cached.known || cached.generation != slot.generation) {
-          LabelPairs pairs;
-          pairs.reserve(series.desc->labels.size() + 1);
-          pairs.emplace_back("node", node.name());
-          pairs.insert(pairs.end(), series.desc->labels.begin(), series.desc->labels.end());
-          writer_.Remember(LabelsKey(slot.index, kSeriesLabels),
-                           *remote_write::MakeLabelSet(series.desc->name, std::move(pairs),
-                                                       remote_write::SeriesOrigin::kAgent));
-          writer_.Forget(LabelsKey(slot.index, kFlagLabels));
+          writer_.Changed(LabelsKey(slot.index, kSeriesLabels));
+          writer_.Changed(LabelsKey(slot.index, kFlagLabels));
           cached.generation = slot.generation;
           cached.known = true;
-          cached.flag_known = false;
           cached.flagged = false;
         }
         const int64_t timestamp_ms = ToMillis(latest->timestamp_unix_nanos);
@@ -100,15 +105,6 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
         // pinned, then a staleness marker when it moves again (a reset).
         const bool saturated = series.IsSaturated(latest->raw);
         if (saturated || cached.flagged) {
-          if (!cached.flag_known) {
-            LabelPairs pairs = {{"node", node.name()}, {"metric", series.desc->name}};
-            pairs.insert(pairs.end(), series.desc->labels.begin(), series.desc->labels.end());
-            writer_.Remember(
-                LabelsKey(slot.index, kFlagLabels),
-                *remote_write::MakeLabelSet(exposition::kSaturatedFamily, std::move(pairs),
-                                            remote_write::SeriesOrigin::kAgent));
-            cached.flag_known = true;
-          }
           add(slot.index, kFlagLabels, timestamp_ms, saturated ? 1.0 : remote_write::StaleNaN());
           cached.flagged = saturated;
         }
@@ -125,12 +121,12 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
  private:
   struct Cached {
     uint32_t generation = 0;
-    bool known = false;       // its labels are remembered (for this generation)
-    bool flag_known = false;  // its fabricmon_series_saturated series' labels are too
-    bool flagged = false;     // the flag was sent as 1 last
+    bool known = false;    // the writer knows its keys' labels changed last (this generation)
+    bool flagged = false;  // the flag was sent as 1 last
     // The series' description when `scale` was read from it, compared by address: a
     // re-declaration with other semantics gives the series another one, and holding this one
-    // keeps its address from being reused by a later description meanwhile.
+    // keeps its address from being reused by a later description meanwhile. Its name and
+    // labels are the series' labels (LabelSource).
     store::SharedDesc desc;
     double scale = 1.0;
   };
@@ -141,14 +137,41 @@ class RemoteWriteFeed::StreamFeed final : public BatchObserver::Stream {
     return static_cast<uint32_t>(2 * slot + kind);
   }
 
+  // LabelSource: a slot's series, `node` first (a series' own label of that name is dropped, as
+  // /metrics drops it), or its saturation flag (the series' name as `metric`).
+  std::optional<remote_write::SeriesOrigin> EncodeLabels(uint32_t key,
+                                                         std::string& out) const override {
+    const size_t slot = key / 2;
+    if (slot >= slots_.size() || !slots_[slot].known) {
+      return std::nullopt;
+    }
+    const collectors::SeriesDesc& desc = slots_[slot].desc;
+    refs_.clear();
+    refs_.emplace_back("node", node_name_);
+    absl::string_view name = desc.name;
+    if (key % 2 == kFlagLabels) {
+      refs_.emplace_back("metric", desc.name);
+      name = exposition::kSaturatedFamily;
+    }
+    for (const auto& [label, value] : desc.labels) {
+      refs_.emplace_back(label, value);
+    }
+    remote_write::EncodeLabelsInto(name, refs_, out);
+    return remote_write::SeriesOrigin::kAgent;
+  }
+
   RemoteWriteFeed& feed_;
-  std::vector<Cached> slots_;  // by slot index
-  // Each slot's labels (LabelsKey) per endpoint, and the templates of the stream's layouts.
+  std::string node_name_;
+  std::vector<Cached> slots_;             // by slot index
+  mutable remote_write::LabelRefs refs_;  // EncodeLabels' (kept: no allocation once grown)
+  // The templates of the stream's layouts, per endpoint.
   remote_write::KeyedBatchWriter writer_;
 };
 
 RemoteWriteFeed::RemoteWriteFeed(std::vector<EndpointEntry> endpoints, const Clock& clock)
-    : endpoints_(std::move(endpoints)), clock_(clock), forward_writer_(Endpoints()) {
+    : endpoints_(std::move(endpoints)),
+      clock_(clock),
+      forward_writer_(Endpoints(), forward_labels_) {
   for (EndpointEntry& entry : endpoints_) {
     entry.endpoint->Start();
   }
@@ -261,7 +284,8 @@ void RemoteWriteFeed::ForwardFamilies(const std::vector<prometheus::MetricFamily
   // All to one shard of each endpoint, so that each series stays in order.
   forward_writer_.Write(forward_batch_, /*route=*/0, now, nullptr);
   for (const uint32_t key : ended_keys_) {
-    forward_writer_.Forget(key);
+    forward_labels_.Set(key, nullptr);
+    forward_writer_.Changed(key);
     free_keys_.push_back(key);
   }
 }
@@ -285,9 +309,9 @@ RemoteWriteFeed::Forwarded& RemoteWriteFeed::LookUpForwarded(
     key = free_keys_.back();
     free_keys_.pop_back();
   }
-  forward_writer_.Remember(
-      key,
-      *remote_write::MakeLabelSet(name, std::move(pairs), remote_write::SeriesOrigin::kAggregator));
+  forward_labels_.Set(key, remote_write::MakeLabelSet(name, std::move(pairs),
+                                                      remote_write::SeriesOrigin::kAggregator));
+  forward_writer_.Changed(key);
   return last_forwarded_.emplace(key_, Forwarded{key, 0}).first->second;
 }
 

@@ -119,6 +119,7 @@ class RemoteWriteFeed final : public BatchObserver, public prometheus::Collectab
   uint64_t looked_up_ ABSL_GUARDED_BY(forward_mu_) = 0;
   // The forwarded series' labels by key, and each tick's layout compressed once: the families
   // come in the same order every tick.
+  remote_write::StoredLabels forward_labels_ ABSL_GUARDED_BY(forward_mu_);
   remote_write::KeyedBatchWriter forward_writer_ ABSL_GUARDED_BY(forward_mu_);
   std::vector<uint32_t> free_keys_ ABSL_GUARDED_BY(forward_mu_);  // keys of ended series
   uint32_t next_key_ ABSL_GUARDED_BY(forward_mu_) = 0;

@@ -76,17 +76,16 @@ LabelMerger::LabelMerger(const LabelPairs& external_labels, const LabelPairs& ag
 // Both lists sorted by name; on a tie the series' own label wins. The series' names are read back
 // from its encoded labels (each a tag, a length, then the Label message, whose name field comes
 // first).
-void LabelMerger::Append(const LabelSet& set, std::string& out) const {
+void LabelMerger::Append(std::string_view own, SeriesOrigin origin, std::string& out) const {
   const std::vector<ExternalLabel>& external =
-      set.origin == SeriesOrigin::kAgent ? agent_external_ : aggregator_external_;
-  const std::string_view own = set.encoded;
+      origin == SeriesOrigin::kAgent ? agent_external_ : aggregator_external_;
   size_t j = 0;
   size_t pos = 0;
   while (pos < own.size() && j < external.size()) {
     size_t cursor = pos + 1;  // past the TimeSeries.labels tag
     uint64_t length = 0;
     if (!wire::ReadVarint(own, &cursor, &length) || length > own.size() - cursor) {
-      break;  // cannot happen (MakeLabelSet wrote these bytes); the rest go after them
+      break;  // cannot happen (label_set.h wrote these bytes); the rest go after them
     }
     const size_t end = cursor + length;
     std::string_view name;

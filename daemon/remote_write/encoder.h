@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -43,7 +44,9 @@ class LabelMerger {
   explicit LabelMerger(const LabelPairs& external_labels, const LabelPairs& aggregator_labels = {});
 
   // Appends `set`'s merged labels to `out`, as TimeSeries.labels fields in name order.
-  void Append(const LabelSet& set, std::string& out) const;
+  void Append(const LabelSet& set, std::string& out) const { Append(set.encoded, set.origin, out); }
+  // The same for a series whose own labels are `own` (as LabelSet::encoded) from `origin`.
+  void Append(std::string_view own, SeriesOrigin origin, std::string& out) const;
 
  private:
   struct ExternalLabel {

@@ -7,54 +7,48 @@
 
 namespace fabricmon::remote_write {
 
-KeyedBatchWriter::KeyedBatchWriter(std::vector<Endpoint*> endpoints) {
+void StoredLabels::Set(uint32_t key, std::shared_ptr<const LabelSet> set) {
+  if (key >= by_key_.size()) {
+    if (set == nullptr) {
+      return;
+    }
+    by_key_.resize(size_t{key} + 1);
+  }
+  by_key_[key] = std::move(set);
+}
+
+std::optional<SeriesOrigin> StoredLabels::EncodeLabels(uint32_t key, std::string& out) const {
+  if (key >= by_key_.size() || by_key_[key] == nullptr) {
+    return std::nullopt;
+  }
+  out.assign(by_key_[key]->encoded);
+  return by_key_[key]->origin;
+}
+
+KeyedBatchWriter::KeyedBatchWriter(std::vector<Endpoint*> endpoints, const LabelSource& labels)
+    : labels_(labels) {
   endpoints_.resize(endpoints.size());
   for (size_t e = 0; e < endpoints.size(); ++e) {
     endpoints_[e].endpoint = endpoints[e];
   }
 }
 
-void KeyedBatchWriter::Remember(uint32_t key, const LabelSet& set) {
-  Forget(key);
-  for (EndpointLabels& labels : endpoints_) {
-    if (key >= labels.by_key.size()) {
-      labels.by_key.resize(size_t{key} + 1);
-    }
-    // Churn leaves replaced labels behind: past twice what is live, the buffer is rebuilt from
-    // the live spans.
-    if (labels.bytes.size() > 2 * labels.live + 65536) {
-      Compact(labels);
-    }
-    const size_t offset = labels.bytes.size();
-    labels.endpoint->labels().Append(set, labels.bytes);
-    const size_t size = labels.bytes.size() - offset;
-    labels.by_key[key] = {offset, static_cast<uint32_t>(size)};
-    labels.live += size;
-  }
-}
-
-void KeyedBatchWriter::Forget(uint32_t key) {
+void KeyedBatchWriter::Changed(uint32_t key) {
   // A template built at this labels version may name other labels by this key: all are built
   // again. A key none of them holds (a new series; a saturation flag, forgotten as its series
   // is remembered) leaves them be, so a stream's new series do not cost every layout a build.
   if (key < templated_at_.size() && templated_at_[key] == labels_version_ + 1) {
     ++labels_version_;
   }
-  for (EndpointLabels& labels : endpoints_) {
-    if (key < labels.by_key.size()) {
-      labels.live -= labels.by_key[key].size;
-      labels.by_key[key] = {};
-    }
-  }
 }
 
-absl::string_view KeyedBatchWriter::Labels(size_t endpoint, uint32_t key) const {
-  const EndpointLabels& labels = endpoints_[endpoint];
-  if (key >= labels.by_key.size()) {
-    return {};
+absl::string_view KeyedBatchWriter::MergedLabels(size_t e, uint32_t key) {
+  merged_labels_.clear();
+  if (const std::optional<SeriesOrigin> origin = labels_.EncodeLabels(key, own_labels_);
+      origin.has_value()) {
+    endpoints_[e].endpoint->labels().Append(own_labels_, *origin, merged_labels_);
   }
-  const LabelSpan span = labels.by_key[key];
-  return absl::string_view(labels.bytes.data() + span.offset, span.size);
+  return merged_labels_;
 }
 
 void KeyedBatchWriter::Write(absl::Span<const KeyedSample> batch, uint64_t route,
@@ -98,18 +92,18 @@ void KeyedBatchWriter::WritePiece(size_t e, absl::Span<const KeyedSample> sample
   encoded.Clear();
   encoded.enqueued_monotonic_nanos = now_monotonic_nanos;
   for (const KeyedSample& sample : samples) {
-    encoded.Add(Labels(e, sample.labels_key), sample.timestamp_ms, sample.value);
+    encoded.Add(MergedLabels(e, sample.labels_key), sample.timestamp_ms, sample.value);
   }
   endpoint.AppendEncoded(route, encoded, hold);
 }
 
 KeyedBatchWriter::Layout* KeyedBatchWriter::RecentLayoutLike(
-    EndpointLabels& labels, absl::Span<const KeyedSample> samples) {
+    EndpointLayouts& endpoint, absl::Span<const KeyedSample> samples) {
   Layout* recent = nullptr;
   if (samples.empty()) {
     return nullptr;
   }
-  for (Layout& layout : labels.layouts) {
+  for (Layout& layout : endpoint.layouts) {
     if (layout.layout_template.size() == samples.size() &&
         layout.layout_template.first_key() == samples.front().labels_key &&
         (recent == nullptr || layout.last_used > recent->last_used)) {
@@ -121,10 +115,10 @@ KeyedBatchWriter::Layout* KeyedBatchWriter::RecentLayoutLike(
 
 const BatchTemplate* KeyedBatchWriter::TemplateFor(size_t e,
                                                    absl::Span<const KeyedSample> samples) {
-  EndpointLabels& labels = endpoints_[e];
+  EndpointLayouts& endpoint = endpoints_[e];
   const uint64_t hash = LayoutHash(samples);
   ++uses_;
-  for (Layout& layout : labels.layouts) {
+  for (Layout& layout : endpoint.layouts) {
     if (layout.hash == hash) {
       layout.last_used = uses_;
       BatchTemplate& found = layout.layout_template;
@@ -132,47 +126,50 @@ const BatchTemplate* KeyedBatchWriter::TemplateFor(size_t e,
         return &found;
       }
       // Labels changed since it was built (or another layout with its hash): built again.
-      labels.layout_samples -= found.size();
+      endpoint.layout_samples -= found.size();
       const bool built = Build(e, samples, found);
-      labels.layout_samples += found.size();
+      endpoint.layout_samples += found.size();
       return built ? &found : nullptr;
     }
   }
   // A layout is worth a template the second time it comes.
-  if (labels.seen_once.size() < kRecentLayouts) {
-    labels.seen_once.resize(kRecentLayouts, 0);
+  if (endpoint.seen_once.size() < kRecentLayouts) {
+    endpoint.seen_once.resize(kRecentLayouts, 0);
   }
-  const auto seen = std::find(labels.seen_once.begin(), labels.seen_once.end(), hash);
-  if (seen == labels.seen_once.end()) {
-    labels.seen_once[labels.next_seen++ % kRecentLayouts] = hash;
+  const auto seen = std::find(endpoint.seen_once.begin(), endpoint.seen_once.end(), hash);
+  if (seen == endpoint.seen_once.end()) {
+    endpoint.seen_once[endpoint.next_seen++ % kRecentLayouts] = hash;
     return nullptr;
   }
-  // At most kMaxLayouts, together of about one sample per key remembered (a node's collectors'
+  // At most kMaxLayouts, together of about one sample per key written (a node's collectors'
   // layouts hold each series once; the slack lets a changed layout be built before the one it
   // replaces ages out): the least recently used go first.
-  const size_t bound = labels.by_key.size() + 4096;
+  for (const KeyedSample& sample : samples) {
+    key_bound_ = std::max<size_t>(key_bound_, size_t{sample.labels_key} + 1);
+  }
+  const size_t bound = key_bound_ + 4096;
   if (samples.size() > bound) {
     return nullptr;
   }
-  while (!labels.layouts.empty() &&
-         (labels.layouts.size() >= kMaxLayouts || labels.layout_samples + samples.size() > bound)) {
+  while (!endpoint.layouts.empty() && (endpoint.layouts.size() >= kMaxLayouts ||
+                                       endpoint.layout_samples + samples.size() > bound)) {
     auto oldest = std::min_element(
-        labels.layouts.begin(), labels.layouts.end(),
+        endpoint.layouts.begin(), endpoint.layouts.end(),
         [](const Layout& a, const Layout& b) { return a.last_used < b.last_used; });
-    labels.layout_samples -= oldest->layout_template.size();
-    if (oldest + 1 != labels.layouts.end()) {
-      *oldest = std::move(labels.layouts.back());
+    endpoint.layout_samples -= oldest->layout_template.size();
+    if (oldest + 1 != endpoint.layouts.end()) {
+      *oldest = std::move(endpoint.layouts.back());
     }
-    labels.layouts.pop_back();
+    endpoint.layouts.pop_back();
   }
-  Layout& layout = labels.layouts.emplace_back();
+  Layout& layout = endpoint.layouts.emplace_back();
   layout.hash = hash;
   layout.last_used = uses_;
   if (!Build(e, samples, layout.layout_template)) {
-    labels.layouts.pop_back();
+    endpoint.layouts.pop_back();
     return nullptr;
   }
-  labels.layout_samples += layout.layout_template.size();
+  endpoint.layout_samples += layout.layout_template.size();
   return &layout.layout_template;
 }
 
@@ -186,7 +183,7 @@ bool KeyedBatchWriter::Build(size_t e, absl::Span<const KeyedSample> samples,
   }
   ++templates_built_;
   return layout_template.Build(labels_version_, samples,
-                               [&](uint32_t key) { return Labels(e, key); });
+                               [&](uint32_t key) { return MergedLabels(e, key); });
 }
 
 uint64_t KeyedBatchWriter::LayoutHash(absl::Span<const KeyedSample> batch) {
@@ -198,24 +195,13 @@ uint64_t KeyedBatchWriter::LayoutHash(absl::Span<const KeyedSample> batch) {
   return layout;
 }
 
-void KeyedBatchWriter::Compact(EndpointLabels& labels) {
-  std::string bytes;
-  bytes.reserve(labels.live);
-  for (LabelSpan& span : labels.by_key) {
-    const size_t offset = bytes.size();
-    bytes.append(labels.bytes, span.offset, span.size);
-    span.offset = offset;
-  }
-  labels.bytes = std::move(bytes);
-}
-
 size_t KeyedBatchWriter::MemoryBytes() const {
-  size_t bytes = templated_at_.capacity() * sizeof(uint64_t);
-  for (const EndpointLabels& labels : endpoints_) {
-    bytes += labels.bytes.capacity() + labels.by_key.capacity() * sizeof(LabelSpan) +
-             labels.layouts.capacity() * sizeof(Layout) +
-             labels.seen_once.capacity() * sizeof(uint64_t);
-    for (const Layout& layout : labels.layouts) {
+  size_t bytes = templated_at_.capacity() * sizeof(uint64_t) + own_labels_.capacity() +
+                 merged_labels_.capacity();
+  for (const EndpointLayouts& endpoint : endpoints_) {
+    bytes += endpoint.layouts.capacity() * sizeof(Layout) +
+             endpoint.seen_once.capacity() * sizeof(uint64_t);
+    for (const Layout& layout : endpoint.layouts) {
       bytes += layout.layout_template.MemoryBytes();
     }
   }

@@ -1,26 +1,33 @@
 #pragma once
 
-// Writes batches whose samples name their labels by a key into every endpoint's queue. Each key's
-// labels are merged with each endpoint's labels (LabelMerger) once, when remembered, and kept
-// back to back in one buffer per endpoint. A batch of a layout the writer has sent before (the
-// same keys in the same order, timestamps of the same encoded sizes, no labels it holds changed
-// since) is compressed by that layout's template (BatchTemplate: its labels were compressed once);
-// any other is encoded and compressed by the shard. An agent's collectors each send their own
-// layout on one stream (ib_sysfs every second, ethtool every second, NVML every five...), so a
-// writer keeps a template per layout, built the second time a layout comes, up to kMaxLayouts of
-// them holding at most about one sample per key remembered (least recently used first out): a
-// stream cannot make the writer hold more templates than its own series justify. A batch larger
-// than an endpoint's max_samples_per_send is written in pieces of that many, each a layout of its
-// own. Every batch goes to shard `route` of each endpoint, so a writer whose keys always come with
-// the same route keeps each series in order.
+// Writes batches whose samples name their labels by a key into every endpoint's queue. A batch of
+// a layout the writer has sent before (the same keys in the same order, timestamps of the same
+// encoded sizes, no key's labels changed since) is compressed by that layout's template
+// (BatchTemplate: its labels were compressed once); any other is encoded and compressed by the
+// shard. An agent's collectors each send their own layout on one stream (ib_sysfs every second,
+// ethtool every second, NVML every five...), so a writer keeps a template per layout, built the
+// second time a layout comes, up to kMaxLayouts of them holding at most about one sample per key
+// written (least recently used first out): a stream cannot make the writer hold more templates
+// than its own series justify. A batch larger than an endpoint's max_samples_per_send is written
+// in pieces of that many, each a layout of its own. Every batch goes to shard `route` of each
+// endpoint, so a writer whose keys always come with the same route keeps each series in order.
+//
+// The writer keeps no labels: it asks its LabelSource for a key's when it needs them (a template
+// built, a batch no template matches encoded) and merges them with each endpoint's then. A
+// stream's series have their labels in the store's descriptions already; a copy per endpoint,
+// merged, was about half of what remote_write held per series (120 of ~250 bytes at a DGX node's
+// series: fabricmon_template_bench's labels_bytes_per_series). The price is labels built again
+// for a batch no template matches, which a steady stream sends once per layout.
 //
 // Two writers: one per agent stream (keys: a node's slots), and the aggregator's forwarding of
 // its own families (keys: the forwarded series).
 //
-// Thread-compatible: one thread at a time.
+// Thread-compatible: one thread at a time, and its LabelSource read on that thread.
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,38 +39,50 @@
 
 namespace fabricmon::remote_write {
 
+// Where a writer reads the labels a key names.
+class LabelSource {
+ public:
+  virtual ~LabelSource() = default;
+  // `key`'s own labels as LabelSet::encoded holds them (MakeLabelSet, EncodeLabelsInto) into
+  // `out`, replacing what it held, and their origin; nullopt: the key names none (its samples
+  // would go without labels, which a receiver refuses: a caller writes only keys it knows).
+  virtual std::optional<SeriesOrigin> EncodeLabels(uint32_t key, std::string& out) const = 0;
+};
+
+// A LabelSource that keeps each key's LabelSet, for a writer whose caller has its series'
+// labels in no other form (the aggregator's forwarded families, tests).
+class StoredLabels final : public LabelSource {
+ public:
+  // `key` names `set` (null: nothing). The writer learns of it through Changed().
+  void Set(uint32_t key, std::shared_ptr<const LabelSet> set);
+  std::optional<SeriesOrigin> EncodeLabels(uint32_t key, std::string& out) const override;
+
+ private:
+  std::vector<std::shared_ptr<const LabelSet>> by_key_;
+};
+
 class KeyedBatchWriter {
  public:
-  // Keeps references to the endpoints, which must outlive the writer.
-  explicit KeyedBatchWriter(std::vector<Endpoint*> endpoints);
+  // Keeps references to the endpoints and `labels`, which must outlive the writer.
+  KeyedBatchWriter(std::vector<Endpoint*> endpoints, const LabelSource& labels);
 
-  // `set`, merged with each endpoint's labels, becomes the labels of `key` (replacing any).
-  void Remember(uint32_t key, const LabelSet& set);
-  // `key` names no labels any more.
-  void Forget(uint32_t key);
+  // The labels `key` names changed, or it names none now: from the next batch on its samples go
+  // with what `labels` then gives (a template holding the key is built again). A key written for
+  // the first time needs no call.
+  void Changed(uint32_t key);
 
-  // Queues `batch` (each key remembered) on shard `route` of every endpoint, enqueued at
+  // Queues `batch` (keys that `labels` knows) on shard `route` of every endpoint, enqueued at
   // `now_monotonic_nanos`; `hold` is kept until every endpoint is done with it. What a full
   // queue cannot take is counted by the endpoint (Endpoint::AppendEncoded).
   void Write(absl::Span<const KeyedSample> batch, uint64_t route, int64_t now_monotonic_nanos,
              const Hold& hold);
 
-  // The labels `key` names for endpoint `endpoint` (empty: none), as a request carries them.
-  absl::string_view Labels(size_t endpoint, uint32_t key) const;
-
-  // Heap bytes held (labels and templates).
+  // Heap bytes held (templates and the writer's own tables).
   size_t MemoryBytes() const;
   // Templates built so far (a layout's first, and again after labels it holds changed).
   uint64_t templates_built() const { return templates_built_; }
 
  private:
-  // Where a key's merged labels lie in an endpoint's buffer.
-  struct LabelSpan {
-    // 64 bits: the caps allow a node 200,000 series of up to 16 labels of 256 bytes each (and
-    // their saturation flags' labels), past 4 GiB with the buffer's slack.
-    uint64_t offset = 0;
-    uint32_t size = 0;
-  };
   static constexpr size_t kMaxLayouts = 64;
   static constexpr size_t kRecentLayouts = 64;  // layouts seen once, remembered to build later
   // A layout sent before, its labels compressed once.
@@ -72,12 +91,9 @@ class KeyedBatchWriter {
     uint64_t last_used = 0;  // `uses_` when last written
     BatchTemplate layout_template;
   };
-  // One endpoint's merged labels of every key, back to back in `bytes`, and its layouts.
-  struct EndpointLabels {
+  // One endpoint's layouts.
+  struct EndpointLayouts {
     Endpoint* endpoint = nullptr;
-    std::string bytes;
-    std::vector<LabelSpan> by_key;
-    size_t live = 0;  // bytes still referred to (the rest: labels of replaced keys)
     std::vector<Layout> layouts;
     size_t layout_samples = 0;        // the layouts' samples together
     std::vector<uint64_t> seen_once;  // a ring of kRecentLayouts hashes
@@ -88,21 +104,30 @@ class KeyedBatchWriter {
   // template: BatchTemplate::Matches confirms it, and Build reads the batch itself, so a
   // collision costs a template built again, never a wrong request.
   static uint64_t LayoutHash(absl::Span<const KeyedSample> batch);
-  static void Compact(EndpointLabels& labels);
   // Queues one piece of a batch on endpoint `e`.
   void WritePiece(size_t e, absl::Span<const KeyedSample> samples, uint64_t route,
                   int64_t now_monotonic_nanos, const Hold& hold);
   // The layout used last of those with `samples`' length and first key (null: none), which a
   // steady stream's piece most likely has.
-  static Layout* RecentLayoutLike(EndpointLabels& labels, absl::Span<const KeyedSample> samples);
+  static Layout* RecentLayoutLike(EndpointLayouts& endpoint, absl::Span<const KeyedSample> samples);
   // The template that compresses `samples` for endpoint `e`, built if their layout came before;
   // null: encode them.
   const BatchTemplate* TemplateFor(size_t e, absl::Span<const KeyedSample> samples);
   // Builds `layout_template` for `samples` on endpoint `e`, noting its keys in templated_at_.
   bool Build(size_t e, absl::Span<const KeyedSample> samples, BatchTemplate& layout_template);
+  // `key`'s labels merged for endpoint `e`, as a request carries them (empty: none), valid
+  // until the next call.
+  absl::string_view MergedLabels(size_t e, uint32_t key);
 
-  std::vector<EndpointLabels> endpoints_;
-  // Moves when the labels of a key that a template holds change (Forget): every template built
+  const LabelSource& labels_;
+  std::vector<EndpointLayouts> endpoints_;
+  // One past the largest key of a layout met: the templates together hold about this many
+  // samples.
+  size_t key_bound_ = 0;
+  // MergedLabels' buffers (kept: no allocation per key once grown).
+  std::string own_labels_;
+  std::string merged_labels_;
+  // Moves when the labels of a key that a template holds change (Changed): every template built
   // before is built again.
   uint64_t labels_version_ = 0;
   // By key: labels_version_ + 1 when a template last took the key (0: never). A key whose entry

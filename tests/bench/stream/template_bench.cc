@@ -12,6 +12,8 @@
 // Counters:
 //   ns_per_sample     CPU time per sample of CompressIfMatches
 //   bytes_per_sample  the compressed run's bytes per sample (what a request carries)
+//   template_bytes_per_series  heap a node's template holds per series (BatchTemplate::MemoryBytes)
+//   labels_bytes_per_series    the merged labels' bytes per series (what a writer keeps per key)
 //
 //   fabricmon_template_bench --benchmark_repetitions=3
 
@@ -98,6 +100,17 @@ void BM_TemplateCompress(benchmark::State& state) {
       static_cast<double>(samples), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   state.counters["bytes_per_sample"] =
       static_cast<double>(bytes) / static_cast<double>(std::max<int64_t>(1, samples));
+  size_t template_bytes = 0;
+  size_t labels_bytes = 0;
+  for (const Node& node : nodes) {
+    template_bytes += node.layout.MemoryBytes();
+    for (const std::string& labels : node.labels) {
+      labels_bytes += labels.size();
+    }
+  }
+  const double node_series = static_cast<double>(nodes.size() * series.size());
+  state.counters["template_bytes_per_series"] = static_cast<double>(template_bytes) / node_series;
+  state.counters["labels_bytes_per_series"] = static_cast<double>(labels_bytes) / node_series;
 }
 BENCHMARK(BM_TemplateCompress)->Arg(16)->Arg(1000)->MeasureProcessCPUTime();
 

@@ -33,6 +33,12 @@ class KeyedBatchWriterTest : public ::testing::Test {
     endpoint_ = *std::move(endpoint);
     endpoint_->Start();
   }
+  // `key` names `set` from now on, as a writer's caller says it.
+  void Remember(KeyedBatchWriter& writer, uint32_t key, std::shared_ptr<const LabelSet> set) {
+    labels_.Set(key, std::move(set));
+    writer.Changed(key);
+  }
+  void Forget(KeyedBatchWriter& writer, uint32_t key) { Remember(writer, key, nullptr); }
   static std::shared_ptr<const LabelSet> Series(const std::string& device) {
     return MakeLabelSet("fabricmon_x_total", {{"node", "n1"}, {"device", device}},
                         SeriesOrigin::kAgent);
@@ -62,6 +68,7 @@ class KeyedBatchWriterTest : public ::testing::Test {
     return out;
   }
 
+  StoredLabels labels_;
   testing::FakeClock clock_;
   absl::Mutex mu_;
   std::vector<std::string> bodies_;
@@ -72,9 +79,9 @@ class KeyedBatchWriterTest : public ::testing::Test {
 // once it came a second time; a new layout is encoded the first time it comes.
 TEST_F(KeyedBatchWriterTest, RepeatedLayoutsAreWrittenInPiecesByTemplates) {
   Start(5);
-  KeyedBatchWriter writer({endpoint_.get()});
+  KeyedBatchWriter writer({endpoint_.get()}, labels_);
   for (uint32_t key = 0; key < 12; ++key) {
-    writer.Remember(key, *Series(absl::StrCat("d", key)));
+    Remember(writer, key, Series(absl::StrCat("d", key)));
   }
   std::map<std::string, double> expected;
   auto write = [&](int64_t t, size_t count) {
@@ -105,9 +112,9 @@ TEST_F(KeyedBatchWriterTest, RepeatedLayoutsAreWrittenInPiecesByTemplates) {
 // its template while the others come between.
 TEST_F(KeyedBatchWriterTest, LayoutsTakingTurnsEachKeepATemplate) {
   Start(10000);
-  KeyedBatchWriter writer({endpoint_.get()});
+  KeyedBatchWriter writer({endpoint_.get()}, labels_);
   for (uint32_t key = 0; key < 10; ++key) {
-    writer.Remember(key, *Series(absl::StrCat("d", key)));
+    Remember(writer, key, Series(absl::StrCat("d", key)));
   }
   std::map<std::string, double> expected;
   auto write = [&](int64_t t, uint32_t first_key, uint32_t end_key) {
@@ -135,9 +142,9 @@ TEST_F(KeyedBatchWriterTest, LayoutsTakingTurnsEachKeepATemplate) {
 // keeps its template, and every sample goes with its own labels.
 TEST_F(KeyedBatchWriterTest, LayoutsAlikeInLengthAndFirstKeyKeepTheirOwnTemplates) {
   Start(10000);
-  KeyedBatchWriter writer({endpoint_.get()});
+  KeyedBatchWriter writer({endpoint_.get()}, labels_);
   for (uint32_t key = 0; key < 12; ++key) {
-    writer.Remember(key, *Series(absl::StrCat("d", key)));
+    Remember(writer, key, Series(absl::StrCat("d", key)));
   }
   const std::vector<std::vector<uint32_t>> layouts = {
       {0, 1, 2, 3, 4}, {0, 5, 6, 7, 8}, {0, 1, 2, 4, 3}, {0, 9, 10, 11, 1}};
@@ -167,9 +174,9 @@ TEST_F(KeyedBatchWriterTest, LayoutsAlikeInLengthAndFirstKeyKeepTheirOwnTemplate
 // the templates be; labels changed under a key a template holds build the templates again.
 TEST_F(KeyedBatchWriterTest, OnlyLabelsATemplateHoldsBuildItAgain) {
   Start(10000);
-  KeyedBatchWriter writer({endpoint_.get()});
+  KeyedBatchWriter writer({endpoint_.get()}, labels_);
   for (uint32_t key = 0; key < 6; ++key) {
-    writer.Remember(key, *Series(absl::StrCat("d", key)));
+    Remember(writer, key, Series(absl::StrCat("d", key)));
   }
   std::map<std::string, double> expected;
   auto write_both = [&](int64_t t) {  // two collectors' layouts, in turn
@@ -186,12 +193,12 @@ TEST_F(KeyedBatchWriterTest, OnlyLabelsATemplateHoldsBuildItAgain) {
   write_both(2000);
   EXPECT_EQ(writer.templates_built(), 2u);
   for (uint32_t key = 10; key < 20; ++key) {  // new series, as OnStored remembers them
-    writer.Forget(key + 100);
-    writer.Remember(key, *Series(absl::StrCat("d", key)));
+    Forget(writer, key + 100);
+    Remember(writer, key, Series(absl::StrCat("d", key)));
   }
   write_both(3000);
   EXPECT_EQ(writer.templates_built(), 2u);  // none built again
-  writer.Remember(4, *Series("d4-renamed"));
+  Remember(writer, 4, Series("d4-renamed"));
   write_both(4000);
   EXPECT_EQ(writer.templates_built(), 4u);  // both: one version for the stream
   EXPECT_EQ(endpoint_->stats().samples_templated.load(), 18u);
@@ -204,13 +211,13 @@ TEST_F(KeyedBatchWriterTest, OnlyLabelsATemplateHoldsBuildItAgain) {
 // a seeded random order: every sample arrives under the labels its key had when it was written.
 TEST_F(KeyedBatchWriterTest, EverySampleCarriesTheLabelsItsKeyHadWhenWritten) {
   Start(7);  // pieces too
-  KeyedBatchWriter writer({endpoint_.get()});
+  KeyedBatchWriter writer({endpoint_.get()}, labels_);
   constexpr uint32_t kKeys = 16;
   std::vector<std::string> device(kKeys);  // empty: forgotten (or never remembered)
   uint32_t relabels = 0;
   auto remember = [&](uint32_t key) {
     device[key] = absl::StrCat("k", key, "v", relabels++);
-    writer.Remember(key, *Series(device[key]));
+    Remember(writer, key, Series(device[key]));
   };
   for (uint32_t key = 0; key < kKeys; ++key) {
     remember(key);
@@ -223,7 +230,7 @@ TEST_F(KeyedBatchWriterTest, EverySampleCarriesTheLabelsItsKeyHadWhenWritten) {
     if (choice < 10) {
       remember(key);
     } else if (choice < 14) {
-      writer.Forget(key);
+      Forget(writer, key);
       device[key].clear();
     } else {
       // One of four collectors' layouts (keys by their residue), less the keys forgotten.
@@ -247,10 +254,10 @@ TEST_F(KeyedBatchWriterTest, EverySampleCarriesTheLabelsItsKeyHadWhenWritten) {
 // stream sends (the least recently used go first), and every value still arrives.
 TEST_F(KeyedBatchWriterTest, TemplatesHoldAboutOneSamplePerKey) {
   Start(10000);
-  KeyedBatchWriter writer({endpoint_.get()});
+  KeyedBatchWriter writer({endpoint_.get()}, labels_);
   constexpr uint32_t kKeys = 5000;
   for (uint32_t key = 0; key < kKeys; ++key) {
-    writer.Remember(key, *Series(absl::StrCat("d", key)));
+    Remember(writer, key, Series(absl::StrCat("d", key)));
   }
   std::map<std::string, double> expected;
   auto write_twice = [&](int64_t t, uint32_t first_key) {
@@ -279,13 +286,13 @@ TEST_F(KeyedBatchWriterTest, TemplatesHoldAboutOneSamplePerKey) {
 // (keys, order, timestamp sizes) is the same: a template built before is not used again.
 TEST_F(KeyedBatchWriterTest, AKeyGivenOtherLabelsIsSentWithThem) {
   Start(100);
-  KeyedBatchWriter writer({endpoint_.get()});
-  writer.Remember(0, *Series("a"));
-  writer.Remember(1, *Series("b"));
+  KeyedBatchWriter writer({endpoint_.get()}, labels_);
+  Remember(writer, 0, Series("a"));
+  Remember(writer, 1, Series("b"));
   for (int64_t t = 1000; t <= 3000; t += 1000) {
     writer.Write({{0, t, 1}, {1, t, 2}}, 0, clock_.MonotonicNanos(), nullptr);
   }
-  writer.Remember(1, *Series("c"));  // replaces b's
+  Remember(writer, 1, Series("c"));  // replaces b's
   for (int64_t t = 4000; t <= 6000; t += 1000) {
     writer.Write({{0, t, 1}, {1, t, 3}}, 0, clock_.MonotonicNanos(), nullptr);
   }

@@ -220,6 +220,65 @@ TEST_F(RemoteWriteFeedTest, APinnedSaturatingCounterIsFlaggedUntilItMovesAgain) 
             4u);
 }
 
+// The feed reads a series' labels from its slot's description and the node it was stored for
+// whenever it needs them (a layout's template built, a batch no template matches): a stream's
+// slots stored for another node go under that node's name, templated batches included, and back.
+TEST_F(RemoteWriteFeedTest, SamplesGoUnderTheNodeTheyWereStoredFor) {
+  const collectors::SeriesDesc desc = collectors::CounterSeries(
+      "ib_sysfs", "fabricmon_ib_port_symbol_errors_total", "h", collectors::Unit::kNone, 16,
+      collectors::Overflow::kSaturates, 1.0, {{"device", "mlx5_0"}});
+  NodeState a("node-a", 4, 1000);
+  NodeState b("node-b", 4, 1000);
+  auto slot_a = a.DeclareSlot(desc, 0);
+  auto slot_b = b.DeclareSlot(desc, 0);
+  ASSERT_TRUE(slot_a.ok() && slot_b.ok());
+  ASSERT_EQ(slot_a->index, slot_b->index);
+  auto feed = MakeFeed();
+  auto stream = feed->OpenStream();
+  const int64_t t0 = clock_.NowUnixNanos();
+  SamplesByNode expected;
+  uint64_t sequence = 0;
+  for (NodeState* node : {&a, &a, &a, &b, &b, &b, &a, &a}) {
+    ++sequence;
+    const int64_t t = t0 + static_cast<int64_t>(sequence) * 1'000'000'000;
+    const SlotRef slot = node == &a ? *slot_a : *slot_b;
+    // Pinned every other batch: the saturation flag's labels name the node too.
+    const uint64_t raw = sequence % 2 == 0 ? 65535 : sequence;
+    ASSERT_TRUE(
+        node->AppendBatchToSlots(sequence, 0, t, {slot}, std::vector<uint64_t>{raw}, {true}, t0)
+            .stored);
+    stream->OnStored(*node, {slot}, {true}, nullptr);
+    expected[node->name()].emplace_back(t / 1000000, static_cast<double>(raw));
+  }
+  feed->Shutdown();
+  auto received = ReceivedBySeries();
+  SamplesByNode got;
+  size_t flags = 0;
+  for (const auto& [key, samples] : received) {
+    if (key.find("fabricmon_series_saturated") != std::string::npos) {
+      flags += samples.size();
+      continue;
+    }
+    for (const Received& sample : samples) {
+      for (const auto& [name, value] : sample.labels) {
+        if (name == "node") {
+          got[value].emplace_back(sample.timestamp_ms, sample.value);
+        }
+      }
+    }
+  }
+  ExpectSamplesByNode(got, expected);
+  const auto& flag_a = received
+      ["__name__=fabricmon_series_saturated,device=mlx5_0,"
+       "metric=fabricmon_ib_port_symbol_errors_total,node=node-a,"];
+  const auto& flag_b = received
+      ["__name__=fabricmon_series_saturated,device=mlx5_0,"
+       "metric=fabricmon_ib_port_symbol_errors_total,node=node-b,"];
+  EXPECT_EQ(flag_a.size() + flag_b.size(), flags);
+  EXPECT_FALSE(flag_b.empty());
+  EXPECT_FALSE(flag_a.empty());
+}
+
 // A node's series (its counters, their saturation flag) must be the same series whatever shard
 // stored it, so a batch replayed to another shard is an exact duplicate: no `shard` label on
 // them. The aggregator's own families are per shard and carry it.
@@ -273,13 +332,11 @@ TEST_F(RemoteWriteFeedTest, ARetiredSlotSendsNothing) {
 }
 
 // A queued batch carries its samples' bytes, labels included: a slot retired and reused again
-// and again (new labels each time, long enough that the stream's buffer of labels is rebuilt
-// several times as replaced ones pile up) beside a series that lives throughout (its labels moved
-// by each rebuild), then the stream gone, and every sample still leaves with its own series'
-// labels.
+// and again (new labels each time, 300 kB of them in all) beside a series that lives throughout,
+// then the stream gone, and every sample still leaves with its own series' labels.
 TEST_F(RemoteWriteFeedTest, QueuedSamplesOutliveSeriesChurnAndTheirStream) {
   constexpr int kSeries = 300;
-  const std::string pad(1000, 'p');  // 300 kB of labels in all: past the buffer's slack
+  const std::string pad(1000, 'p');  // 300 kB of labels in all
   NodeState node("n", 4, 3, {}, /*series_retention_nanos=*/1000);
   auto feed = MakeFeed();
   auto stream = feed->OpenStream();
@@ -324,10 +381,9 @@ TEST_F(RemoteWriteFeedTest, QueuedSamplesOutliveSeriesChurnAndTheirStream) {
   }
 }
 
-// Each endpoint has its own external labels, so a stream keeps each series' labels once per
-// endpoint: the same batch reaches both, each with its own labels merged in, a series' own label
-// winning over an endpoint's; and a batch larger than a request is split across requests in
-// order.
+// Each endpoint has its own external labels, merged into a series' own for each endpoint: the
+// same batch reaches both, each with its own labels merged in, a series' own label winning over
+// an endpoint's; and a batch larger than a request is split across requests in order.
 TEST_F(RemoteWriteFeedTest, EachEndpointMergesItsOwnExternalLabels) {
   std::vector<std::string> bodies[2];
   std::vector<RemoteWriteFeed::EndpointEntry> endpoints;
