@@ -37,7 +37,7 @@ void KeyedBatchWriter::Changed(uint32_t key) {
   // A template built at this labels version may name other labels by this key: all are built
   // again. A key none of them holds (a new series; a saturation flag, forgotten as its series
   // is remembered) leaves them be, so a stream's new series do not cost every layout a build.
-  if (key < templated_at_.size() && templated_at_[key] == labels_version_ + 1) {
+  if (key < templated_at_.size() && templated_at_[key] == TemplatedMark(labels_version_)) {
     ++labels_version_;
   }
 }
@@ -179,7 +179,7 @@ bool KeyedBatchWriter::Build(size_t e, absl::Span<const KeyedSample> samples,
     if (sample.labels_key >= templated_at_.size()) {
       templated_at_.resize(size_t{sample.labels_key} + 1, 0);
     }
-    templated_at_[sample.labels_key] = labels_version_ + 1;
+    templated_at_[sample.labels_key] = TemplatedMark(labels_version_);
   }
   ++templates_built_;
   return layout_template.Build(labels_version_, samples,
@@ -196,7 +196,7 @@ uint64_t KeyedBatchWriter::LayoutHash(absl::Span<const KeyedSample> batch) {
 }
 
 size_t KeyedBatchWriter::MemoryBytes() const {
-  size_t bytes = templated_at_.capacity() * sizeof(uint64_t) + own_labels_.capacity() +
+  size_t bytes = templated_at_.capacity() * sizeof(uint32_t) + own_labels_.capacity() +
                  merged_labels_.capacity();
   for (const EndpointLayouts& endpoint : endpoints_) {
     bytes += endpoint.layouts.capacity() * sizeof(Layout) +

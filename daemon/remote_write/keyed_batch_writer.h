@@ -130,9 +130,15 @@ class KeyedBatchWriter {
   // Moves when the labels of a key that a template holds change (Changed): every template built
   // before is built again.
   uint64_t labels_version_ = 0;
-  // By key: labels_version_ + 1 when a template last took the key (0: never). A key whose entry
-  // is not the current version + 1 is in no template that can still match.
-  std::vector<uint64_t> templated_at_;
+  // By key: TemplatedMark(labels_version_) when a template last took the key (0: never). A key
+  // whose entry is not the current version's mark is in no template that can still match; 32
+  // bits (two keys per series of a stream) wrap after 4 G versions, which makes a key look
+  // templated when it is not, costing a build, never a wrong request.
+  std::vector<uint32_t> templated_at_;
+  static uint32_t TemplatedMark(uint64_t version) {
+    const auto mark = static_cast<uint32_t>(version + 1);
+    return mark == 0 ? 1 : mark;
+  }
   uint64_t uses_ = 0;  // pieces written (the layouts' clock)
   uint64_t templates_built_ = 0;
 };
