@@ -3,8 +3,8 @@
 #
 #   tests/sanitizers/run.sh address [ctest args...]   ASan+UBSan, every test labelled `unit`
 #   tests/sanitizers/run.sh thread  [ctest args...]   TSan, the concurrency tests: the stream
-#                                                     (agent ↔ aggregator over gRPC), agent and
-#                                                     aggregator suites
+#                                                     (agent ↔ aggregator over gRPC), agent,
+#                                                     aggregator, detector and remote_write suites
 #
 # Configures with -DFABRICMON_SANITIZE=<mode>, builds what the selected tests need, runs ctest and
 # prints the build and test times. Exit status: ctest's (a sanitizer report fails the test that
@@ -50,7 +50,7 @@ start=$(date +%s)
 if [[ $MODE == address ]]; then
   cmake --build "$BUILD_DIR" --parallel "$JOBS"
 else
-  read -r -a tsan_tests <<<"${SAN_TSAN_TESTS:-fabricmon_stream_test fabricmon_agent_test fabricmon_aggregator_test fabricmon_detectors_test}"
+  read -r -a tsan_tests <<<"${SAN_TSAN_TESTS:-fabricmon_stream_test fabricmon_agent_test fabricmon_aggregator_test fabricmon_detectors_test fabricmon_remote_write_test fabricmon_remote_write_feed_test}"
   cmake --build "$BUILD_DIR" --parallel "$JOBS" --target "${tsan_tests[@]}" fabricmon-agent
 fi
 build_s=$(( $(date +%s) - start ))
