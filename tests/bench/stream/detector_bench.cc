@@ -46,6 +46,7 @@
 #include "benchmark/benchmark.h"
 #include "daemon/common/clock.h"
 #include "daemon/detectors/engine.h"
+#include "daemon/detectors/finding_tracker.h"
 #include "daemon/store/series_store.h"
 #include "fabricmon/v1/config.pb.h"
 #include "tests/bench/stream/node_model.h"
@@ -262,6 +263,57 @@ BENCHMARK(BM_DetectorTick)->Args({16, 1})->Iterations(1000)->Unit(benchmark::kMi
 BENCHMARK(BM_DetectorTick)->Args({256, 1})->Iterations(60)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DetectorTick)->Args({1000, 1})->Iterations(40)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DetectorTick)->Args({1000, 0})->Iterations(40)->Unit(benchmark::kMillisecond);
+
+// One FindingTracker::Update with `count` active cable findings (link_flapping), the same ones
+// every tick: a fabric in a bad hour (a failed spine, a flapping rail), where a tick carries
+// thousands of them. Half know their peer (a switch port), half do not (no topology for them).
+// What it prints: ns per finding per tick; a tick whose cost per finding grows with the count is
+// quadratic in the findings.
+void BM_FindingTrackerUpdate(benchmark::State& state) {
+  const size_t count = static_cast<size_t>(state.range(0));
+  std::vector<detectors::Finding> findings;
+  findings.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    detectors::Finding finding;
+    finding.kind = "link_flapping";
+    finding.identity = detectors::Identity::kCable;
+    finding.subject.node = absl::StrFormat("node%05d", i / 8);
+    finding.subject.device = absl::StrCat("mlx5_", i % 8);
+    finding.subject.port = 1;
+    if (i % 2 == 0) {
+      finding.has_peer = true;
+      finding.peer.node = absl::StrFormat("leaf%03d", i / 64);
+      finding.peer.is_switch = true;
+      finding.peer.port = static_cast<uint32_t>(i % 64 + 1);
+    }
+    finding.summary = "link went down 3 times in 5 minutes";
+    finding.OrientCable();
+    findings.push_back(std::move(finding));
+  }
+  detectors::FindingTracker tracker;
+  int64_t now = kStart;
+  tracker.Update(findings, now);
+  int64_t cpu = 0;
+  for (auto _ : state) {
+    state.PauseTiming();
+    std::vector<detectors::Finding> tick = findings;  // Update takes them by value
+    now += kSecond;
+    state.ResumeTiming();
+    const int64_t start = ThreadCpuNanos();
+    tracker.Update(std::move(tick), now);
+    cpu += ThreadCpuNanos() - start;
+  }
+  state.counters["findings"] = static_cast<double>(count);
+  state.counters["ns_per_finding"] = static_cast<double>(cpu) /
+                                     static_cast<double>(state.iterations()) /
+                                     static_cast<double>(count);
+}
+BENCHMARK(BM_FindingTrackerUpdate)
+    ->Arg(100)
+    ->Arg(1000)
+    ->Arg(4000)
+    ->Iterations(20)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace fabricmon::bench

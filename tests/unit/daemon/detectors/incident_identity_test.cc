@@ -5,6 +5,7 @@
 // Names are deliberately not the demo's (node01, leaf01): gpu-a17, r3-tor2, stor-9.
 
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -381,6 +382,115 @@ TEST(FindingTrackerTest, ForEachActiveVisitsWhatActiveReturns) {
   EXPECT_THAT(visited().front(), ::testing::EndsWith("n3 critical"));
   tracker.Update({}, 3000);
   EXPECT_TRUE(visited().empty());
+}
+
+// The tracker finds the incident a cable finding continues by its ends (an index), not by
+// comparing it with every incident. Its answers must be the ones that comparison gives: here the
+// comparison itself, written out as the tracker's rule says (own key first; else, for a cable,
+// the incident with the smallest key that shares an end; this tick's incidents before the active
+// ones), runs beside it over random ticks drawn from few ports, so that ends are shared often:
+// peers come and go, both ends report, severities change, cables clear and return, and a switch
+// port is at times cabled to another host.
+TEST(FindingTrackerTest, CableIncidentsFollowTheirEndsAsAScanWould) {
+  struct Reference {
+    std::map<std::string, TrackedFinding> active;
+    uint64_t next_id = 1;
+
+    static const std::string* Of(const Finding& finding, const std::string& key,
+                                 const std::map<std::string, TrackedFinding>& incidents) {
+      if (auto it = incidents.find(key); it != incidents.end()) {
+        return &it->first;
+      }
+      if (finding.identity == Identity::kCable) {
+        for (const auto& [incident_key, tracked] : incidents) {
+          if (finding.SharesCableEndWith(tracked.finding)) {
+            return &incident_key;
+          }
+        }
+      }
+      return nullptr;
+    }
+    void Update(std::vector<Finding> current) {
+      std::map<std::string, TrackedFinding> next;
+      auto keep_labels = [](TrackedFinding& tracked, Finding finding) {
+        finding.subject = tracked.finding.subject;
+        finding.peer = tracked.finding.peer;
+        finding.has_peer = tracked.finding.has_peer;
+        tracked.finding = std::move(finding);
+      };
+      for (Finding& finding : current) {
+        const std::string key = finding.Key();
+        if (const std::string* seen = Of(finding, key, next)) {
+          TrackedFinding& tracked = next.at(*seen);
+          if (finding.severity > tracked.finding.severity) {
+            keep_labels(tracked, std::move(finding));
+          }
+          continue;
+        }
+        TrackedFinding tracked;
+        std::string incident_key = key;
+        if (const std::string* seen = Of(finding, key, active)) {
+          incident_key = *seen;
+          auto it = active.find(incident_key);
+          tracked = std::move(it->second);
+          active.erase(it);
+          keep_labels(tracked, std::move(finding));
+        } else {
+          tracked.id = absl::StrCat("f", next_id++);
+          tracked.finding = std::move(finding);
+        }
+        next.emplace(std::move(incident_key), std::move(tracked));
+      }
+      active = std::move(next);
+    }
+  };
+  auto describe = [](const TrackedFinding& tracked) {
+    const Finding& f = tracked.finding;
+    return absl::StrCat(tracked.id, " ", f.kind, " ", f.subject.ToString(), " <-> ",
+                        f.has_peer ? f.peer.ToString() : "?", " ", SeverityName(f.severity));
+  };
+
+  std::mt19937 random(20261203);
+  auto below = [&random](uint32_t n) { return static_cast<uint32_t>(random() % n); };
+  FindingTracker tracker;
+  Reference reference;
+  for (int tick = 0; tick < 300; ++tick) {
+    std::vector<Finding> current;
+    const uint32_t count = below(24);
+    for (uint32_t i = 0; i < count; ++i) {
+      Finding finding;
+      finding.kind = below(4) == 0 ? "link_degraded" : "link_flapping";
+      finding.severity = below(3) == 0 ? Severity::kCritical : Severity::kWarning;
+      const uint32_t host = below(6);
+      finding.subject.node = absl::StrCat("gpu-b", host);
+      finding.subject.device = absl::StrCat("mlx5_", below(2));
+      finding.subject.port = 1;
+      finding.identity = below(8) == 0 ? Identity::kSubject : Identity::kCable;
+      if (finding.identity == Identity::kCable && below(3) != 0) {
+        finding.has_peer = true;
+        finding.peer.node = absl::StrCat("r7-tor", below(2));
+        finding.peer.is_switch = true;
+        // Mostly the host's own switch port; at times another host's (recabled).
+        finding.peer.port = below(5) == 0 ? below(8) + 1 : host + 1;
+        if (below(2) == 0) {
+          std::swap(finding.subject, finding.peer);  // reported from the switch's end
+        }
+        finding.OrientCable();
+      }
+      current.push_back(std::move(finding));
+    }
+    tracker.Update(current, int64_t{tick + 1} * 1000000000);
+    reference.Update(std::move(current));
+    std::vector<std::string> got;
+    for (const TrackedFinding& tracked : tracker.Active()) {
+      got.push_back(describe(tracked));
+    }
+    std::vector<std::string> want;
+    for (const auto& [key, tracked] : reference.active) {
+      want.push_back(describe(tracked));
+    }
+    ASSERT_EQ(got, want) << "tick " << tick;
+  }
 }
 
 }  // namespace
