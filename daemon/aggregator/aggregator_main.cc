@@ -24,6 +24,7 @@
 #include "daemon/common/command_line.h"
 #include "daemon/common/config_loader.h"
 #include "daemon/common/handshake_failures.h"
+#include "daemon/common/heap_trimmer.h"
 #include "daemon/common/logging.h"
 #include "daemon/common/operator_file.h"
 #include "daemon/common/systemd_notify.h"
@@ -56,6 +57,10 @@ ABSL_FLAG(bool, check_config, false,
 
 namespace fabricmon {
 namespace {
+
+// How often the aggregator gives its heap's free pages back (HeapTrimmer): what gRPC and a
+// reconnect storm freed stays resident otherwise, about a sixth of the RSS at 400 agents.
+constexpr absl::Duration kHeapTrimInterval = absl::Seconds(30);
 
 // Startup errors on stderr, with the journal priority when stderr is the journal.
 std::ostream& Err() {
@@ -127,8 +132,11 @@ int Run(const v1::AggregatorConfig& config, bool check) {
   // systemd Type=notify (deploy/systemd/fabricmon-aggregator.service): both listeners are bound.
   // Best effort; a no-op outside systemd (NOTIFY_SOCKET unset).
   NotifyReady((*server)->ReadyStatus());
+  HeapTrimmer heap_trimmer(kHeapTrimInterval);
+  heap_trimmer.Start();
   (*server)->ServeUntilSignal(stop_signals);
   NotifyStopping();
+  heap_trimmer.Stop();
   FABRICMON_LOG(Info) << "stopping";
   (*server)->Shutdown();
   return kExitOk;
