@@ -522,7 +522,7 @@ absl::StatusOr<Target> ResolveTarget(const char* command, bool allow_job) {
 }
 
 // "12.3" MB/s, "4%", "-" where the node reports none of the series.
-std::string Cell(double value, double scale, const char* format) {
+std::string Cell(double value, double scale, const absl::FormatSpec<double>& format) {
   return value < 0 ? "-" : absl::StrFormat(format, value * scale);
 }
 
