@@ -4,14 +4,15 @@
 //
 // glibc's free() returns memory to the kernel only from the top of an arena. What a long-lived
 // process frees below that stays resident: in the aggregator, the read buffers gRPC sizes for an
-// agent's first, large messages (hello and declarations: 64 KiB slices per connection, replaced
-// by 8 KiB ones over the next minutes) and the transient buffers of a reconnect storm or a
-// scrape. At 400 agents x 1 Hz, four minutes in, one malloc_trim(0) (called by hand from gdb)
-// took the aggregator from 138 to 116 MB of RSS; the README's "Memory allocator" paragraph has
-// the run with this thread. malloc_trim walks each arena's free chunks under the arena's lock and
-// madvise()s whole free pages; threads that allocate from that arena meanwhile wait for it (0.66
-// ms of CPU at 260 MB of RSS), so it runs every `interval`, not after every free. With another
-// allocator preloaded (jemalloc, tcmalloc) it finds glibc's arenas empty and does nothing.
+// agent's first, large messages (hello and declarations: 64 KiB slices per connection, which
+// libgrpc's read-size estimate lets go as later messages stay small) and the transient buffers
+// of a reconnect storm or a scrape. At 400 agents x 1 Hz, four minutes in, one malloc_trim(0)
+// (called by hand from gdb) took the aggregator from 138 to 116 MB of RSS; the README's "Memory
+// allocator" paragraph has the run with this thread. malloc_trim walks each arena's free chunks
+// under the arena's lock and madvise()s whole free pages; threads that allocate from that arena
+// meanwhile wait for it (0.66 ms of CPU at 260 MB of RSS), so it runs every `interval`, not after
+// every free. With another allocator preloaded (jemalloc, tcmalloc) it finds glibc's arenas
+// empty and does nothing.
 //
 // Thread-safe. One thread of its own between Start() and Stop().
 

@@ -13,8 +13,8 @@
 # fabricmon_load_generator fabricmon-aggregator). "quick" shortens the windows; BENCH_SMOKE=1
 # shrinks every row to a few agents and seconds (figures then prove the script works, nothing
 # more); WARMUP_S sets the load before each window (below). The generator shares the machine
-# with the aggregator: on a small machine, a row whose
-# "stored" falls short of "offered" measured a starved generator, and says so.
+# with the aggregator: on a small machine, a row whose "stored" falls short of "offered"
+# measured a starved generator, and says so.
 set -euo pipefail
 
 if [[ $# -lt 1 ]]; then
