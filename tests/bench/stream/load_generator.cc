@@ -40,6 +40,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "daemon/common/logging.h"
@@ -208,11 +209,16 @@ int Run() {
   }
   std::printf("generator CPU      %12.3f cores busy (this process: %d agent stacks)\n",
               (self1 - self0) / wall, agent_count);
-  // The mixed profile's rare error counters (node_model.h) leave ports degraded and flapping, more
-  // of them each minute: every active finding costs each detector tick work of its own, so a
-  // figure is that of the fabric it was measured on, which this line states.
-  std::printf("findings active    %12.0f at the window's end (sum of fabricmon_finding_active)\n",
-              SumOfFamily(text1, "fabricmon_finding_active"));
+  // Every active finding costs each detector tick work of its own, so a figure is that of the
+  // fabric it was measured on, which this line states (the mixed profile: a few bad links,
+  // node_model.h).
+  std::string by_kind;
+  for (const auto& [kind, count] : SumOfFamilyBy(text1, "fabricmon_finding_active", "kind")) {
+    absl::StrAppendFormat(&by_kind, "%s%s %.0f", by_kind.empty() ? "" : ", ", kind, count);
+  }
+  std::printf(
+      "findings active    %12.0f at the window's end (sum of fabricmon_finding_active%s%s)\n",
+      SumOfFamily(text1, "fabricmon_finding_active"), by_kind.empty() ? "" : ": ", by_kind.c_str());
   std::printf("\n== wire\n");
   std::printf("bytes per sample   %12.3f (received_bytes_total / samples_total, protobuf)\n",
               samples > 0 ? bytes / samples : 0.0);

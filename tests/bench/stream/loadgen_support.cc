@@ -97,8 +97,12 @@ std::map<std::string, double> ParseUnlabelled(const std::string& text) {
   return out;
 }
 
-double SumOfFamily(const std::string& text, const std::string& name) {
-  double sum = 0;
+namespace {
+
+// Calls fn(labels, value) for every sample of `name` in a text exposition; `labels` is what the
+// braces hold ("" for an unlabelled sample).
+template <typename Fn>
+void ForEachSample(const std::string& text, const std::string& name, Fn fn) {
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
     if (!absl::StartsWith(line, name) || line.size() <= name.size() ||
         (line[name.size()] != ' ' && line[name.size()] != '{')) {
@@ -107,11 +111,57 @@ double SumOfFamily(const std::string& text, const std::string& name) {
     // The value follows the last space (label values may hold spaces, the value never does).
     const size_t space = line.rfind(' ');
     double value = 0;
-    if (space != absl::string_view::npos && absl::SimpleAtod(line.substr(space + 1), &value)) {
-      sum += value;
+    if (space == absl::string_view::npos || !absl::SimpleAtod(line.substr(space + 1), &value)) {
+      continue;
     }
+    absl::string_view labels;
+    const size_t close = line.rfind('}', space);
+    if (line[name.size()] == '{' && close != absl::string_view::npos) {
+      labels = line.substr(name.size() + 1, close - name.size() - 1);
+    }
+    fn(labels, value);
   }
+}
+
+// The value of `label` in the braces' text (escapes kept as written), or "" when absent. Walks
+// the pairs in order, so a value that holds `label="` is never taken for the label.
+std::string LabelValue(absl::string_view labels, const std::string& label) {
+  size_t at = 0;
+  while (at < labels.size()) {
+    const size_t equals = labels.find("=\"", at);
+    if (equals == absl::string_view::npos) {
+      break;
+    }
+    const absl::string_view name = labels.substr(at, equals - at);
+    const size_t begin = equals + 2;
+    size_t end = begin;
+    while (end < labels.size() && labels[end] != '"') {
+      end += labels[end] == '\\' ? 2 : 1;
+    }
+    end = std::min(end, labels.size());
+    if (name == label) {
+      return std::string(labels.substr(begin, end - begin));
+    }
+    at = end + 2;  // past the closing quote and the comma
+  }
+  return "";
+}
+
+}  // namespace
+
+double SumOfFamily(const std::string& text, const std::string& name) {
+  double sum = 0;
+  ForEachSample(text, name, [&](absl::string_view, double value) { sum += value; });
   return sum;
+}
+
+std::map<std::string, double> SumOfFamilyBy(const std::string& text, const std::string& name,
+                                            const std::string& label) {
+  std::map<std::string, double> sums;
+  ForEachSample(text, name, [&](absl::string_view labels, double value) {
+    sums[LabelValue(labels, label)] += value;
+  });
+  return sums;
 }
 
 double Percentile(std::vector<double> values, double p) {

@@ -41,6 +41,10 @@ std::map<std::string, double> ParseUnlabelled(const std::string& text);
 
 // The sum of every sample of `name` in a text exposition, labelled or not (0 when absent).
 double SumOfFamily(const std::string& text, const std::string& name);
+// The same sum split by the value of one label (samples without it under ""), e.g. the active
+// findings by kind.
+std::map<std::string, double> SumOfFamilyBy(const std::string& text, const std::string& name,
+                                            const std::string& label);
 
 // Waits (bounded) until `done` holds; false on timeout.
 template <typename Predicate>

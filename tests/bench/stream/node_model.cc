@@ -10,6 +10,7 @@
 #include "collectors/ib_sysfs/ib_sysfs_collector.h"
 #include "daemon/agent/collector_runner.h"
 #include "daemon/common/clock.h"
+#include "daemon/detectors/families.h"
 
 namespace fabricmon::bench {
 namespace {
@@ -41,6 +42,17 @@ Motion MotionOf(const SeriesDesc& desc, uint64_t initial) {
   }
   if (absl::StrContains(name, "_requests_total") && absl::StartsWith(name, "fabricmon_ib_hw_rx_")) {
     return Motion::kActivity;
+  }
+  // The counters the link detectors (link_degraded, link_flap) read: a link's own errors.
+  namespace families = detectors::families;
+  for (const char* link_error :
+       {families::kIbLinkDowned, families::kIbLinkErrorRecovery, families::kIbSymbolError,
+        families::kIbRcvErrors, families::kIbLocalLinkIntegrity, families::kIbBufferOverrun,
+        families::kIbRemotePhysical, families::kRoceLinkDownEvents, families::kRocePcsSymbolErrors,
+        families::kRoceCrcErrors, families::kNetdevCarrierDown}) {
+    if (name == link_error) {
+      return Motion::kLinkError;
+    }
   }
   return Motion::kRare;
 }
@@ -225,30 +237,42 @@ ValueModel::ValueModel(const std::vector<NodeSeries>& series, Profile profile, u
     : series_(series), profile_(profile), rng_(seed * 0x9E3779B97F4A7C15ull + 1) {
   values_.reserve(series.size());
   utilisation_.reserve(series.size());
-  // One load per port, shared by the port's series (its packets follow its bytes).
-  std::vector<std::pair<std::string, double>> ports;
+  on_bad_port_.reserve(series.size());
+  // One load and one link quality per port, shared by the port's series (its packets follow its
+  // bytes, its errors its cable).
+  struct Port {
+    std::string key;
+    double load = 0;
+    bool bad = false;
+  };
+  std::vector<Port> ports;
   for (const NodeSeries& s : series) {
     values_.push_back(s.initial);
     const std::string key = PortKey(s.desc);
-    auto it =
-        std::find_if(ports.begin(), ports.end(), [&](const auto& p) { return p.first == key; });
+    auto it = std::find_if(ports.begin(), ports.end(), [&](const Port& p) { return p.key == key; });
     if (it == ports.end()) {
-      double load = 0;
+      Port port{key};
       switch (profile_) {
         case Profile::kIdle:
-          load = 0;
           break;
         case Profile::kMixed:
-          load = (ports.size() % 2 == 0) ? 0.3 + 0.4 * Uniform() : 0.02 * Uniform();
+          port.load = (ports.size() % 2 == 0) ? 0.3 + 0.4 * Uniform() : 0.02 * Uniform();
           break;
         case Profile::kBusy:
-          load = 0.8 + 0.15 * Uniform();
+          port.load = 0.8 + 0.15 * Uniform();
           break;
       }
-      ports.emplace_back(key, load);
+      // Device-wide series ("mlx5_0/", no port label) have no link of their own.
+      const bool has_link = !key.empty() && key.back() != '/';
+      port.bad = profile_ != Profile::kIdle && has_link && Uniform() < kBadPortShare;
+      if (port.bad) {
+        bad_ports_.push_back(key);
+      }
+      ports.push_back(std::move(port));
       it = ports.end() - 1;
     }
-    utilisation_.push_back(it->second);
+    utilisation_.push_back(it->load);
+    on_bad_port_.push_back(it->bad);
   }
 }
 
@@ -286,6 +310,18 @@ const std::vector<uint64_t>& ValueModel::Next() {
         break;
       case Motion::kActivity:
         delta = static_cast<uint64_t>(jittered * 2e5 * Uniform());
+        break;
+      case Motion::kLinkError:
+        if (on_bad_port_[i]) {
+          // A marginal link: errors every few seconds (link_degraded's 10 in 5 minutes within
+          // the first minute), and it goes down about every 4 minutes (so flaps, two downs in
+          // link_flap's 5-minute window, now and then).
+          const bool down = s.desc.name == detectors::families::kIbLinkDowned ||
+                            s.desc.name == detectors::families::kRoceLinkDownEvents ||
+                            s.desc.name == detectors::families::kNetdevCarrierDown;
+          delta =
+              down ? (Uniform() < 1.0 / 240 ? 1 : 0) : (Uniform() < 0.2 ? 1 + (Random() & 3) : 0);
+        }
         break;
       case Motion::kRare:
         delta = Uniform() < 0.002 ? 1 + (Random() & 3) : 0;

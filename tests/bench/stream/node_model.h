@@ -21,7 +21,10 @@ enum class Motion : uint8_t {
   kTrafficPackets,  // port/unicast xmit/rcv packets: traffic / ~4 KiB MTU
   kCongestion,      // port_xmit_wait: ticks without credits, grows with load
   kActivity,        // hw_counters requests (rx_write/read/atomic_requests): thousands per second
-  kRare,            // error and event counters: almost always unchanged
+  kLinkError,       // the link's own error counters (symbol errors, link downed, ...): zero on a
+                    // healthy link, rising only on a marginal one (ValueModel: bad ports)
+  kRare,            // other error and event counters (transport retries, ...): almost always
+                    // unchanged
 };
 
 struct NodeSeries {
@@ -51,6 +54,13 @@ enum class Profile {
   kMixed,  // half the ports busy at 30-70 % of 400 Gb/s, the rest nearly idle; rare errors
   kBusy,   // every port at 80-95 %, congestion
 };
+// In the mixed and busy profiles, the share of ports with a marginal link (ValueModel::bad_ports):
+// its error counters rise every few seconds and it goes down now and then, so it stays degraded
+// and sometimes flaps; every other port's link error counters stay where they are. A fabric whose
+// findings are a fixed few bad cables reaches a steady state a benchmark can measure, where one
+// whose every port collects rare errors grows worse for as long as it runs (the detectors'
+// windows fill: minutes).
+inline constexpr double kBadPortShare = 0.01;
 // "idle", "mixed", "busy"; false on anything else.
 bool ParseProfile(const std::string& text, Profile* profile);
 
@@ -74,6 +84,8 @@ class ValueModel {
   // Values after one more interval, parallel to the series vector.
   const std::vector<uint64_t>& Next();
   const std::vector<uint64_t>& values() const { return values_; }
+  // Ports ("device/port") drawn as marginal links, about kBadPortShare of the node's ports.
+  const std::vector<std::string>& bad_ports() const { return bad_ports_; }
 
  private:
   uint64_t Random();
@@ -85,6 +97,8 @@ class ValueModel {
   uint64_t rng_;
   std::vector<uint64_t> values_;
   std::vector<double> utilisation_;  // per series: load of the series' port (0..1)
+  std::vector<bool> on_bad_port_;    // per series: its port is a marginal link
+  std::vector<std::string> bad_ports_;
 };
 
 }  // namespace fabricmon::bench
