@@ -256,8 +256,8 @@ void BM_DetectorTick(benchmark::State& state) {
   state.SetLabel(with_links ? "all detectors, 2-tier link list" : "all detectors, no topology");
 }
 
-// A fixed number of ticks per size: findings accumulate from tick to tick (the model's rare
-// error counters), and a tick's cost with them, so a run that chose its own count by time would
+// A fixed number of ticks per size: the model's bad links (node_model.h) raise their findings over
+// the first ticks, and a tick's cost with them, so a run that chose its own count by time would
 // measure a different fabric each time and two builds could not be compared.
 BENCHMARK(BM_DetectorTick)->Args({16, 1})->Iterations(1000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DetectorTick)->Args({256, 1})->Iterations(60)->Unit(benchmark::kMillisecond);
