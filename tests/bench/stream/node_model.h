@@ -51,7 +51,7 @@ std::vector<NodeSeries> SyntheticNodeSeries(size_t count);
 
 enum class Profile {
   kIdle,   // no traffic, no errors: every delta is 0
-  kMixed,  // half the ports busy at 30-70 % of 400 Gb/s, the rest nearly idle; rare errors
+  kMixed,  // half the ports busy at 30-70 % of 400 Gb/s, the rest nearly idle; a few bad links
   kBusy,   // every port at 80-95 %, congestion
 };
 // In the mixed and busy profiles, the share of ports with a marginal link (ValueModel::bad_ports):
