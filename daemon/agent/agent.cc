@@ -2,9 +2,11 @@
 
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "daemon/agent/agent_families.h"
 #include "daemon/agent/cycle_builder.h"
 #include "daemon/common/logging.h"
+#include "daemon/common/thread_name.h"
 #include "google/protobuf/util/message_differencer.h"
 
 namespace fabricmon::agent {
@@ -152,6 +154,7 @@ void Agent::ReclaimSeriesIds() {
 
 void Agent::RunCollector(size_t index) {
   CollectorRunner& runner = *runners_[index];
+  NameThisThread(absl::StrCat("col_", runner.collector().name()));
   CycleBuilder builder(series_);
   const int64_t interval_ns = runner.collector().interval_ms() * 1000000;
   int64_t next = clock_.MonotonicNanos();

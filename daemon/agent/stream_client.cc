@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "daemon/common/file_reader.h"
 #include "daemon/common/logging.h"
+#include "daemon/common/thread_name.h"
 #include "daemon/wire/batch_codec.h"
 
 namespace fabricmon::agent {
@@ -544,6 +545,7 @@ std::optional<std::string> StreamClient::Supervise(Reactor& reactor,
 }
 
 void StreamClient::ConnectionLoop() {
+  NameThisThread("stream_client");
   absl::Duration backoff = options_.initial_backoff;
   std::string current;  // the aggregator in use; "" before the first attempt
   // Since when the aggregator in use has held no stream (unset while one is established or

@@ -1,10 +1,9 @@
 #include "daemon/aggregator/ack_flusher.h"
 
-#include <pthread.h>
-
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "daemon/common/thread_name.h"
 
 namespace fabricmon::aggregator {
 
@@ -51,7 +50,7 @@ void AckFlusher::RunEarliestLocked() {
 bool AckFlusher::WakeLocked() const { return stopping_ || rewait_; }
 
 void AckFlusher::Run() {
-  pthread_setname_np(pthread_self(), "ack_flusher");
+  NameThisThread("ack_flusher");
   absl::MutexLock lock(&mu_);
   while (true) {
     rewait_ = false;

@@ -1,11 +1,13 @@
 #include "daemon/aggregator/detector_ticker.h"
 
 #include "absl/time/time.h"
+#include "daemon/common/thread_name.h"
 
 namespace fabricmon::aggregator {
 
 void DetectorTicker::Start() {
   thread_ = std::thread([this] {
+    NameThisThread("detectors");
     for (;;) {
       engine_.Tick();
       absl::MutexLock lock(&mu_);

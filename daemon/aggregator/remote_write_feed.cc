@@ -8,6 +8,7 @@
 
 #include "absl/time/time.h"
 #include "collectors/core/sample.h"
+#include "daemon/common/thread_name.h"
 #include "daemon/exposition/text_exposition.h"
 #include "daemon/remote_write/keyed_batch_writer.h"
 #include "daemon/remote_write/protobuf_wire.h"
@@ -196,6 +197,7 @@ void RemoteWriteFeed::ForwardEachTick(
     std::function<std::vector<prometheus::MetricFamily>()> collect, int64_t poll_nanos) {
   tick_thread_ = std::thread(
       [this, last_tick = std::move(last_tick), collect = std::move(collect), poll_nanos] {
+        NameThisThread("rw_forward");
         int64_t forwarded_tick = 0;
         while (true) {
           {

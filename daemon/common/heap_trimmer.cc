@@ -1,7 +1,8 @@
 #include "daemon/common/heap_trimmer.h"
 
 #include <malloc.h>
-#include <pthread.h>
+
+#include "daemon/common/thread_name.h"
 
 namespace fabricmon {
 
@@ -10,7 +11,7 @@ void HeapTrimmer::Start() {
     return;
   }
   thread_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), "heap_trimmer");
+    NameThisThread("heap_trimmer");
     for (;;) {
       {
         absl::MutexLock lock(&mu_);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "daemon/common/file_reader.h"
 #include "daemon/common/logging.h"
+#include "daemon/common/thread_name.h"
 #include "daemon/recording/record_format.h"
 #include "daemon/recording/recording_reader.h"
 
@@ -181,6 +182,7 @@ void Recorder::Flush() {
 }
 
 void Recorder::WriterLoop() {
+  NameThisThread("recorder");
   std::string chunk;
   for (;;) {
     int64_t first = 0;

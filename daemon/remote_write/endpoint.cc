@@ -1,11 +1,10 @@
 #include "daemon/remote_write/endpoint.h"
 
-#include <pthread.h>
-
 #include <algorithm>
 #include <utility>
 
 #include "daemon/common/logging.h"
+#include "daemon/common/thread_name.h"
 
 namespace fabricmon::remote_write {
 
@@ -49,9 +48,7 @@ void Endpoint::Start() {
 }
 
 void Endpoint::Run(Shard& shard) {
-  // So that `top -H` and profiles tell the remote_write threads from ingest's (at most 15
-  // characters; a failure only leaves the process' name).
-  pthread_setname_np(pthread_self(), "remote_write");
+  NameThisThread("remote_write");
   while (true) {
     const bool stopping = stopping_.load();
     const int64_t deadline = stopping ? flush_deadline_.load() : Shard::kNever;

@@ -2,6 +2,7 @@
 
 #include "daemon/detectors/engine.h"
 #include "gtest/gtest.h"
+#include "tests/testing/thread_names.h"
 #include "tests/unit/daemon/detectors/detector_test_util.h"
 
 namespace fabricmon::aggregator {
@@ -21,6 +22,17 @@ TEST(DetectorTickerTest, TicksAtStartAndStopsWithoutWaitingForTheInterval) {
   ticker.Stop();
   EXPECT_EQ(engine.topology_builds(), 1u);
   ticker.Stop();  // idempotent
+}
+
+// Its thread is named, so that `top -H` and profiles tell the detectors from the main thread.
+TEST(DetectorTickerTest, ItsThreadIsNamed) {
+  detectors::testing::FabricFixture fabric;
+  detectors::DetectionEngine engine(fabric.store(), fabric.clock(), v1::DetectorThresholds(),
+                                    kHour);
+  DetectorTicker ticker(engine);
+  ticker.Start();
+  EXPECT_TRUE(fabricmon::testing::WaitForThreadNamed("detectors", absl::Seconds(10)));
+  ticker.Stop();
 }
 
 // Without Start() there is no thread to join.
